@@ -1,0 +1,100 @@
+"""Every ``AOT_*`` environment variable, declared once, typed, documented.
+
+Code reads :data:`env` (``env.cache_dir``), never ``os.environ`` directly, so the full list of knobs
+lives here and in the README table generated from :func:`describe`. Values are read at access time,
+so tests can override them with ``monkeypatch.setenv``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Generic, TypeVar
+
+from .errors import UsageError
+
+T = TypeVar("T")
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise UsageError(f"expected a boolean (1/0/true/false), got {raw!r}")
+
+
+def _parse_path(raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+def _parse_int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"expected an integer, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Var(Generic[T]):
+    name: str
+    parse: Callable[[str], T]
+    default: T
+    doc: str
+
+    def get(self) -> T:
+        raw = os.environ.get(self.name)
+        if raw is None:
+            return self.default
+        try:
+            return self.parse(raw)
+        except UsageError as e:
+            raise UsageError(f"environment variable {self.name}: {e}") from None
+
+
+VARS: dict[str, Var] = {}
+
+
+def _var(name: str, parse: Callable[[str], T], default: T, doc: str) -> Var[T]:
+    v = Var(name, parse, default, doc)
+    VARS[name] = v
+    return v
+
+
+CACHE_DIR = _var("AOT_CACHE_DIR", _parse_path, None,
+                 "Per-user JIT cache directory (default: platformdirs' user cache dir for 'aot').")
+DISABLE_CACHE = _var("AOT_DISABLE_CACHE", _parse_bool, False,
+                     "1 = never read or write the per-user cache (JIT results stay in memory).")
+DISABLE_PACKAGED = _var("AOT_DISABLE_PACKAGED", _parse_bool, False,
+                        "1 = ignore packaged artifacts (forces the user cache / JIT path; for testing).")
+FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
+                  "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
+STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
+                 "Path of a prebuilt stand-in libcuda.so.1 (default: the packaged one, else built with cc).")
+JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")
+WHEEL_SM = _var("AOT_WHEEL_SM", str, "",
+                "SM list the wheel build bundles (e.g. '80,90', 'all', 'none'; default: all for the CUDA major).")
+WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
+                       "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
+
+
+class _Env:
+    """Attribute access to the registry: ``env.cache_dir`` reads ``AOT_CACHE_DIR`` now."""
+
+    def __getattr__(self, attr: str):
+        name = "AOT_" + attr.upper()
+        aliases = {"AOT_FORCE_STUB": "AOT_FORCE_STUB_DRIVER", "AOT_STUB_PATH": "AOT_STUB_LIBCUDA"}
+        name = aliases.get(name, name)
+        if name not in VARS:
+            raise AttributeError(attr)
+        return VARS[name].get()
+
+
+env = _Env()
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(name, default, doc) for every variable: the README's table and ``aot doctor`` print this."""
+    return [(v.name, "" if v.default is None else str(v.default), v.doc) for v in VARS.values()]

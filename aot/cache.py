@@ -1,0 +1,84 @@
+"""The per-user cache root and its file-backed entries (atomic, content-keyed, corruption-tolerant).
+
+Entries are artifact files (the same magic-header format as packaged ones) under
+``<root>/cccl/<key[:2]>/<key>.aot``; NVRTC JIT results are cached by cuda.core's own
+``FileStreamProgramCache`` under ``<root>/nvrtc`` (we do not write a second NVRTC cache).
+A reader never sees a torn file (tmp + fsync + rename); a corrupt entry is deleted and rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._env import CACHE_DIR, DISABLE_CACHE
+from ._fs import atomic_write, sweep_temp
+from .errors import ArtifactError
+from . import format as fmt
+
+
+def cache_root() -> Path:
+    override = CACHE_DIR.get()
+    if override is not None:
+        return Path(override)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("aot", appauthor=False))
+
+
+def enabled() -> bool:
+    return not DISABLE_CACHE.get()
+
+
+class ArtifactCache:
+    """Bytes-in/bytes-out store of artifacts keyed by content key. ``get`` only: no check-then-read."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else cache_root() / "cccl"
+
+    def _path(self, key: str) -> Path:
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError(f"bad cache key {key!r}")
+        return self.root / key[:2] / f"{key}.aot"
+
+    def get(self, key: str) -> fmt.Artifact | None:
+        """The cached artifact, ``None`` if absent. A corrupt entry raises :class:`ArtifactError` after it
+        has been deleted (so the caller warns once and the next process rebuilds it)."""
+        path = self._path(key)
+        try:
+            art = fmt.read(path)
+        except ArtifactError as e:
+            if not path.exists():
+                return None
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            raise ArtifactError(f"corrupt user-cache entry deleted: {e}") from None
+        if art.header.get("content_key") != key:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            raise ArtifactError(f"{path}: user-cache entry holds another key; deleted")
+        return art
+
+    def put(self, key: str, data: bytes) -> Path:
+        path = self._path(key)
+        atomic_write(path, data)
+        return path
+
+    def sweep(self) -> int:
+        return sweep_temp(self.root) if self.root.exists() else 0
+
+    def clear(self) -> None:
+        import shutil
+        if self.root.exists():
+            shutil.rmtree(self.root)
+
+
+def writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK)

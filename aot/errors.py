@@ -1,0 +1,56 @@
+"""The error catalogue: every failure ``aot`` reports, each carrying the exit code the CLI returns.
+
+Library code only raises; ``aot.cli.main`` catches :class:`AotError` once, prints one line and exits
+with ``return_code``. Keeping the codes here (and nowhere else) makes them part of the documented CLI
+contract instead of an accident of where an error happened to be raised.
+"""
+
+from __future__ import annotations
+
+
+class AotError(Exception):
+    """Base of every error ``aot`` raises on purpose."""
+
+    return_code = 1
+
+
+class UsageError(AotError):
+    """Bad command-line input (an unparseable ``--sm``, ``--shard`` or ``--only``)."""
+
+    return_code = 2
+
+
+class MatrixError(AotError):
+    """A build matrix that does not validate. The message names file, line, spec and field."""
+
+    return_code = 2
+
+
+class ToolchainError(AotError):
+    """cuda-cccl / NVRTC / the stand-in driver cannot be found or used on this host."""
+
+    return_code = 3
+
+
+class BuildError(AotError):
+    """One or more build items failed; nothing half-written was left behind."""
+
+    return_code = 4
+
+
+class ArtifactError(AotError):
+    """An artifact or manifest failed a check (magic, bounds, sha256, versions, paths)."""
+
+    return_code = 5
+
+
+class NoDeviceError(AotError):
+    """A GPU was required (``--sm native``, ``verify --gpu``) and none is usable."""
+
+    return_code = 6
+
+
+class VerificationError(AotError):
+    """An artifact ran on the GPU and disagreed with the numpy reference, or a package failed verify."""
+
+    return_code = 7

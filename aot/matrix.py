@@ -1,0 +1,292 @@
+"""Load and validate ``build_matrix.yaml`` into specs.
+
+Every error names the file, the line, the spec and the field, with a "did you mean" where a near
+miss is likely (``reduec``, ``flaot64``). Validation is complete before anything is built, so a bad
+matrix never leaves a half-written output behind.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .errors import MatrixError
+from .spec import (ALGORITHMS, BUILTIN_OPS, DTYPE_FIELDS, DTYPES, NVRTC_OPTIONS, REQUIRED, SORT_ORDERS,
+                   CcclSpec, NvrtcUnit, Spec)
+
+TOP_KEYS = ("version", "cccl", "nvrtc")
+NVRTC_KEYS = ("name", "source", "kernels", "options")
+SUPPORTED_VERSIONS = (1,)
+
+
+class _Map(dict):
+    """A mapping that remembers the line of each key (1-based) and of itself."""
+
+    line: int = 0
+    key_lines: dict
+
+
+class _Seq(list):
+    line: int = 0
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
+    m = _Map()
+    m.line = node.start_mark.line + 1
+    m.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in m:
+            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+        m[key] = loader.construct_object(value_node, deep=True)
+        m.key_lines[key] = value_node.start_mark.line + 1
+    return m
+
+
+def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> _Seq:
+    s = _Seq(loader.construct_object(n, deep=True) for n in node.value)
+    s.line = node.start_mark.line + 1
+    return s
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
+
+
+def _hint(value: Any, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A validated matrix: its file and its specs in file order."""
+
+    path: Path
+    specs: tuple[Spec, ...]
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    def select(self, only: Iterable[str] | None) -> tuple[Spec, ...]:
+        """The specs named in ``only`` (all when ``None``); an unknown name is an error with a hint."""
+        if not only:
+            return self.specs
+        by_name = {s.name: s for s in self.specs}
+        missing = [n for n in only if n not in by_name]
+        if missing:
+            n = missing[0]
+            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{_hint(n, by_name)}")
+        wanted = set(only)
+        return tuple(s for s in self.specs if s.name in wanted)
+
+
+def default_matrix_path() -> Path:
+    """The bundled ``build_matrix.yaml``: inside an installed package it is ``aot/build_matrix.yaml``
+    (the wheel build copies it there); in a source checkout it is the repository's top-level file."""
+    packaged = Path(str(resources.files("aot"))) / "build_matrix.yaml"
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "build_matrix.yaml"
+
+
+def resolve_source(matrix_path: Path, src: str) -> Path:
+    """A unit's ``source`` is relative to the matrix file, else to the ``aot`` package (where the bundled
+    ``kernels/*.cu`` live), so one matrix text works from a checkout and from an installed package."""
+    p = Path(src)
+    if p.is_absolute():
+        return p
+    first = matrix_path.parent / p
+    if first.exists():
+        return first
+    bundled = Path(__file__).resolve().parent / p
+    return bundled if bundled.exists() else first
+
+
+class _Ctx:
+    """Formats errors as ``file:line: spec 'name': field 'f': message``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, line: int, msg: str, spec: str | None = None, fld: str | None = None) -> MatrixError:
+        where = f"{self.path}:{line}:"
+        if spec is not None:
+            where += f" spec {spec!r}:"
+        if fld is not None:
+            where += f" field {fld!r}:"
+        return MatrixError(f"{where} {msg}")
+
+
+def load_matrix(path: str | Path | None = None) -> Matrix:
+    """Read and validate a matrix file (the bundled default when ``path`` is ``None``)."""
+    p = Path(path) if path is not None else default_matrix_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MatrixError(f"{p}: cannot read build matrix: {e.strerror or e}") from None
+    return parse_matrix(text, p)
+
+
+def parse_matrix(text: str, path: Path) -> Matrix:
+    ctx = _Ctx(path)
+    loader = _Loader(text)
+    loader.name = str(path)
+    try:
+        doc = loader.get_single_data()
+    except MatrixError:
+        raise
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise ctx.fail(line, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(doc, _Map):
+        raise ctx.fail(1, "the matrix must be a mapping with keys 'version', 'cccl', 'nvrtc'")
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise ctx.fail(doc.key_lines[key], f"unknown top-level key {key!r}{_hint(key, TOP_KEYS)}")
+    version = doc.get("version", 1)
+    if version not in SUPPORTED_VERSIONS:
+        raise ctx.fail(doc.key_lines.get("version", 1), f"unsupported matrix version {version!r}; "
+                       f"this aot reads {', '.join(map(str, SUPPORTED_VERSIONS))}")
+    specs: list[Spec] = []
+    seen: dict[str, int] = {}
+    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc)):
+        entries = doc.get(section, [])
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list):
+            raise ctx.fail(doc.key_lines[section], f"{section!r} must be a list of specs")
+        for entry in entries:
+            line = getattr(entry, "line", getattr(entries, "line", 0))
+            if not isinstance(entry, _Map):
+                raise ctx.fail(line, f"each {section} entry must be a mapping, got {type(entry).__name__}")
+            name = entry.get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise ctx.fail(line, "a spec needs a non-empty string 'name'", fld="name")
+            if not all(c.isalnum() or c in "_-." for c in name) or name.startswith("."):
+                raise ctx.fail(entry.key_lines["name"], "names may use letters, digits, '_', '-', '.' only",
+                               spec=name, fld="name")
+            if name in seen:
+                raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
+                               f"{seen[name]})", spec=name, fld="name")
+            seen[name] = entry.key_lines["name"]
+            specs.append(parse_one(ctx, entry, name))
+    if not specs:
+        raise ctx.fail(1, "the matrix defines no specs")
+    return Matrix(path=path, specs=tuple(specs))
+
+
+def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
+    algo = e.get("algorithm")
+    if algo is None:
+        raise ctx.fail(e.line, "missing required field", spec=name, fld="algorithm")
+    if algo not in ALGORITHMS:
+        raise ctx.fail(e.key_lines["algorithm"], f"unknown algorithm {algo!r}{_hint(algo, ALGORITHMS)}; "
+                       f"known: {', '.join(ALGORITHMS)}", spec=name, fld="algorithm")
+    adef = ALGORITHMS[algo]
+    allowed = ("name", "algorithm", *adef.fields)
+    for key in e:
+        if key not in allowed:
+            raise ctx.fail(e.key_lines[key], f"unknown field for {algo}{_hint(key, allowed)}; "
+                           f"allowed: {', '.join(allowed)}", spec=name, fld=str(key))
+    params: dict[str, Any] = {}
+    for fld, default in adef.fields.items():
+        line = e.key_lines.get(fld, e.line)
+        if fld not in e:
+            if default is REQUIRED:
+                raise ctx.fail(e.line, f"missing required field for {algo}", spec=name, fld=fld)
+            params[fld] = default
+            continue
+        value = e[fld]
+        if fld in DTYPE_FIELDS:
+            if value not in DTYPES:
+                raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, DTYPES)}; known: "
+                               f"{', '.join(DTYPES)}", spec=name, fld=fld)
+        elif fld == "op":
+            value = _check_op(ctx, line, name, value, adef.op_role)
+        elif fld == "order":
+            if value not in SORT_ORDERS:
+                raise ctx.fail(line, f"unknown order {value!r}{_hint(value, SORT_ORDERS)}", spec=name, fld=fld)
+        elif fld == "init":
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
+                               spec=name, fld=fld)
+            if isinstance(value, str) and value not in ("inf", "-inf", "min", "max"):
+                raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
+                               f"got {value!r}", spec=name, fld=fld)
+        params[fld] = value
+    if "init" in params and isinstance(params["init"], str) and "inf" in params["init"] \
+            and not params["dtype"].startswith("float"):
+        raise ctx.fail(e.key_lines["init"], f"init {params['init']!r} needs a float dtype, not "
+                       f"{params['dtype']}", spec=name, fld="init")
+    return CcclSpec(name=name, algorithm=algo, params=params)
+
+
+def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str) -> str:
+    if not isinstance(value, str):
+        raise ctx.fail(line, f"the {role} must be a built-in operator name or a 'lambda ...' source",
+                       spec=name, fld="op")
+    value = value.strip()
+    if value.startswith("lambda"):
+        try:
+            code = compile(value, f"<{name}.op>", "eval")
+        except SyntaxError as err:
+            raise ctx.fail(line, f"lambda does not parse: {err.msg}", spec=name, fld="op") from None
+        import ast
+        tree = ast.parse(value, mode="eval")
+        if not isinstance(tree.body, ast.Lambda):
+            raise ctx.fail(line, "the operator source must be a single lambda expression", spec=name, fld="op")
+        del code
+        return value
+    if value not in BUILTIN_OPS:
+        raise ctx.fail(line, f"unknown operator {value!r}{_hint(value, BUILTIN_OPS)}; built-ins: "
+                       f"{', '.join(BUILTIN_OPS)}, or a 'lambda x: ...' source", spec=name, fld="op")
+    return value
+
+
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> NvrtcUnit:
+    for key in e:
+        if key not in NVRTC_KEYS:
+            raise ctx.fail(e.key_lines[key], f"unknown field{_hint(key, NVRTC_KEYS)}; allowed: "
+                           f"{', '.join(NVRTC_KEYS)}", spec=name, fld=str(key))
+    src = e.get("source")
+    if not isinstance(src, str) or not src:
+        raise ctx.fail(e.key_lines.get("source", e.line), "missing or empty source path", spec=name, fld="source")
+    src_path = resolve_source(ctx.path, src)
+    try:
+        text = src_path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ctx.fail(e.key_lines["source"], f"cannot read source file {src_path}: {err.strerror or err}",
+                       spec=name, fld="source") from None
+    kernels = e.get("kernels")
+    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
+        raise ctx.fail(e.key_lines.get("kernels", e.line), "kernels must be a non-empty list of kernel names",
+                       spec=name, fld="kernels")
+    if len(set(kernels)) != len(kernels):
+        raise ctx.fail(e.key_lines["kernels"], "kernels lists a name twice", spec=name, fld="kernels")
+    for k in kernels:
+        if k not in text:
+            raise ctx.fail(e.key_lines["kernels"], f"kernel {k!r} does not appear in {src}", spec=name,
+                           fld="kernels")
+    options = e.get("options", {}) or {}
+    if not isinstance(options, dict):
+        raise ctx.fail(e.key_lines["options"], "options must be a mapping of cuda.core ProgramOptions fields",
+                       spec=name, fld="options")
+    for key in options:
+        if key not in NVRTC_OPTIONS:
+            raise ctx.fail(options.key_lines[key], f"unknown NVRTC option {key!r}{_hint(key, NVRTC_OPTIONS)}; "
+                           f"allowed: {', '.join(NVRTC_OPTIONS)}", spec=name, fld=f"options.{key}")
+    return NvrtcUnit(name=name, source_path=src, source=text, kernels=tuple(kernels),
+                     options={k: options[k] for k in sorted(options)})

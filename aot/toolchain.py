@@ -1,0 +1,170 @@
+"""Find the toolchain: versions of cuda-cccl / NVRTC / nvJitLink, a real driver or the stand-in.
+
+Everything here is probed lazily (nothing at ``import aot``). The version fingerprint goes into every
+artifact header and content key, so an artifact is never reused across toolchains.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ToolchainError
+
+AOT_VERSION = "0.1.0"
+STUB_MARKER = "aot_libcuda_stub"
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "missing"
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries)."""
+    cccl = _dist_version("cuda-cccl")
+    bindings = _dist_version("cuda-bindings")
+    if "missing" in (cccl, bindings):
+        raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
+                             "(pip install 'aot[cu13]' or 'aot[cu12]')")
+    try:
+        from cuda.bindings import nvjitlink, nvrtc
+        err, major, minor = nvrtc.nvrtcVersion()
+        nvrtc_v = f"{major}.{minor}"
+        jl = nvjitlink.version()
+        nvjitlink_v = f"{jl[0]}.{jl[1]}"
+    except Exception as e:  # a failed probe is recorded, never silently equal to a working toolchain
+        raise ToolchainError(f"cannot load NVRTC/nvJitLink: {e}") from None
+    return {"aot": AOT_VERSION, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
+            "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": _dist_version("cuda-core")}
+
+
+def cuda_major() -> int:
+    """The CUDA major of the installed cuda-bindings (what cuda-cccl picks its extension by)."""
+    v = _dist_version("cuda-bindings")
+    if v == "missing":
+        raise ToolchainError("cuda-bindings is not installed (pip install 'aot[cu13]' or 'aot[cu12]')")
+    return int(v.split(".")[0])
+
+
+def nvrtc_supported_sms() -> list[int]:
+    from cuda.bindings import nvrtc
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    return [int(a) for a in archs]
+
+
+@dataclass(frozen=True)
+class Driver:
+    """Which libcuda build workers use: ``real`` (a driver was found) or ``stub`` (the stand-in)."""
+
+    kind: str  # "real" | "stub"
+    path: str | None  # the stub's path (None for the real driver, found by the system loader)
+
+    def describe(self) -> str:
+        return "real NVIDIA driver" if self.kind == "real" else f"aot stand-in libcuda ({self.path})"
+
+
+def real_driver_present() -> bool:
+    """True when the system loader finds a libcuda.so.1 that is not our stand-in."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return not hasattr(lib, STUB_MARKER)
+
+
+def choose_driver(force_stub: bool = False) -> Driver:
+    """A real driver always wins, unless ``force_stub`` (CI parity on a GPU host)."""
+    if not force_stub and real_driver_present():
+        return Driver("real", None)
+    return Driver("stub", str(stub_library()))
+
+
+def stub_library() -> Path:
+    """Path of the stand-in ``libcuda.so.1``: $AOT_STUB_LIBCUDA, the one CMake built into the installed
+    package, or one compiled now from ``cccl_patches/libcuda_stub.c`` with the system C compiler into
+    the user cache (keyed by the source's hash, written atomically)."""
+    from ._env import STUB_PATH
+    override = STUB_PATH.get()
+    if override is not None:
+        if not override.is_file():
+            raise ToolchainError(f"AOT_STUB_LIBCUDA={override} does not exist")
+        return override
+    import cccl_patches
+    packaged = Path(cccl_patches.__file__).with_name("lib") / "libcuda.so.1"
+    if packaged.is_file():
+        return packaged
+    source = cccl_patches.STUB_SOURCE
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    from .cache import cache_root
+    target = cache_root() / "stub" / digest / "libcuda.so.1"
+    if target.is_file():
+        return target
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise ToolchainError("no NVIDIA driver and no C compiler to build the stand-in libcuda "
+                             "(install gcc, or set AOT_STUB_LIBCUDA to a prebuilt one)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-aot-", suffix=".so", dir=target.parent)
+    os.close(fd)
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-soname,libcuda.so.1", "-o", tmp,
+           str(source)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise ToolchainError(f"building the stand-in libcuda failed: {' '.join(cmd)}\n{proc.stderr}")
+    os.replace(tmp, target)
+    return target
+
+
+def native_sm() -> int | None:
+    """SM of GPU 0 through the real driver, or ``None`` when there is no driver or no device."""
+    if not real_driver_present():
+        return None
+    try:
+        from cuda.bindings import driver
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        err, dev = driver.cuDeviceGet(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        A = driver.CUdevice_attribute
+        err, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err2, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS:
+            return None
+        return 10 * major + minor
+    except Exception:
+        return None
+
+
+def worker_setup(stub_path: str | None) -> None:
+    """Run first in every build worker: preload the stand-in (so cuda-cccl's DT_NEEDED on libcuda.so.1
+    resolves to it by soname), then apply the ProxyArray fix."""
+    if stub_path:
+        ctypes.CDLL(stub_path, mode=ctypes.RTLD_GLOBAL)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        import cuda.compute._bindings as bindings
+    if not getattr(bindings, "_BINDINGS_AVAILABLE", False):  # cuda-cccl only warns; we must fail loudly
+        raise ToolchainError("cuda.compute's CUDA bindings did not load (libcuda.so.1 / NVRTC missing?)")
+    import cccl_patches
+    cccl_patches.apply()
+
+
+def python_info() -> str:
+    return f"Python {sys.version.split()[0]}"
