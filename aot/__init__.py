@@ -8,4 +8,45 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
+           "status", "default_registry"]
+
+_LAZY = {"Registry": "loader", "AotWarning": "loader", "default_registry": "loader"}
+
+
+def __getattr__(name: str):
+    """Lazy re-exports: importing the loader (and, later, CUDA) only when first used."""
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)
+
+
+def cccl(name: str):
+    """The default registry's cuda.compute algorithm ``name`` for the current device (per thread)."""
+    from .loader import default_registry
+    return default_registry().cccl(name)
+
+
+def kernel(unit: str, kernel_name: str):
+    """The default registry's ``cuda.core.Kernel`` ``kernel_name`` of NVRTC unit ``unit``."""
+    from .loader import default_registry
+    return default_registry().kernel(unit, kernel_name)
+
+
+def request_warmup(names=None) -> None:
+    """Start loading ``names`` (default: every spec) in background threads; returns immediately."""
+    from .loader import default_registry
+    default_registry().request_warmup(names)
+
+
+def ensure_warm(timeout: float | None = None) -> list:
+    """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
+    from .loader import default_registry
+    return default_registry().ensure_warm(timeout)
+
+
+def status() -> dict:
+    """Per spec: the source used (packaged / cache / jit), SM, milliseconds, errors."""
+    from .loader import default_registry
+    return default_registry().status()

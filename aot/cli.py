@@ -37,6 +37,19 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="validate a build matrix and list its specs")
     v.add_argument("--matrix", type=Path, default=None)
+
+    ver = sub.add_parser("verify", help="check an artifact set (DIR or WHEEL): integrity; with --gpu, results")
+    ver.add_argument("target", nargs="?", default=None, help="artifact directory or wheel (default: the "
+                     "installed package's artifacts)")
+    ver.add_argument("--default", action="store_true", help="the installed aot package's own artifacts")
+    ver.add_argument("--gpu", action="store_true", help="also run every spec on this GPU against numpy")
+    ver.add_argument("--only", default=None, help="GPU-check only these specs: NAME[,NAME...]")
+    ver.add_argument("--json", type=Path, default=None, help="write the GPU table as JSON here")
+
+    ins = sub.add_parser("inspect", help="table of specs x SMs, sizes, versions of an artifact set")
+    ins.add_argument("target", nargs="?", default=None, help="artifact directory or wheel")
+
+    sub.add_parser("doctor", help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
     return p
 
 
@@ -51,7 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse already printed the usage error
         return int(e.code or 0)
     try:
-        return {"build": cmd_build, "validate": cmd_validate}[args.command](args)
+        commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
+                    "doctor": cmd_doctor}
+        return commands[args.command](args)
     except AotError as e:
         print(f"aot: error: {e}", file=sys.stderr)
         return e.return_code
@@ -153,3 +168,136 @@ def _print_report(report, console) -> None:
                   + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
                   f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
                   f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
+
+
+def _artifact_dir(target: str | None, stack) -> Path:
+    """A directory holding manifest.json: the target itself, a wheel's ``aot/artifacts`` (extracted into a
+    temporary directory owned by ``stack``), or the installed package's artifacts."""
+    import tempfile
+    import zipfile
+    from importlib import resources
+    if target is None:
+        return Path(str(resources.files("aot"))) / "artifacts"
+    p = Path(target)
+    if p.is_file() and p.suffix == ".whl":
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-")))
+        with zipfile.ZipFile(p) as z:
+            members = [n for n in z.namelist() if "/artifacts/" in n and not n.endswith("/")]
+            if not members:
+                raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")
+            prefix = members[0].split("/artifacts/")[0] + "/artifacts/"
+            for n in members:
+                if n.startswith(prefix):
+                    rel = n[len(prefix):]
+                    if rel.startswith("/") or ".." in rel.split("/"):
+                        raise UsageError(f"{p}: unsafe path in wheel: {n}")
+                    dest = tmp / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(z.read(n))
+        return tmp
+    if not p.is_dir():
+        raise UsageError(f"{p}: not a directory or a .whl file")
+    return p
+
+
+def cmd_verify(args) -> int:
+    import contextlib
+    from .errors import VerificationError
+    from .verify import verify_integrity
+    with contextlib.ExitStack() as stack:
+        root = _artifact_dir(None if args.default else args.target, stack)
+        n, problems = verify_integrity(root)
+        for prob in problems:
+            print(f"problem: {prob}")
+        if problems:
+            raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+        print(f"{root}: {n} artifacts, integrity OK")
+        if not args.gpu:
+            return 0
+        return _verify_gpu(root, args)
+
+
+def _verify_gpu(root: Path, args) -> int:
+    import json
+    from .errors import VerificationError
+    from .loader import Registry
+    from .matrix import load_matrix
+    from .verify import verify_gpu
+    from rich.console import Console
+    from rich.table import Table
+    registry = Registry(root, specs=load_matrix().specs if not (root / "manifest.json").exists() else None)
+    names = [n.strip() for n in args.only.split(",")] if args.only else None
+    rows = verify_gpu(registry, names)
+    t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
+    for col in ("spec", "SM used", "kind", "source", "result", "first-use ms"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source,
+                  "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.detail[:200]}", f"{r.ms:.1f}")
+    Console().print(t)
+    bad = [r for r in rows if not r.ok]
+    print(f"{len(rows) - len(bad)} of {len(rows)} checks passed")
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+    if bad:
+        raise VerificationError(f"{len(bad)} GPU check(s) failed; first: {bad[0].spec}: {bad[0].detail}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    import contextlib
+    from collections import defaultdict
+    from rich.console import Console
+    from rich.table import Table
+    from .manifest import load_manifest
+    with contextlib.ExitStack() as stack:
+        root = _artifact_dir(args.target, stack)
+        m = load_manifest(root)
+        sms = sorted({a["sm"] for a in m.artifacts})
+        cells: dict = defaultdict(dict)
+        for a in m.artifacts:
+            label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
+            cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
+        t = Table(title=f"{root} (sizes in KB)")
+        t.add_column("family")
+        t.add_column("spec")
+        for sm in sms:
+            t.add_column(f"sm_{sm}", justify="right")
+        t.add_column("ptx", justify="right")
+        t.add_column("total KB", justify="right")
+        for (family, name), row in sorted(cells.items()):
+            t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+                      f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
+        console = Console()
+        console.print(t)
+        total = sum(a["size"] for a in m.artifacts)
+        v = m.producer
+        console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
+                      f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
+                      f"nvJitLink {v.get('nvjitlink')}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from ._env import describe
+    from .toolchain import _dist_version, native_sm, real_driver_present
+    print(f"aot {__import__('aot').__version__}; {sys.version.split()[0]}")
+    for dist in ("cuda-cccl", "cuda-core", "cuda-bindings", "numba-cuda-mlir"):
+        print(f"  {dist}: {_dist_version(dist)}")
+    real = real_driver_present()
+    print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
+    sm = native_sm()
+    print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
+    if sm:
+        from .arch import rank
+        from .loader import default_registry
+        reg = default_registry()
+        for name in reg.names():
+            cands = reg._packaged_candidates(reg.spec(name), sm)
+            why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
+            print(f"  {name:32} -> {why}")
+        del rank
+    print("environment variables:")
+    for name, default, doc in describe():
+        print(f"  {name} (default {default or 'unset'}): {doc}")
+    return 0

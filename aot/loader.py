@@ -1,0 +1,333 @@
+"""The runtime loader: the best artifact for this GPU, else the per-user cache, else JIT.
+
+For a device of compute capability ``cc`` (see :func:`aot.arch.rank`): a packaged artifact for exactly
+``cc``; else one of the same major with the highest minor <= the device's; NVRTC only: else PTX with
+SM <= ``cc``; else the per-user cache (CCCL: our artifact files; NVRTC: cuda.core's
+``FileStreamProgramCache``); else JIT for this device, persisted to the user cache.
+
+Nothing read from disk is trusted: magic, bounds, sizes, sha256 (file vs manifest and payload vs
+header), the spec's content key and the producer versions (exact cuda-cccl, CUDA major) are checked
+before ``deserialize``. Any mismatch costs one warning naming the file and the reason, then the next
+source serves. Never a crash, never a wrong result.
+
+Threads: a deserialized cuda.compute object is not safe for concurrent calls (each call writes its
+arguments into it), so :meth:`Registry.cccl` returns a per-thread object; the bytes behind it are
+read and checked once per process, and threads asking for the same uncached spec share one build.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import format as fmt
+from ._env import DISABLE_CACHE, DISABLE_PACKAGED
+from .arch import Candidate, rank
+from .errors import AotError, ArtifactError, NoDeviceError
+from .manifest import Manifest, file_sha256, load_manifest
+from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
+
+
+class AotWarning(UserWarning):
+    """An artifact or cache entry was skipped; the next source served instead."""
+
+
+@dataclass
+class SpecStatus:
+    name: str
+    source: str | None = None  # "packaged" | "cache" | "jit"
+    sm: int | None = None
+    path: str | None = None
+    ms: float | None = None
+    errors: list = field(default_factory=list)
+
+
+@dataclass
+class _Loaded:
+    """What one process keeps per spec: the checked payload, where it came from, a spare object."""
+
+    payload: bytes | None
+    kind: str
+    sm: int
+    source: str
+    path: str | None
+    obj: Any = None  # CCCL: a spare deserialized object for the first thread that asks; NVRTC: ObjectCode
+
+
+def _runtime_versions() -> dict[str, str]:
+    """Versions an artifact must match to load here (cheap: package metadata only)."""
+    def v(name):
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return "missing"
+    return {"cuda_cccl": v("cuda-cccl"), "cuda_major": v("cuda-bindings").split(".")[0]}
+
+
+def current_device_sm() -> int:
+    """SM of the current CUDA device (device 0 unless the caller made another current)."""
+    try:
+        from cuda.core import Device
+        dev = Device()
+        dev.set_current()
+        major, minor = dev.compute_capability
+    except Exception as e:  # noqa: BLE001 - any driver failure means "no usable device"
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
+    return 10 * major + minor
+
+
+class Registry:
+    """The artifacts of one directory (or installed package folder) plus the specs to JIT when none fits.
+
+    ``Registry(path)`` reads ``path/manifest.json``; ``Registry.from_package("pkg", "artifacts")`` does
+    the same for a package's data folder, so downstream packages can ship their own artifacts. A missing
+    manifest is not an error: the registry then serves from the user cache / JIT using ``specs``.
+    """
+
+    def __init__(self, source: str | os.PathLike | None, *, specs: Iterable[Spec] | None = None,
+                 device_sm: int | None = None):
+        self.root = Path(source) if source is not None else None
+        self._device_sm = device_sm
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Lock] = {}
+        self._loaded: dict[str, _Loaded] = {}
+        self._tls = threading.local()
+        self._status: dict[str, SpecStatus] = {}
+        self._warned: set[str] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: dict[str, Any] = {}
+        self.manifest: Manifest | None = None
+        self._specs: dict[str, Spec] = {}
+        if self.root is not None and (self.root / "manifest.json").exists() and not DISABLE_PACKAGED.get():
+            try:
+                self.manifest = load_manifest(self.root)
+            except ArtifactError as e:
+                self._warn(f"ignoring packaged artifacts: {e}")
+        if self.manifest is not None:
+            for name, d in self.manifest.specs.items():
+                try:
+                    self._specs[name] = spec_from_definition(d)
+                except (KeyError, TypeError, ValueError) as e:
+                    self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
+                               f"if the matrix defines it")
+        for s in specs or ():
+            self._specs.setdefault(s.name, s)
+
+    @classmethod
+    def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
+        return cls(Path(str(resources.files(package))) / folder, **kw)
+
+    # ------------------------------------------------------------------ introspection
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def spec(self, name: str) -> Spec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            import difflib
+            close = difflib.get_close_matches(name, self._specs, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise AotError(f"unknown spec {name!r}{hint}") from None
+
+    def device_sm(self) -> int:
+        if self._device_sm is None:
+            self._device_sm = current_device_sm()
+        return self._device_sm
+
+    def status(self) -> dict[str, SpecStatus]:
+        return dict(self._status)
+
+    # ------------------------------------------------------------------ public loading API
+    def cccl(self, name: str):
+        """A ready-to-call cuda.compute algorithm for this device, owned by the calling thread."""
+        spec = self.spec(name)
+        if not isinstance(spec, CcclSpec):
+            raise AotError(f"{name!r} is an NVRTC unit; use kernel({name!r}, kernel_name)")
+        per_thread = self._tls.__dict__.setdefault("objs", {})
+        obj = per_thread.get(name)
+        if obj is not None:
+            return obj
+        loaded = self._load(name)
+        with self._lock:
+            spare, loaded.obj = loaded.obj, None
+        if spare is None:
+            import cuda.compute
+            spare = cuda.compute.deserialize(loaded.payload)
+        per_thread[name] = spare
+        return spare
+
+    def kernel(self, unit: str, kernel_name: str):
+        """A ``cuda.core.Kernel`` of ``unit`` for this device."""
+        spec = self.spec(unit)
+        if not isinstance(spec, NvrtcUnit):
+            raise AotError(f"{unit!r} is a CCCL spec; use cccl({unit!r})")
+        if kernel_name not in spec.kernels:
+            raise AotError(f"unit {unit!r} has no kernel {kernel_name!r}; it has {', '.join(spec.kernels)}")
+        return self._load(unit).obj.get_kernel(kernel_name)
+
+    def request_warmup(self, names: Iterable[str] | None = None) -> None:
+        """Start loading ``names`` (default: all) in background threads; returns at once; idempotent."""
+        names = list(names) if names is not None else self.names()
+        for n in names:
+            self.spec(n)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
+            for n in names:
+                if n not in self._futures:
+                    self._futures[n] = self._pool.submit(self._warm_one, n)
+
+    def ensure_warm(self, timeout: float | None = None) -> list[str]:
+        """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            futures = dict(self._futures)
+        cold = []
+        for n, f in futures.items():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                f.result(timeout=left)
+            except Exception:  # noqa: BLE001 - reported through status() and the returned list
+                cold.append(n)
+        return sorted(cold)
+
+    def _warm_one(self, name: str) -> None:
+        try:
+            loaded = self._load(name)
+            if isinstance(self._specs[name], CcclSpec):
+                import cuda.compute
+                obj = cuda.compute.deserialize(loaded.payload)
+                with self._lock:
+                    if loaded.obj is None:
+                        loaded.obj = obj
+        except Exception as e:
+            self._status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: {e}")
+            raise
+
+    # ------------------------------------------------------------------ the search
+    def _warn(self, msg: str) -> None:
+        if msg not in self._warned:
+            self._warned.add(msg)
+            warnings.warn(msg, AotWarning, stacklevel=3)
+
+    def _load(self, name: str) -> _Loaded:
+        loaded = self._loaded.get(name)
+        if loaded is not None:
+            return loaded
+        with self._lock:
+            gate = self._inflight.setdefault(name, threading.Lock())
+        with gate:  # single flight: threads asking for the same spec share one load/build
+            loaded = self._loaded.get(name)
+            if loaded is not None:
+                return loaded
+            t0 = time.perf_counter()
+            st = self._status.setdefault(name, SpecStatus(name))
+            loaded = self._search(self._specs[name], st)
+            st.source, st.sm, st.path = loaded.source, loaded.sm, loaded.path
+            st.ms = (time.perf_counter() - t0) * 1e3
+            self._loaded[name] = loaded
+            return loaded
+
+    def _search(self, spec: Spec, st: SpecStatus) -> _Loaded:
+        device_sm = self.device_sm()
+        for cand in self._packaged_candidates(spec, device_sm):
+            entry = cand.ref
+            path = self.manifest.path_of(entry)
+            try:
+                return self._open_packaged(spec, entry, path, device_sm)
+            except (ArtifactError, OSError, RuntimeError, ValueError) as e:
+                msg = f"aot: skipping {path}: {e}"
+                st.errors.append(msg)
+                self._warn(msg)
+        if isinstance(spec, CcclSpec):
+            from .jit import cccl_from_cache_or_jit
+            payload, source, path = cccl_from_cache_or_jit(spec, device_sm, st.errors, self._warn)
+            return _Loaded(payload, "cccl-blob", device_sm, source, path)
+        from .jit import nvrtc_from_cache_or_jit
+        obj, source, path = nvrtc_from_cache_or_jit(spec, device_sm)
+        return _Loaded(None, "cubin", device_sm, source, path, obj=obj)
+
+    def _packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
+        if self.manifest is None:
+            return []
+        cands = [Candidate(e["sm"], e["payload_kind"], "packaged", e) for e in self.manifest.entries_for(spec.name)]
+        return rank(device_sm, cands)
+
+    def _open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
+        data = path.read_bytes()
+        import hashlib
+        if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise ArtifactError("file differs from its manifest entry (size or sha256)")
+        art = fmt.decode(data)
+        h = art.header
+        if (h["name"], h["family"], h["sm"], h["payload_kind"]) != \
+                (spec.name, spec.family, entry["sm"], entry["payload_kind"]):
+            raise ArtifactError("header does not match its manifest entry (name, family, SM or kind)")
+        if h["content_key"] != entry["content_key"]:
+            raise ArtifactError("content key differs from the manifest's")
+        check_producer(h["producer"], h["family"])
+        if spec.family == "cccl":
+            import cuda.compute
+            obj = cuda.compute.deserialize(art.payload)  # raises RuntimeError on an incompatible blob
+            return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
+        from cuda.core import ObjectCode
+        if art.kind == "ptx":
+            check_ptx_loadable(h["producer"])
+            code = ObjectCode.from_ptx(art.payload, name=spec.name)
+        else:
+            code = ObjectCode.from_cubin(art.payload, name=spec.name)
+        for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
+            code.get_kernel(k)
+        return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
+
+
+def check_producer(producer: Mapping[str, Any], family: str) -> None:
+    """Refuse artifacts from another cuda-cccl (CCCL blobs carry an exact version stamp) or CUDA major."""
+    here = _runtime_versions()
+    if str(producer.get("cuda_major")) != here["cuda_major"]:
+        raise ArtifactError(f"built for CUDA {producer.get('cuda_major')}, this environment is CUDA "
+                            f"{here['cuda_major']}")
+    if family == "cccl" and producer.get("cuda_cccl") != here["cuda_cccl"]:
+        raise ArtifactError(f"built with cuda-cccl {producer.get('cuda_cccl')}, installed is {here['cuda_cccl']}")
+
+
+def check_ptx_loadable(producer: Mapping[str, Any]) -> None:
+    """PTX only JIT-compiles on a driver at least as new as the NVRTC that wrote it."""
+    from cuda.bindings import driver
+    err, v = driver.cuDriverGetVersion()
+    have = (v // 1000, (v % 1000) // 10)
+    try:
+        need = tuple(int(x) for x in str(producer.get("nvrtc")).split(".")[:2])
+    except ValueError:
+        raise ArtifactError(f"unreadable producer NVRTC version {producer.get('nvrtc')!r}") from None
+    if have < need:
+        raise ArtifactError(f"PTX from NVRTC {need[0]}.{need[1]} needs a driver for CUDA >= that; "
+                            f"this driver supports CUDA {have[0]}.{have[1]}")
+
+
+# ---------------------------------------------------------------------- the default registry
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """``aot``'s own packaged artifacts (``aot/artifacts``), with the bundled matrix's specs for JIT."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from .matrix import load_matrix
+            try:
+                specs = load_matrix().specs
+            except AotError:
+                specs = ()
+            _default = Registry(Path(str(resources.files("aot"))) / "artifacts", specs=specs)
+        return _default

@@ -1,0 +1,282 @@
+"""Numpy references for every algorithm and bundled NVRTC unit: the checks ``verify --gpu`` runs.
+
+Each check builds random inputs (seeded), poisons every output buffer (0xA5 bytes) so elements the
+kernel never wrote show up, runs the artifact on the GPU and compares: exactly for integers, with a
+tight relative error for floating-point sums. A spec with no reference here fails verification:
+nothing ships unchecked.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .spec import CcclSpec, NvrtcUnit
+
+
+class NoReference(Exception):
+    pass
+
+
+def _rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.uniform(-1.0, 1.0, n).astype(dt)
+    info = np.iinfo(dt)
+    if small:
+        lo, hi = max(info.min, -1000), min(info.max, 1000)
+    else:
+        lo, hi = info.min, info.max
+    return rng.integers(lo, hi, n, dtype=dt, endpoint=True)
+
+
+def _np_op(op: str) -> Callable:
+    table = {"plus": np.add, "minimum": np.minimum, "maximum": np.maximum, "multiplies": np.multiply,
+             "bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}
+    if op not in table:
+        raise NoReference(f"no numpy reference for operator {op!r}")
+    return table[op]
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
+    if got.shape != want.shape:
+        raise AssertionError(f"{what}: shape {got.shape} != {want.shape}")
+    if got.dtype.kind == "f":
+        tol = 1e-9 * (np.abs(scale) if scale is not None else np.maximum(1.0, np.abs(want))) + 1e-12
+        bad = ~((np.abs(got - want) <= tol) | ((got == want)))
+    else:
+        bad = got != want
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ; first at [{i}]: "
+                             f"got {got[i]!r}, want {want[i]!r}")
+
+
+def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> None:
+    """Run ``obj`` (a loaded cuda.compute algorithm for ``spec``) on random data; raise on any mismatch."""
+    from ._devarray import DeviceArray as DA
+    from .compile import init_value, operator
+    rng = np.random.default_rng(seed)
+    p = spec.params
+    a = spec.algorithm
+    dt = p["dtype"]
+    up = lambda h: DA.from_host(h, device)  # noqa: E731
+    out = lambda m, d: DA(m, d, device)  # noqa: E731 - poisoned
+
+    def twice(call: Callable[..., Any]) -> None:
+        nbytes = call(None)
+        temp = DA(int(nbytes or 1), np.uint8, device, poison=False)
+        call(temp)
+
+    if a in ("exclusive_scan", "inclusive_scan", "reduce"):
+        x = _rand(rng, dt, n, small=True)
+        init = init_value(dt, p["init"])
+        f = _np_op(p["op"])
+        op = operator(p["op"])
+        d_in = up(x)
+        if a == "reduce":
+            d_out = out(1, dt)
+            twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, num_items=n, op=op, h_init=init))
+            want = f.reduce(np.concatenate([init, x])).reshape(1).astype(dt)
+            _close(d_out.to_host(), want, "reduce", scale=np.array([np.abs(x).sum() + 1]))
+            return
+        d_out = out(n, dt)
+        twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, op=op, init_value=init, num_items=n))
+        acc = f.accumulate(np.concatenate([init, x]), dtype=dt)
+        want = acc[:-1] if a == "exclusive_scan" else acc[1:]
+        _close(d_out.to_host(), want, a, scale=np.cumsum(np.abs(x)) + 1)
+        return
+    if a == "segmented_reduce":
+        sizes = rng.integers(0, 200, 2000)
+        sizes[::17] = 0  # empty segments must yield init
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(p["offset_dtype"])
+        x = _rand(rng, dt, int(offsets[-1]), small=True)
+        init = init_value(dt, p["init"])
+        f = _np_op(p["op"])
+        m = len(sizes)
+        d_out = out(m, dt)
+        d_x, d_beg, d_end = up(x), up(offsets[:-1]), up(offsets[1:])
+        twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, num_segments=m, start_offsets_in=d_beg,
+                            end_offsets_in=d_end, op=operator(p["op"]), h_init=init))
+        want = np.array([f.reduce(np.concatenate([init, x[offsets[i]:offsets[i + 1]]])) for i in range(m)],
+                        dtype=dt)
+        scale = np.array([np.abs(x[offsets[i]:offsets[i + 1]]).sum() + 1 for i in range(m)])
+        _close(d_out.to_host(), want, "segmented_reduce", scale=scale)
+        return
+    if a == "select":
+        x = _rand(rng, dt, n, small=True)
+        x[rng.random(n) < 0.5] = 0
+        pred = operator(p["op"])
+        keep = np.asarray(pred(x), dtype=bool)
+        if keep.shape != x.shape:
+            keep = np.array([bool(pred(v)) for v in x])
+        d_out = out(n, dt)
+        d_cnt = out(1, p["count_dtype"])
+        d_x = up(x)
+        twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, d_num_selected_out=d_cnt, cond=pred,
+                            num_items=n))
+        cnt = int(d_cnt.to_host()[0])
+        if cnt != int(keep.sum()):
+            raise AssertionError(f"select: selected {cnt}, want {int(keep.sum())}")
+        _close(d_out.to_host()[:cnt], x[keep], "select")
+        return
+    if a in ("lower_bound", "upper_bound"):
+        data = np.sort(_rand(rng, dt, n, small=True))
+        values = np.concatenate([_rand(rng, dt, n // 2, small=True), data[::3]])
+        d_res = out(len(values), p["index_dtype"])
+        d_data, d_vals = up(data), up(values)
+        obj(d_data=d_data, num_items=n, d_values=d_vals, num_values=len(values), d_out=d_res, comp=None)
+        want = np.searchsorted(data, values, side="left" if a == "lower_bound" else "right")
+        _close(d_res.to_host(), want.astype(p["index_dtype"]), a)
+        return
+    if a in ("radix_sort", "merge_sort"):
+        keys = _rand(rng, dt, n)
+        keys[: n // 4] = keys[n // 2: n // 2 + n // 4]  # duplicates, to check stability
+        vd = p["value_dtype"]
+        vals = np.arange(n, dtype=vd) if vd else None
+        if a == "merge_sort" and p["op"] not in ("less", "greater"):
+            raise NoReference(f"merge_sort with comparator {p['op']!r}")
+        descending = (a == "radix_sort" and p["order"] == "descending") or (a == "merge_sort" and p["op"] == "greater")
+        d_keys, d_okeys = up(keys), out(n, dt)
+        d_vals, d_ovals = (up(vals), out(n, vd)) if vd else (None, None)
+        if a == "radix_sort":
+            twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_out_keys=d_okeys, d_in_values=d_vals,
+                                d_out_values=d_ovals, num_items=n))
+        else:
+            twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_in_values=d_vals, d_out_keys=d_okeys,
+                                d_out_values=d_ovals, num_items=n, op=operator(p["op"])))
+        if descending:
+            # stable descending (equal keys keep input order): sort the reversed input stably, reverse back
+            perm = n - 1 - np.argsort(keys[::-1], kind="stable")[::-1]
+        else:
+            perm = np.argsort(keys, kind="stable")
+        _close(d_okeys.to_host(), keys[perm], f"{a} keys")
+        if vd:
+            _close(d_ovals.to_host(), vals[perm], f"{a} values")
+        return
+    if a == "unique_by_key":
+        if p["op"] != "equal_to":
+            raise NoReference(f"unique_by_key with {p['op']!r}")
+        keys = np.sort(_rand(rng, dt, n, small=True))
+        vals = _rand(rng, p["value_dtype"], n)
+        first = np.concatenate([[True], keys[1:] != keys[:-1]])
+        d_ok, d_ov, d_cnt = out(n, dt), out(n, p["value_dtype"]), out(1, p["count_dtype"])
+        d_k, d_v = up(keys), up(vals)
+        twice(lambda t: obj(temp_storage=t, d_in_keys=d_k, d_in_items=d_v, d_out_keys=d_ok, d_out_items=d_ov,
+                            d_out_num_selected=d_cnt, op=operator(p["op"]), num_items=n))
+        cnt = int(d_cnt.to_host()[0])
+        if cnt != int(first.sum()):
+            raise AssertionError(f"unique_by_key: {cnt} unique, want {int(first.sum())}")
+        _close(d_ok.to_host()[:cnt], keys[first], "unique_by_key keys")
+        _close(d_ov.to_host()[:cnt], vals[first], "unique_by_key items")
+        return
+    raise NoReference(f"no reference for algorithm {a!r}")
+
+
+# ------------------------------------------------------------------------------------------ NVRTC units
+def _launch(kernel, n: int, *args) -> None:
+    from cuda.core import Device, LaunchConfig, launch
+    dev = Device()
+    launch(dev.default_stream, LaunchConfig(grid=max(1, (n + 255) // 256), block=256), kernel, *args)
+    dev.sync()
+
+
+def _random_polygons(rng, m: int):
+    xs, ys, offs = [], [], [0]
+    for _ in range(m):
+        k = int(rng.integers(3, 24))
+        ang = np.sort(rng.uniform(0, 2 * np.pi, k))
+        r = rng.uniform(0.3, 1.0, k)
+        cx, cy = rng.uniform(-5, 5, 2)
+        xs.append(cx + r * np.cos(ang))
+        ys.append(cy + r * np.sin(ang))
+        offs.append(offs[-1] + k)
+    return np.concatenate(xs), np.concatenate(ys), np.array(offs, np.int32)
+
+
+def _pip_reference(px, py, poly_of, vx, vy, offs):
+    inside = np.zeros(len(px), np.uint8)
+    for i in range(len(px)):
+        x, y, p = px[i], py[i], poly_of[i]
+        b0, e = offs[p], offs[p + 1]
+        xa, ya = vx[b0:e], vy[b0:e]
+        xb, yb = np.roll(xa, 1), np.roll(ya, 1)
+        crosses = (ya > y) != (yb > y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xc = (xb - xa) * (y - ya) / (yb - ya) + xa
+        inside[i] = int(np.count_nonzero(crosses & (x < xc)) % 2)
+    return inside
+
+
+def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed: int = 0) -> None:
+    """Run every kernel of a bundled unit; ``get_kernel(name)`` returns a loaded ``cuda.core.Kernel``."""
+    from ._devarray import DeviceArray as DA
+    rng = np.random.default_rng(seed)
+    up = lambda h: DA.from_host(h, device)  # noqa: E731
+    i32, i64, f64 = np.int32, np.int64, np.float64
+    if unit.name == "point_bounds":
+        sizes = rng.integers(0, 300, 1000)
+        sizes[::13] = 0
+        offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        x, y = rng.normal(size=int(offs[-1])), rng.normal(size=int(offs[-1]))
+        m = len(sizes)
+        d_out = DA(4 * m, f64, device)
+        _launch(get_kernel("point_set_bounds"), m, up(x).buffer, up(y).buffer, up(offs).buffer, i32(m), d_out.buffer)
+        want = np.empty((m, 4))
+        for s in range(m):
+            a, b = offs[s], offs[s + 1]
+            want[s] = (x[a:b].min(), y[a:b].min(), x[a:b].max(), y[a:b].max()) if b > a else (np.inf, np.inf, -np.inf, -np.inf)
+        _close(d_out.to_host(), want.ravel(), "point_set_bounds")
+        return
+    if unit.name == "morton":
+        n = 100_003
+        x, y = rng.uniform(-10, 10, n), rng.uniform(-5, 5, n)
+        box = (-10.0, -5.0, 10.0, 5.0)
+        d_codes = DA(n, np.uint32, device)
+        _launch(get_kernel("morton_codes_2d"), n, up(x).buffer, up(y).buffer, i32(n), f64(box[0]), f64(box[1]),
+                f64(box[2]), f64(box[3]), d_codes.buffer)
+
+        def q(v, lo, hi):
+            return (np.clip((v - lo) / (hi - lo), 0.0, 1.0) * 65535.0).astype(np.uint32)
+
+        def spread(v):
+            v = v & 0xFFFF
+            v = (v | (v << 8)) & 0x00FF00FF
+            v = (v | (v << 4)) & 0x0F0F0F0F
+            v = (v | (v << 2)) & 0x33333333
+            v = (v | (v << 1)) & 0x55555555
+            return v
+        want = (spread(q(x, box[0], box[2])) | (spread(q(y, box[1], box[3])) << 1)).astype(np.uint32)
+        _close(d_codes.to_host(), want, "morton_codes_2d")
+        return
+    if unit.name == "point_in_polygon":
+        vx, vy, offs = _random_polygons(rng, 64)
+        n = 20_000
+        poly_of = rng.integers(0, 64, n).astype(np.int32)
+        px, py = rng.uniform(-6, 6, n), rng.uniform(-6, 6, n)
+        d_in = DA(n, np.uint8, device)
+        _launch(get_kernel("point_in_polygon"), n, up(px).buffer, up(py).buffer, up(poly_of).buffer, i32(n),
+                up(vx).buffer, up(vy).buffer, up(offs).buffer, d_in.buffer)
+        _close(d_in.to_host(), _pip_reference(px, py, poly_of, vx, vy, offs), "point_in_polygon")
+        return
+    if unit.name == "segmented_compact":
+        n = 100_003
+        values = rng.integers(-1000, 1000, n).astype(i32)
+        flags = (rng.random(n) < 0.4).astype(i32)
+        positions = (np.cumsum(flags) - flags).astype(i32)
+        kept = int(flags.sum())
+        d_out = DA(kept, i32, device)
+        _launch(get_kernel("compact_by_flags"), n, up(values).buffer, up(flags).buffer, up(positions).buffer,
+                i32(n), d_out.buffer)
+        _close(d_out.to_host(), values[flags != 0], "compact_by_flags")
+        sizes = rng.integers(0, 200, 1000)
+        seg = np.concatenate([[0], np.cumsum(sizes)]).astype(i64)
+        seg = np.minimum(seg, n)
+        m = len(sizes)
+        d_counts = DA(m, i32, device)
+        _launch(get_kernel("segment_kept_counts"), m, up(flags).buffer, up(seg).buffer, i32(m), d_counts.buffer)
+        want = np.array([flags[seg[s]:seg[s + 1]].sum() for s in range(m)], i32)
+        _close(d_counts.to_host(), want, "segment_kept_counts")
+        return
+    raise NoReference(f"no reference for NVRTC unit {unit.name!r}")

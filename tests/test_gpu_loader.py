@@ -1,0 +1,105 @@
+"""GPU checks of the loader (run on the lent GPU machine; skipped without a GPU).
+
+AOT_GPU_ARTIFACTS names a full artifact directory built on a driverless host (default: .gpu/default).
+Each scenario runs in fresh subprocesses, as end users would: a missing sm_90 artifact JIT-compiles and
+persists, the next process loads from the user cache; a flipped byte is skipped with one warning and
+the result is still correct; NVRTC falls back to packaged PTX, then to JIT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aot.toolchain import native_sm
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
+
+ARTIFACTS = Path(os.environ.get("AOT_GPU_ARTIFACTS", Path(__file__).resolve().parent.parent / ".gpu" / "default"))
+
+PROBE = textwrap.dedent("""
+    import json, sys, warnings
+    from aot.loader import Registry
+    from aot.reference import check_cccl, check_kernel
+    from cuda.core import Device
+    root, name = sys.argv[1], sys.argv[2]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        reg = Registry(root)
+        dev = Device(); dev.set_current()
+        spec = reg.spec(name)
+        if spec.family == "cccl":
+            check_cccl(reg.cccl(name), spec, dev)
+        else:
+            check_kernel(lambda k: reg.kernel(name, k), spec, dev)
+    st = reg.status()[name]
+    print(json.dumps({"source": st.source, "sm": st.sm, "path": st.path, "ms": st.ms,
+                      "warnings": [str(x.message) for x in w if "aot" in str(x.message)]}))
+""")
+
+
+def probe(root: Path, name: str, cache: Path) -> dict:
+    env = dict(os.environ, AOT_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", PROBE, str(root), name], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture()
+def artifacts(tmp_path) -> Path:
+    if not (ARTIFACTS / "manifest.json").exists():
+        pytest.skip(f"no artifact set at {ARTIFACTS}")
+    dst = tmp_path / "artifacts"
+    shutil.copytree(ARTIFACTS, dst)
+    return dst
+
+
+def test_every_packaged_artifact_matches_numpy(artifacts):
+    from aot.loader import Registry
+    from aot.verify import verify_gpu
+    rows = verify_gpu(Registry(artifacts))
+    failed = [r for r in rows if not r.ok]
+    assert rows and not failed, failed
+
+
+@pytest.mark.parametrize("name", ["reduce_sum_f64", "radix_sort_pairs_u64_i32", "select_nonzero_i32"])
+def test_missing_artifact_jits_then_user_cache(artifacts, tmp_path, name):
+    sm = native_sm()
+    (artifacts / "cccl" / name / f"sm_{sm}.aot").unlink()
+    first = probe(artifacts, name, tmp_path / "cache")
+    assert first["source"] == "jit" and first["sm"] == sm
+    assert any("skipping" in w for w in first["warnings"])
+    second = probe(artifacts, name, tmp_path / "cache")
+    assert second["source"] == "cache", second
+
+
+def test_flipped_byte_falls_back_with_one_warning(artifacts, tmp_path):
+    sm = native_sm()
+    p = artifacts / "cccl" / "reduce_sum_i32" / f"sm_{sm}.aot"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    p.write_bytes(bytes(data))
+    r = probe(artifacts, "reduce_sum_i32", tmp_path / "cache")
+    assert r["source"] == "jit"
+    assert len([w for w in r["warnings"] if "reduce_sum_i32" in w or str(p) in w]) == 1, r["warnings"]
+
+
+def test_nvrtc_falls_back_to_ptx_then_jit(artifacts, tmp_path):
+    sm = native_sm()
+    (artifacts / "nvrtc" / "morton" / f"sm_{sm}.cubin.aot").unlink()
+    r = probe(artifacts, "morton", tmp_path / "cache")
+    assert r["source"] == "packaged" and r["path"].endswith(".ptx.aot"), r
+    for p in (artifacts / "nvrtc" / "morton").glob("*.ptx.aot"):
+        p.unlink()
+    r = probe(artifacts, "morton", tmp_path / "cache")
+    assert r["source"] == "jit", r
+    r = probe(artifacts, "morton", tmp_path / "cache")
+    assert r["source"] == "cache", r
