@@ -16,7 +16,7 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.shape = (int(shape),)
         self.nbytes = max(1, self.shape[0] * self.dtype.itemsize)
-        self.buffer = device.allocate(self.nbytes)
+        self.buffer = device.allocate(self.nbytes, stream=device.default_stream)
         self.ptr = int(self.buffer.handle)
         if poison:
             from cuda.bindings import driver

@@ -162,8 +162,9 @@ class Registry:
         if spare is None:
             import cuda.compute
             spare = cuda.compute.deserialize(loaded.payload)
-        per_thread[name] = spare
-        return spare
+        algo = CcclAlgorithm(spec, spare)
+        per_thread[name] = algo
+        return algo
 
     def kernel(self, unit: str, kernel_name: str):
         """A ``cuda.core.Kernel`` of ``unit`` for this device."""
@@ -288,6 +289,59 @@ class Registry:
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
+
+
+#: The keyword each algorithm's ``__call__`` takes its operator under.
+_OP_KEYWORD = {"exclusive_scan": "op", "inclusive_scan": "op", "reduce": "op", "segmented_reduce": "op",
+               "select": "cond", "merge_sort": "op", "unique_by_key": "op"}
+
+
+def _compiled_stateless_op():
+    """An operator adapter standing for the spec's stateless lambda, already compiled into the artifact.
+
+    cuda.compute only reads an operator's state bytes at call time; handing it the Python lambda would
+    JIT it through numba-cuda-mlir on every first call (seconds) just to learn the state is empty.
+    """
+    from cuda.compute.op import _OpAdapter
+
+    class CompiledStatelessOp(_OpAdapter):
+        def compile(self, input_types, output_type=None):
+            raise RuntimeError("aot: this operator is already compiled into the loaded artifact")
+
+    return CompiledStatelessOp()
+
+
+class CcclAlgorithm:
+    """A loaded cuda.compute algorithm with its operator bound: call it as the cuda.compute object, and
+    leave out ``op``/``cond`` (the spec's operator is what was compiled; a lambda passed anyway is
+    replaced by a stand-in carrying its empty state, so no numba JIT happens at call time).
+    ``raw`` is the underlying cuda.compute object. Not thread-safe: one per thread (``Registry.cccl``)."""
+
+    __slots__ = ("spec", "raw", "_op_kw", "_op")
+
+    def __init__(self, spec: CcclSpec, raw):
+        self.spec, self.raw = spec, raw
+        self._op_kw = _OP_KEYWORD.get(spec.algorithm)
+        self._op = None
+        if self._op_kw is not None:
+            op = spec.params["op"]
+            if op.startswith("lambda"):
+                self._op = _compiled_stateless_op()
+            else:
+                import cuda.compute
+                self._op = cuda.compute.OpKind[op.upper()]
+
+    def __call__(self, **kwargs):
+        if self._op_kw is not None:
+            given = kwargs.get(self._op_kw)
+            if given is None or (callable(given) and self._op.__class__.__name__ == "CompiledStatelessOp"):
+                kwargs[self._op_kw] = self._op
+        elif self.spec.algorithm in ("lower_bound", "upper_bound"):
+            kwargs.setdefault("comp", None)
+        return self.raw(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<aot CcclAlgorithm {self.spec.name} ({self.spec.algorithm})>"
 
 
 def check_producer(producer: Mapping[str, Any], family: str) -> None:

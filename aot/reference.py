@@ -43,8 +43,9 @@ def _close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | 
     if got.shape != want.shape:
         raise AssertionError(f"{what}: shape {got.shape} != {want.shape}")
     if got.dtype.kind == "f":
-        tol = 1e-9 * (np.abs(scale) if scale is not None else np.maximum(1.0, np.abs(want))) + 1e-12
-        bad = ~((np.abs(got - want) <= tol) | ((got == want)))
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are +-inf
+            tol = 1e-9 * (np.abs(scale) if scale is not None else np.maximum(1.0, np.abs(want))) + 1e-12
+            bad = ~((np.abs(got - want) <= tol) | (got == want))
     else:
         bad = got != want
     if bad.any():

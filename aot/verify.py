@@ -83,6 +83,9 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
                     source, sm, kind = loaded.source, loaded.sm, loaded.kind
                     obj = registry.cccl(name) if isinstance(spec, CcclSpec) else loaded.obj
                 if isinstance(spec, CcclSpec):
+                    from .loader import CcclAlgorithm
+                    if not isinstance(obj, CcclAlgorithm):
+                        obj = CcclAlgorithm(spec, obj)
                     check_cccl(obj, spec, device)
                 else:
                     check_kernel(obj.get_kernel, spec, device)
