@@ -92,6 +92,15 @@ class BuildReport:
         return d
 
 
+def error_summary(error: str | None) -> str:
+    """The most telling line of a compiler error: the first that says 'error', else the first line."""
+    lines = [ln.strip() for ln in (error or "").replace("\0", "").splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() and not ln.lower().startswith(("nvrtcerror", "runtimeerror: nvrtc")):
+            return ln[:300]
+    return lines[0][:300] if lines else "unknown error"
+
+
 def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | None = None) -> list[Item]:
     """Every item of ``specs`` x ``sms`` (NVRTC: a cubin per SM plus PTX for the lowest SM).
 
@@ -179,9 +188,10 @@ Event = Callable[[str, Item, "ItemResult | None"], None]
 
 def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0, force: bool = False,
           keep_going: bool = False, shard: tuple[int, int] | None = None, force_stub: bool = False,
-          on_event: Event | None = None) -> BuildReport:
+          on_event: Event | None = None, prune: bool = True) -> BuildReport:
     """Build ``specs`` x ``sms`` into ``out``. Raises :class:`BuildError` (after writing the report) if any
-    item failed; with ``keep_going`` the others still complete and the manifest lists them."""
+    item failed; with ``keep_going`` the others still complete and the manifest lists them. ``prune``
+    removes artifacts of earlier builds that this one does not produce (off for ``--only`` builds)."""
     from .toolchain import choose_driver, versions
 
     t_start = time.perf_counter()
@@ -230,7 +240,7 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
         entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,
                     "size": r.bytes, "sha256": file_sha256(out / r.path),
                     "content_key": keys[next(it for it in items if it.rel_path == r.path)]} for r in ok]
-        if shard is None and not failed:
+        if prune and shard is None and not failed:
             _prune(out, {r.path for r in ok})
         write_manifest(out, producer=producer, specs={n: d for n, d in spec_defs.items()
                                                       if any(e["name"] == n for e in entries)},
@@ -242,7 +252,7 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     if failed:
         first = failed[0]
         raise BuildError(f"{len(failed)} of {len(report.items)} build items failed; first: "
-                         f"{first.name} sm_{first.sm} ({first.kind}): {(first.error or '').splitlines()[0]}"
+                         f"{first.name} sm_{first.sm} ({first.kind}): {error_summary(first.error)}"
                          + ("" if keep_going else f"; no manifest written (see {out / REPORT_NAME})"))
     return report
 

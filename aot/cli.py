@@ -88,7 +88,7 @@ def cmd_validate(args) -> int:
 def cmd_build(args) -> int:
     from ._env import FORCE_STUB, JOBS
     from .arch import parse_sm_list
-    from .build import build, parse_shard, plan
+    from .build import build, error_summary, parse_shard, plan
     from .matrix import load_matrix
     from .toolchain import cuda_major, native_sm, nvrtc_supported_sms
 
@@ -100,7 +100,7 @@ def cmd_build(args) -> int:
                         supported=nvrtc_supported_sms())
     jobs = args.jobs if args.jobs is not None else JOBS.get()
     if jobs < 0:
-        raise UsageError("--jobs must be >= 1")
+        raise UsageError("--jobs must be >= 0 (0 = one worker per CPU)")
     shard = parse_shard(args.shard)
     n_items = len(plan(specs, sms, shard))
 
@@ -118,12 +118,13 @@ def cmd_build(args) -> int:
             elif kind == "done":
                 progress.advance(task)
                 if result is not None and result.status == "failed":
-                    progress.console.print(f"[red]failed[/red] {item.label}: {result.error.splitlines()[0]}")
+                    progress.console.print(f"[red]failed[/red] {item.label}: {error_summary(result.error)}")
 
         report = None
         try:
             report = build(specs, sms, args.out, jobs=jobs, force=args.force, keep_going=args.keep_going,
-                           shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event)
+                           shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event,
+                           prune=not args.only)
         finally:
             if report is None:
                 _print_report_file(args.out, console, args.quiet)

@@ -142,7 +142,8 @@ def _nvrtc_ptx(unit: NvrtcUnit, sm: int) -> bytes:
             (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
             log = b" " * size
             check(nvrtc.nvrtcGetProgramLog(prog, log), "log")
-            raise RuntimeError(f"NVRTC compilation of {unit.source_path} failed:\n{log.decode(errors='replace')}")
+            text = log.rstrip(b"\0").decode(errors="replace")
+            raise RuntimeError(f"NVRTC compilation of {unit.source_path} failed:\n{text}")
         (size,) = check(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
         buf = b" " * size
         check(nvrtc.nvrtcGetPTX(prog, buf), "PTX")

@@ -68,6 +68,12 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
             return None
         if art is None:
             return None
+        h = art.header
+        if (h["family"], h["name"], h["sm"], h["payload_kind"]) != ("cccl", spec.name, sm, "cccl-blob"):
+            msg = f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored"
+            errors.append(msg)
+            warn(msg)
+            return None
         from .loader import check_producer
         try:
             check_producer(art.header["producer"], "cccl")

@@ -17,6 +17,7 @@ read and checked once per process, and threads asking for the same uncached spec
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import os
 import threading
@@ -62,6 +63,7 @@ class _Loaded:
     obj: Any = None  # CCCL: a spare deserialized object for the first thread that asks; NVRTC: ObjectCode
 
 
+@functools.lru_cache(maxsize=1)
 def _runtime_versions() -> dict[str, str]:
     """Versions an artifact must match to load here (cheap: package metadata only)."""
     def v(name):

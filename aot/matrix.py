@@ -45,6 +45,9 @@ def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
     m.key_lines = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) or key is None:
+            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: a mapping key must be a plain "
+                              f"name, not {type(key).__name__}")
         if key in m:
             raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
         m[key] = loader.construct_object(value_node, deep=True)
@@ -192,7 +195,7 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
     algo = e.get("algorithm")
     if algo is None:
         raise ctx.fail(e.line, "missing required field", spec=name, fld="algorithm")
-    if algo not in ALGORITHMS:
+    if not isinstance(algo, str) or algo not in ALGORITHMS:
         raise ctx.fail(e.key_lines["algorithm"], f"unknown algorithm {algo!r}{_hint(algo, ALGORITHMS)}; "
                        f"known: {', '.join(ALGORITHMS)}", spec=name, fld="algorithm")
     adef = ALGORITHMS[algo]
@@ -215,7 +218,7 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
                 raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, DTYPES)}; known: "
                                f"{', '.join(DTYPES)}", spec=name, fld=fld)
         elif fld == "op":
-            value = _check_op(ctx, line, name, value, adef.op_role)
+            value = _check_op(ctx, line, name, value, adef.op_role, arity=1 if algo == "select" else 2)
         elif fld == "order":
             if value not in SORT_ORDERS:
                 raise ctx.fail(line, f"unknown order {value!r}{_hint(value, SORT_ORDERS)}", spec=name, fld=fld)
@@ -224,17 +227,35 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
                 raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
                                spec=name, fld=fld)
             if isinstance(value, str) and value not in ("inf", "-inf", "min", "max"):
-                raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
-                               f"got {value!r}", spec=name, fld=fld)
+                try:  # YAML 1.1 reads '1e3' as a string
+                    value = float(value)
+                except ValueError:
+                    raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
+                                   f"got {value!r}", spec=name, fld=fld) from None
         params[fld] = value
-    if "init" in params and isinstance(params["init"], str) and "inf" in params["init"] \
-            and not params["dtype"].startswith("float"):
-        raise ctx.fail(e.key_lines["init"], f"init {params['init']!r} needs a float dtype, not "
-                       f"{params['dtype']}", spec=name, fld="init")
+    if "init" in params:
+        _check_init(ctx, e.key_lines["init"], name, params["init"], params["dtype"])
     return CcclSpec(name=name, algorithm=algo, params=params)
 
 
-def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str) -> str:
+def _check_init(ctx: _Ctx, line: int, name: str, init: Any, dtype: str) -> None:
+    """An init value must be representable in the spec's dtype (no silent wrap-around or truncation)."""
+    import numpy as np
+    if isinstance(init, str):
+        if "inf" in init and not dtype.startswith("float"):
+            raise ctx.fail(line, f"init {init!r} needs a float dtype, not {dtype}", spec=name, fld="init")
+        return
+    if dtype.startswith("float"):
+        return
+    info = np.iinfo(dtype)
+    if isinstance(init, float) and not init.is_integer():
+        raise ctx.fail(line, f"init {init!r} is not a whole number, but dtype is {dtype}", spec=name, fld="init")
+    if not info.min <= int(init) <= info.max:
+        raise ctx.fail(line, f"init {init!r} is outside {dtype}'s range [{info.min}, {info.max}]",
+                       spec=name, fld="init")
+
+
+def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int = 2) -> str:
     if not isinstance(value, str):
         raise ctx.fail(line, f"the {role} must be a built-in operator name or a 'lambda ...' source",
                        spec=name, fld="op")
@@ -248,6 +269,10 @@ def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str) -> str:
         tree = ast.parse(value, mode="eval")
         if not isinstance(tree.body, ast.Lambda):
             raise ctx.fail(line, "the operator source must be a single lambda expression", spec=name, fld="op")
+        n_args = len(tree.body.args.args)
+        if n_args != arity or tree.body.args.vararg or tree.body.args.kwarg:
+            raise ctx.fail(line, f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
+                           f"{arity}", spec=name, fld="op")
         del code
         return value
     if value not in BUILTIN_OPS:

@@ -86,7 +86,9 @@ class CcclSpec:
     def content_key(self) -> str:
         d = self.definition()
         d.pop("name")  # renaming a spec does not change what it builds
-        return _key(("family", "cccl"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
+        from cccl_patches import PATCH_VERSION  # plain data; no CUDA import
+        return _key(("family", "cccl"), ("recipe", str(RECIPE_VERSION)), ("patch", str(PATCH_VERSION)),
+                    ("definition", _canonical(d)))
 
 
 @dataclass(frozen=True)
