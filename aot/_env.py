@@ -76,6 +76,8 @@ STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
 JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")
 WHEEL_SM = _var("AOT_WHEEL_SM", str, "",
                 "SM list the wheel build bundles (e.g. '80,90', 'all', 'none'; default: all for the CUDA major).")
+WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
+                    "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
 

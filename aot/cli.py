@@ -45,11 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--gpu", action="store_true", help="also run every spec on this GPU against numpy")
     ver.add_argument("--only", default=None, help="GPU-check only these specs: NAME[,NAME...]")
     ver.add_argument("--json", type=Path, default=None, help="write the GPU table as JSON here")
+    ver.add_argument("--for-wheel", action="store_true", help="also require a complete, unsharded set built "
+                     "for this environment's CUDA major and cuda-cccl (the wheel build runs this)")
 
     ins = sub.add_parser("inspect", help="table of specs x SMs, sizes, versions of an artifact set")
     ins.add_argument("target", nargs="?", default=None, help="artifact directory or wheel")
 
     sub.add_parser("doctor", help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
+
+    mg = sub.add_parser("merge", help="combine shard outputs (build --shard K/N) into one artifact set")
+    mg.add_argument("shards", nargs="+", type=Path, help="shard output directories")
+    mg.add_argument("--out", type=Path, required=True)
     return p
 
 
@@ -65,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
-                    "doctor": cmd_doctor}
+                    "doctor": cmd_doctor, "merge": cmd_merge}
         return commands[args.command](args)
     except AotError as e:
         print(f"aot: error: {e}", file=sys.stderr)
@@ -212,6 +218,8 @@ def cmd_verify(args) -> int:
             print(f"problem: {prob}")
         if problems:
             raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+        if args.for_wheel:
+            _check_packageable(root)
         print(f"{root}: {n} artifacts, integrity OK")
         if not args.gpu:
             return 0
@@ -302,3 +310,29 @@ def cmd_doctor(args) -> int:
     for name, default, doc in describe():
         print(f"  {name} (default {default or 'unset'}): {doc}")
     return 0
+
+
+def cmd_merge(args) -> int:
+    from .merge import merge
+    summary = merge(args.shards, args.out)
+    print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
+          f"{summary['bytes'] / 1e6:.1f} MB")
+    return 0
+
+
+def _check_packageable(root: Path) -> None:
+    """A wheel carries one CUDA major and one cuda-cccl: its own. Shards and failed builds never ship."""
+    import json
+    from .errors import VerificationError
+    from .loader import _runtime_versions
+    doc = json.loads((root / "manifest.json").read_text())
+    if doc.get("shard") or doc.get("incomplete"):
+        raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
+    here = _runtime_versions()
+    prod = doc["producer"]
+    if str(prod.get("cuda_major")) != here["cuda_major"]:
+        raise VerificationError(f"{root}: artifacts are for CUDA {prod.get('cuda_major')}, this environment "
+                                f"packages CUDA {here['cuda_major']}")
+    if prod.get("cuda_cccl") != here["cuda_cccl"]:
+        raise VerificationError(f"{root}: artifacts need cuda-cccl {prod.get('cuda_cccl')}, the wheel pins "
+                                f"{here['cuda_cccl']}")

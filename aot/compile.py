@@ -100,7 +100,10 @@ def build_cccl(spec: CcclSpec, sm: int):
 
 
 def compile_cccl(spec: CcclSpec, sm: int) -> bytes:
-    return bytes(build_cccl(spec, sm).serialize())
+    """The serialized blob, with per-process symbol names normalized (see :mod:`aot.normalize`)."""
+    import os
+    from .normalize import normalize_internal_symbols
+    return normalize_internal_symbols(bytes(build_cccl(spec, sm).serialize()), os.getpid())[0]
 
 
 def program_options(unit: NvrtcUnit, arch: str):
@@ -116,7 +119,9 @@ def compile_nvrtc(unit: NvrtcUnit, sm: int, kind: str) -> bytes:
         from cuda.core import Program
         prog = Program(unit.source, "c++", program_options(unit, f"sm_{sm}"))
         try:
-            return bytes(prog.compile("cubin").code)
+            import os
+            from .normalize import normalize_internal_symbols
+            return normalize_internal_symbols(bytes(prog.compile("cubin").code), os.getpid())[0]
         finally:
             prog.close()
     if kind == "ptx":

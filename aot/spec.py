@@ -14,7 +14,7 @@ from typing import Any, Mapping, Union
 
 #: Bumped whenever what a build produces from an unchanged spec changes (a patch, a recipe tweak):
 #: it is part of every content key, so such a change invalidates incremental builds and user caches.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # 2: internal symbol names normalized
 
 DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
 

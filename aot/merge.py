@@ -1,0 +1,63 @@
+"""Combine sharded build outputs (``aot build --shard K/N``) into one artifact set with one manifest.
+
+Refuses shards produced by different toolchains (any producer version differs), shards that define a
+spec differently, and shards that hold different bytes under the same path. The merged manifest is
+written last, like a build's, so an interrupted merge leaves no manifest naming missing files. The
+result equals an unsharded build of the same items byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from ._fs import atomic_write
+from .errors import ArtifactError, UsageError
+from .manifest import load_manifest, remove_manifest, verify_files, write_manifest
+
+
+def merge(shards: Sequence[Path], out: Path) -> dict:
+    """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards)."""
+    if not shards:
+        raise UsageError("merge: name at least one shard directory")
+    manifests = []
+    for d in shards:
+        m = load_manifest(d)
+        problems = verify_files(m)
+        if problems:
+            raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
+        if manifests and m.producer != manifests[0].producer:
+            diff = {k for k in set(m.producer) | set(manifests[0].producer)
+                    if m.producer.get(k) != manifests[0].producer.get(k)}
+            raise ArtifactError(f"{d}: built with other versions than {shards[0]} ({', '.join(sorted(diff))})")
+        manifests.append(m)
+    specs: dict = {}
+    entries: dict = {}
+    sms: set = set()
+    for m in manifests:
+        raw = json.loads((m.root / "manifest.json").read_text())
+        if raw.get("incomplete"):
+            raise ArtifactError(f"{m.root}: shard build was incomplete ({len(raw['incomplete'])} items failed)")
+        sms.update(raw.get("sms", []))
+        for name, d in m.specs.items():
+            if name in specs and specs[name] != d:
+                raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
+            specs[name] = d
+        for a in m.artifacts:
+            prev = entries.get(a["path"])
+            if prev is not None and prev[0]["sha256"] != a["sha256"]:
+                raise ArtifactError(f"{a['path']}: shards {prev[1]} and {m.root} hold different bytes")
+            entries[a["path"]] = (a, m.root)
+    out.mkdir(parents=True, exist_ok=True)
+    remove_manifest(out)
+    for path, (a, root) in entries.items():
+        src, dst = root / path, out / path
+        if src.resolve() != dst.resolve():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dst, src.read_bytes())
+    write_manifest(out, producer=manifests[0].producer, specs=specs,
+                   artifacts=[a for a, _ in entries.values()], extra={"sms": sorted(sms)})
+    return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _ in entries.values()),
+            "shards": len(shards)}
+

@@ -1,0 +1,172 @@
+"""Wheels (issue 4): artifacts bundled by scikit-build-core, installed into a fresh venv and checked from
+there; reproducible wheels and artifacts; sharded build + merge equals the unsharded build byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from aot.build import build, plan
+from aot.merge import merge
+from aot.errors import ArtifactError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pip_wheel(out: Path, **env) -> Path:
+    e = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", **env)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w",
+                        str(out), str(ROOT)], env=e, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = out.glob("*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def wheels(small_build, tmp_path_factory):
+    base = tmp_path_factory.mktemp("wheels")
+    return [_pip_wheel(base / f"w{i}", AOT_WHEEL_ARTIFACTS=str(small_build.out)) for i in (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(wheels, tmp_path_factory) -> Path:
+    """A new virtual environment with only the wheel (no dependencies: the checks below need none)."""
+    d = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=True).create(d)
+    py = d / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheels[0])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return py
+
+
+def _run(py: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(py), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_wheel_is_reproducible_and_tagged(wheels):
+    a, b = wheels
+    assert a.read_bytes() == b.read_bytes()
+    assert re.fullmatch(r"aot-[0-9.]+-py3-none-linux_x86_64\.whl", a.name), a.name
+    names = zipfile.ZipFile(a).namelist()
+    assert "aot/artifacts/manifest.json" in names
+    assert "cccl_patches/lib/libcuda.so.1" in names
+    assert "aot/build_matrix.yaml" in names
+    assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
+
+
+def test_installed_wheel_lists_and_verifies(fresh_venv, small_build, tmp_path):
+    code = ("import aot, json; from aot.loader import Registry; r = Registry.from_package('aot', 'artifacts');"
+            "print(json.dumps([r.names(), str(r.root), len(r.manifest.artifacts)]))")
+    out = _run(fresh_venv, "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    names, root, n = json.loads(out.stdout)
+    assert sorted(names) == sorted(s.name for s in small_build.specs)
+    assert "site-packages" in root and n == len(plan(small_build.specs, list(small_build.sms)))
+    ok = _run(fresh_venv, "-m", "aot", "verify", "--default", cwd=tmp_path)
+    assert ok.returncode == 0 and "integrity OK" in ok.stdout, ok.stdout + ok.stderr
+
+
+def test_changed_byte_in_installed_artifact_is_caught(fresh_venv, tmp_path):
+    root = Path(_run(fresh_venv, "-c", "import aot, pathlib; print(pathlib.Path(aot.__file__).parent)",
+                     cwd=tmp_path).stdout.strip()) / "artifacts"
+    victim = root / "nvrtc" / "morton" / "sm_90.cubin.aot"
+    data = bytearray(victim.read_bytes())
+    data[-10] ^= 0x01
+    original = victim.read_bytes()
+    victim.write_bytes(bytes(data))
+    try:
+        bad = _run(fresh_venv, "-m", "aot", "verify", "--default", cwd=tmp_path)
+        assert bad.returncode == 7, bad.stdout + bad.stderr
+        assert "nvrtc/morton/sm_90.cubin.aot" in bad.stdout and "sha256" in bad.stdout
+    finally:
+        victim.write_bytes(original)
+
+
+def test_verify_a_wheel_file_directly(wheels, capsys):
+    from aot.cli import main
+    assert main(["verify", str(wheels[0])]) == 0
+    assert "integrity OK" in capsys.readouterr().out
+
+
+def test_wheel_refuses_a_shard(small_build, tmp_path):
+    shard = tmp_path / "shard"
+    shutil.copytree(small_build.out, shard)
+    doc = json.loads((shard / "manifest.json").read_text())
+    doc["shard"] = "1/2"
+    (shard / "manifest.json").write_text(json.dumps(doc))
+    e = dict(os.environ, AOT_WHEEL_ARTIFACTS=str(shard))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w",
+                        str(tmp_path / "w"), str(ROOT)], env=e, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert "shard" in (r.stdout + r.stderr)
+
+
+def _seed(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst)
+    (dst / "manifest.json").unlink()
+
+
+def test_sharded_build_merges_to_the_unsharded_bytes(small_build, tmp_path):
+    shards = []
+    for k in (1, 2):
+        d = tmp_path / f"shard{k}"
+        _seed(small_build.out, d)  # identical inputs, so every shard item is an incremental hit
+        rep = build(small_build.specs, list(small_build.sms), d, jobs=1, shard=(k, 2))
+        assert rep.items and all(r.status == "hit" for r in rep.items)
+        shards.append(d)
+    n1, n2 = (len(json.loads((d / "manifest.json").read_text())["artifacts"]) for d in shards)
+    assert n1 + n2 == len(plan(small_build.specs, list(small_build.sms))) and abs(n1 - n2) <= 1
+    merged = tmp_path / "merged"
+    merge(shards, merged)
+    assert (merged / "manifest.json").read_bytes() == (small_build.out / "manifest.json").read_bytes()
+    for a in json.loads((merged / "manifest.json").read_text())["artifacts"]:
+        assert (merged / a["path"]).read_bytes() == (small_build.out / a["path"]).read_bytes()
+
+
+def test_merge_refuses_foreign_or_conflicting_shards(small_build, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(small_build.out, a)
+    shutil.copytree(small_build.out, b)
+    doc = json.loads((b / "manifest.json").read_text())
+    doc["producer"]["cuda_cccl"] = "9.9.9"
+    (b / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="other versions.*cuda_cccl"):
+        merge([a, b], tmp_path / "m1")
+    doc["producer"] = json.loads((a / "manifest.json").read_text())["producer"]
+    entry = doc["artifacts"][0]
+    p = b / entry["path"]
+    p.write_bytes(p.read_bytes() + b"x")
+    entry["size"] += 1
+    entry["sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()
+    (b / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="different bytes"):
+        merge([a, b], tmp_path / "m2")
+    assert not (tmp_path / "m2" / "manifest.json").exists()
+
+
+def test_cccl_artifacts_are_reproducible(small_specs, tmp_path):
+    """Two fresh builds (separate worker processes) of one CCCL item give the same bytes after the
+    internal-symbol normalization; only a differing PID digit count could change the zero-run lengths."""
+    spec = [s for s in small_specs if s.name == "reduce_sum_i32"]
+    outs = []
+    for i in (1, 2):
+        build(spec, [90], tmp_path / f"r{i}", jobs=1, force=True)
+        outs.append((tmp_path / f"r{i}" / "cccl" / "reduce_sum_i32" / "sm_90.aot").read_bytes())
+    a, b = outs
+    if len(a) != len(b):  # different PID digit counts: equal once the zero runs are collapsed
+        collapse = lambda x: re.sub(rb"_00000000_0+", b"_00000000_0", x)  # noqa: E731
+        a, b = collapse(a), collapse(b)
+    assert a == b
+    assert b"_INTERNAL_" in a and not re.search(rb"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_(?!00000000)[0-9a-f]{8}_", a)
