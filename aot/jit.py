@@ -90,10 +90,10 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         art = lookup()  # another process may have built it while we waited for the lock
         if art is not None:
             return art.payload, "cache", str(cache._path(key))
-        from .compile import build_cccl
+        from .compile import compile_cccl
         import cccl_patches
         cccl_patches.apply()
-        payload = bytes(build_cccl(spec, sm).serialize())
+        payload = compile_cccl(spec, sm)
         path = None
         if cache is not None:
             header = fmt.make_header(family="cccl", name=spec.name, content_key=key, sm=sm,
