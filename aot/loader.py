@@ -334,12 +334,11 @@ class CcclAlgorithm:
                 self._op = cuda.compute.OpKind[op.upper()]
 
     def __call__(self, **kwargs):
+        # The compiled operator is the spec's, whatever is passed: bind it (one dict store, no checks).
         if self._op_kw is not None:
-            given = kwargs.get(self._op_kw)
-            if given is None or (callable(given) and self._op.__class__.__name__ == "CompiledStatelessOp"):
-                kwargs[self._op_kw] = self._op
-        elif self.spec.algorithm in ("lower_bound", "upper_bound"):
-            kwargs.setdefault("comp", None)
+            kwargs[self._op_kw] = self._op
+        elif "comp" not in kwargs and self.spec.algorithm in ("lower_bound", "upper_bound"):
+            kwargs["comp"] = None
         return self.raw(**kwargs)
 
     def __repr__(self) -> str:

@@ -99,19 +99,22 @@ STEADY = textwrap.dedent(r"""
     init = init_value(spec.params["dtype"], spec.params["init"])
     op = operator(spec.params["op"])
     factory, kw = algorithm_kwargs(spec, lambda dt: DeviceArray(16, dt, dev))
-    objs = {"jit": getattr(cuda.compute, factory)(**kw), "artifact": reg.cccl(name)}
-    res = {}
+    wrapped = reg.cccl(name)
+    objs = {"jit": getattr(cuda.compute, factory)(**kw), "artifact_raw": wrapped.raw, "artifact_aot": wrapped}
+    tmp = {}
     for mode, obj in objs.items():
         nb = obj(temp_storage=None, d_in=x, d_out=out, num_items=n, op=op, h_init=init)
-        tmp = DeviceArray(max(1, int(nb)), np.uint8, dev)
-        times = []
-        for _ in range(220):
-            t = time.perf_counter()
-            obj(temp_storage=tmp, d_in=x, d_out=out, num_items=n, op=op, h_init=init)
-            dev.sync()
-            times.append((time.perf_counter() - t) * 1e6)
-        res[mode] = statistics.median(times[20:])
-    print(json.dumps(res))
+        tmp[mode] = DeviceArray(max(1, int(nb)), np.uint8, dev)
+    times = {m: [] for m in objs}
+    for rnd in range(60):  # interleaved blocks, so clock and cache drift hit every mode alike
+        for mode, obj in objs.items():
+            for _ in range(10):
+                t = time.perf_counter()
+                obj(temp_storage=tmp[mode], d_in=x, d_out=out, num_items=n, op=op, h_init=init)
+                dev.sync()
+                if rnd >= 5:
+                    times[mode].append((time.perf_counter() - t) * 1e6)
+    print(json.dumps({m: statistics.median(v) for m, v in times.items()}))
 """)
 
 
@@ -127,6 +130,7 @@ def main() -> int:
     ap.add_argument("--artifacts", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--only-summary", action="store_true", help="only the whole-matrix and steady-state rows")
     ap.add_argument("--json", type=Path, default=Path(__file__).with_name("results") / "first_use.json")
     args = ap.parse_args()
     from aot.manifest import load_manifest
@@ -137,6 +141,10 @@ def main() -> int:
     # The whole-matrix and steady-state rows first: quick, and they survive a time limit on the long loop.
     warm = [child(WARM_ALL, str(args.artifacts)) for _ in range(max(3, args.runs))]
     steady = child(STEADY, str(args.artifacts), "reduce_sum_f64") if "reduce_sum_f64" in names else {}
+    if args.only_summary:
+        print(json.dumps({"warm_all": warm, "steady_us": steady}, indent=1))
+        args.json.write_text(json.dumps({"warm_all": warm, "steady_us": steady}, indent=1))
+        return 0
     print(json.dumps({"warm_all": warm, "steady": steady}), flush=True)
     rows = []
     for name in names:
