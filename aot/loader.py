@@ -98,6 +98,7 @@ class Registry:
                  device_sm: int | None = None):
         self.root = Path(source) if source is not None else None
         self._device_sm = device_sm
+        self._device_id: int | None = None  # the device the registry serves (warmup threads make it current)
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}
         self._loaded: dict[str, _Loaded] = {}
@@ -143,6 +144,11 @@ class Registry:
     def device_sm(self) -> int:
         if self._device_sm is None:
             self._device_sm = current_device_sm()
+            try:
+                from cuda.core import Device
+                self._device_id = Device().device_id
+            except Exception:  # noqa: BLE001 - an explicit device_sm (tests) needs no device
+                pass
         return self._device_sm
 
     def status(self) -> dict[str, SpecStatus]:
@@ -182,6 +188,7 @@ class Registry:
         names = list(names) if names is not None else self.names()
         for n in names:
             self.spec(n)
+        self.device_sm()  # the caller's current device is the one to warm up for
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
@@ -205,10 +212,15 @@ class Registry:
 
     def _warm_one(self, name: str) -> None:
         try:
+            self.device_sm()
+            if self._device_id is not None:
+                from cuda.core import Device
+                Device(self._device_id).set_current()
             loaded = self._load(name)
             if isinstance(self._specs[name], CcclSpec):
                 import cuda.compute
                 obj = cuda.compute.deserialize(loaded.payload)
+                _preload_module(obj)
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = obj
@@ -291,6 +303,18 @@ class Registry:
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
+
+
+def _preload_module(obj) -> None:
+    """Load the object's cubin into the current device now (cuda.compute does it lazily at the first
+    call: 2-12 ms of driver module loading per spec), so a warmed-up spec's first call is just a call.
+    Best effort: if cuda.compute's internals differ, the first call loads it as usual."""
+    try:
+        from cuda.compute._cccl_interop import resolve_build_result
+        holder = getattr(obj, "partitioner", obj)  # select wraps a three-way partition
+        resolve_build_result(holder.build_results)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 #: The keyword each algorithm's ``__call__`` takes its operator under.
