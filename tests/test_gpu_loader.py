@@ -103,3 +103,36 @@ def test_nvrtc_falls_back_to_ptx_then_jit(artifacts, tmp_path):
     assert r["source"] == "jit", r
     r = probe(artifacts, "morton", tmp_path / "cache")
     assert r["source"] == "cache", r
+
+
+def test_warmup_then_threads_get_their_own_objects(artifacts):
+    """request_warmup/ensure_warm make every spec ready; concurrent threads each get their own object
+    and all compute the right result at once."""
+    import threading
+    from cuda.core import Device
+    from aot.loader import Registry
+    from aot.reference import check_cccl
+    reg = Registry(artifacts)
+    reg.request_warmup()
+    assert reg.ensure_warm(timeout=120) == []
+    st = reg.status()
+    assert all(s.source == "packaged" for s in st.values()), st
+    objs, errors = {}, []
+
+    def worker(i):
+        try:
+            dev = Device()
+            dev.set_current()
+            obj = reg.cccl("radix_sort_pairs_u64_i32")
+            objs[i] = obj
+            check_cccl(obj, reg.spec("radix_sort_pairs_u64_i32"), dev, n=50_000, seed=i)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len({id(o) for o in objs.values()}) == 4
