@@ -19,7 +19,12 @@ def atomic_write(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
+        try:
+            f = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

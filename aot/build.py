@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 from . import format as fmt
 from ._fs import atomic_write, sweep_temp
 from .errors import ArtifactError, BuildError, UsageError
-from .manifest import MANIFEST_NAME, remove_manifest, write_manifest
+from .manifest import remove_manifest, write_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, item_key
 
 REPORT_NAME = "build-report.json"

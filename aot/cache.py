@@ -42,25 +42,40 @@ class ArtifactCache:
 
     def get(self, key: str) -> fmt.Artifact | None:
         """The cached artifact, ``None`` if absent. A corrupt entry raises :class:`ArtifactError` after it
-        has been deleted (so the caller warns once and the next process rebuilds it)."""
+        has been deleted (so the caller warns once and the next process rebuilds it). An entry that exists
+        but cannot be read (permissions, I/O error) raises :class:`ArtifactError` and is left alone."""
         path = self._path(key)
         try:
-            art = fmt.read(path)
+            before = os.stat(path)
+            data = fmt._read_regular(path, fmt.MAX_FILE_LEN)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise ArtifactError(f"{path}: cannot read user-cache entry: {e.strerror or e}") from None
+        except ArtifactError as e:  # not a regular file, or larger than any artifact
+            raise ArtifactError(f"corrupt user-cache entry {self._discard(path, before)}: {e}") from None
+        try:
+            art = fmt.decode(data)
         except ArtifactError as e:
-            if not path.exists():
-                return None
-            try:
-                path.unlink()
-            except OSError:
-                pass
-            raise ArtifactError(f"corrupt user-cache entry deleted: {e}") from None
+            raise ArtifactError(f"corrupt user-cache entry {self._discard(path, before)}: {path}: {e}") from None
         if art.header.get("content_key") != key:
-            try:
-                path.unlink()
-            except OSError:
-                pass
-            raise ArtifactError(f"{path}: user-cache entry holds another key; deleted")
+            raise ArtifactError(f"{path}: user-cache entry holds another key; {self._discard(path, before)}")
         return art
+
+    @staticmethod
+    def _discard(path: Path, seen: os.stat_result) -> str:
+        """Delete the bad entry ``seen`` at ``path``, unless another process has meanwhile replaced it with
+        a new file (a rename gives a new inode): a good entry written by a racing builder is never lost."""
+        try:
+            now = os.stat(path)
+            if (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino):
+                return "left alone (already replaced)"
+            os.unlink(path)
+        except FileNotFoundError:
+            return "deleted"
+        except OSError as e:
+            return f"could not be deleted ({e.strerror or e})"
+        return "deleted"
 
     def put(self, key: str, data: bytes) -> Path:
         path = self._path(key)

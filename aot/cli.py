@@ -188,7 +188,12 @@ def _artifact_dir(target: str | None, stack) -> Path:
     p = Path(target)
     if p.is_file() and p.suffix == ".whl":
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-")))
-        with zipfile.ZipFile(p) as z:
+        import zlib
+        try:
+            z = zipfile.ZipFile(p)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
+            raise UsageError(f"{p}: not a readable wheel: {e}") from None
+        with z:
             members = [n for n in z.namelist() if "/artifacts/" in n and not n.endswith("/")]
             if not members:
                 raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")
@@ -298,14 +303,12 @@ def cmd_doctor(args) -> int:
     sm = native_sm()
     print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
     if sm:
-        from .arch import rank
         from .loader import default_registry
         reg = default_registry()
         for name in reg.names():
             cands = reg._packaged_candidates(reg.spec(name), sm)
             why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
             print(f"  {name:32} -> {why}")
-        del rank
     print("environment variables:")
     for name, default, doc in describe():
         print(f"  {name} (default {default or 'unset'}): {doc}")

@@ -9,13 +9,18 @@ Layout (all integers little-endian)::
 
 Why not pickle: artifacts are read on every end user's machine; a reader that can only produce a
 dict and a bytes object cannot be made to run code. Every bound is checked before it is trusted, the
-header length is capped, and the payload's size and hash must match the header exactly.
+header length is capped, and the payload's size and hash must match the header exactly. The header is
+strict JSON (no NaN/Infinity, duplicate keys or lone surrogates: no two readers can disagree on it), and
+:func:`read` refuses anything but a regular file of plausible size before reading a byte of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -27,6 +32,8 @@ FORMAT_VERSION = 1
 MAX_HEADER_LEN = 64 * 1024
 MAX_PAYLOAD_LEN = 256 * 1024 * 1024
 PREFIX_LEN = len(MAGIC) + 4
+#: No artifact file can be larger than this; :func:`read` refuses bigger files before reading them.
+MAX_FILE_LEN = PREFIX_LEN + MAX_HEADER_LEN + MAX_PAYLOAD_LEN
 
 FAMILIES = ("cccl", "nvrtc")
 PAYLOAD_KINDS = {"cccl": ("cccl-blob",), "nvrtc": ("cubin", "ptx")}
@@ -87,7 +94,11 @@ def encode(header: Mapping[str, Any], payload: bytes) -> bytes:
     validate_header(header)
     if header["payload_size"] != len(payload) or header["payload_sha256"] != hashlib.sha256(payload).hexdigest():
         raise ArtifactError("header does not describe this payload (size or sha256)")
-    raw = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    try:  # strict JSON only (no NaN/Infinity, no lone surrogates): exactly what decode() accepts
+        raw = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        json.dumps(header, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError) as e:
+        raise ArtifactError(f"header is not strict JSON: {type(e).__name__}: {e}") from None
     if len(raw) > MAX_HEADER_LEN:
         raise ArtifactError(f"header is {len(raw)} bytes, over the {MAX_HEADER_LEN}-byte cap")
     return MAGIC + struct.pack("<I", len(raw)) + raw + payload
@@ -123,6 +134,55 @@ def validate_header(h: Any) -> None:
             raise ArtifactError(f"producer lacks {key!r}")
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as inf
+        raise ValueError(f"number {text[:20]} overflows a double")
+    return value
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = {}
+    for k, v in pairs:
+        if k in out:  # two readers could otherwise disagree on which value counts
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def loads_strict_json(raw: bytes) -> Any:
+    """Parse UTF-8 JSON strictly: no NaN/Infinity, no overflowing numbers, no duplicate keys, no lone
+    surrogates. Raises ``ValueError`` (``UnicodeDecodeError``, ``JSONDecodeError``) or ``RecursionError``."""
+    obj = json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float,
+                     object_pairs_hook=_unique_keys)
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # lone surrogates ("\ud800") do not encode
+    except UnicodeEncodeError:
+        raise ValueError(f"string {_first_unencodable(obj)!r} holds a lone surrogate") from None
+    return obj
+
+
+def _first_unencodable(obj: Any) -> str | None:
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+        elif isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return o
+    return None
+
+
 def decode_header(data: bytes) -> tuple[dict[str, Any], int]:
     """Parse magic, length and header from the first bytes; returns (header, payload offset)."""
     if len(data) < PREFIX_LEN:
@@ -135,9 +195,10 @@ def decode_header(data: bytes) -> tuple[dict[str, Any], int]:
     if PREFIX_LEN + hlen > len(data):
         raise ArtifactError(f"truncated: header claims {hlen} bytes, {len(data) - PREFIX_LEN} present")
     try:
-        header = json.loads(bytes(data[PREFIX_LEN:PREFIX_LEN + hlen]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ArtifactError(f"header is not valid UTF-8 JSON: {type(e).__name__}") from None
+        header = loads_strict_json(data[PREFIX_LEN:PREFIX_LEN + hlen])
+    except (ValueError, RecursionError) as e:
+        raise ArtifactError(f"header is not valid UTF-8 JSON: {type(e).__name__}: "
+                            f"{str(e)[:200]}") from None
     validate_header(header)
     return header, PREFIX_LEN + hlen
 
@@ -154,17 +215,50 @@ def decode(data: bytes) -> Artifact:
     return Artifact(header=header, payload=payload)
 
 
-def read(path) -> Artifact:
-    """Read and decode a file; size-capped so a huge file is refused before it is read."""
-    import os
+def _read_regular(path, max_size: int, expect_size: int | None = None) -> bytes:
+    """The bytes of a regular file, bounded before anything is allocated. Raises ``OSError`` (cannot open or
+    read) or :class:`ArtifactError` (not a regular file, too large, not ``expect_size``, changed while read).
+
+    Opened ``O_NONBLOCK``: a FIFO or device planted where a file should be cannot block the reader (the
+    flag does not affect regular files, and anything else is refused after ``fstat``).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_PAYLOAD_LEN + MAX_HEADER_LEN + PREFIX_LEN:
-                raise ArtifactError(f"{path}: file is {size} bytes, larger than any artifact can be")
-            data = f.read()
+        fd = os.open(path, flags)
+    except ValueError as e:  # embedded NUL, unencodable name
+        raise ArtifactError(f"{path!r}: unusable file name: {e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ArtifactError(f"{path}: cannot read: not a regular file")
+        if st.st_size > max_size:
+            raise ArtifactError(f"{path}: file is {st.st_size} bytes, over the {max_size}-byte limit "
+                                f"(refused before reading)")
+        if expect_size is not None and st.st_size != expect_size:
+            raise ArtifactError(f"{path}: file is {st.st_size} bytes, expected {expect_size}")
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(st.st_size + 1)  # one byte more than stat said: detects a file still growing
+        if len(data) != st.st_size:
+            raise ArtifactError(f"{path}: file changed while it was read ({st.st_size} bytes by stat, "
+                                f"{len(data)}{'+' if len(data) > st.st_size else ''} read)")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_file(path, *, max_size: int = MAX_FILE_LEN, expect_size: int | None = None) -> bytes:
+    """The raw bytes of the file at ``path``, refusing (:class:`ArtifactError`) anything that is not a
+    regular file, is over ``max_size`` bytes or (when given) is not exactly ``expect_size`` bytes, before
+    reading it. For readers that check a manifest's size and sha256 before :func:`decode`."""
+    try:
+        return _read_regular(path, max_size, expect_size)
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def read(path) -> Artifact:
+    """Read and decode a file; size-capped so a huge file is refused before it is read."""
+    data = read_file(path)
     try:
         return decode(data)
     except ArtifactError as e:

@@ -35,14 +35,23 @@ def _file_lock(path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except (OSError, ImportError):
+        fd = None
+    if fd is None:
         yield False
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
+        locked = True
+    except OSError:  # ENOLCK / EOPNOTSUPP (some network file systems): go on without the lock
+        locked = False
+    try:
+        yield locked
     finally:
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
         finally:
             os.close(fd)
 
@@ -53,6 +62,13 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
     key = item_key(spec, sm, "cccl-blob", toolchain)
     use_cache = enabled()
     cache = ArtifactCache() if use_cache else None
+    noted: set[str] = set()
+
+    def note(msg: str) -> None:  # the cache is looked at twice (before and under the lock): warn once
+        if msg not in noted:
+            noted.add(msg)
+            errors.append(msg)
+            warn(msg)
 
     def lookup():
         if cache is None:
@@ -60,9 +76,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         try:
             art = cache.get(key)
         except ArtifactError as e:
-            msg = f"aot: {e}"
-            errors.append(msg)
-            warn(msg)
+            note(f"aot: {e}")
             return None
         except OSError:
             return None
@@ -70,15 +84,13 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
             return None
         h = art.header
         if (h["family"], h["name"], h["sm"], h["payload_kind"]) != ("cccl", spec.name, sm, "cccl-blob"):
-            msg = f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored"
-            errors.append(msg)
-            warn(msg)
+            note(f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored")
             return None
         from .loader import check_producer
         try:
             check_producer(art.header["producer"], "cccl")
         except ArtifactError as e:
-            errors.append(str(e))
+            note(f"aot: user-cache entry {cache._path(key)} ignored: {e}")
             return None
         return art
 
@@ -102,10 +114,13 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
             try:
                 path = str(cache.put(key, fmt.encode(header, payload)))
             except OSError as e:
-                msg = f"aot: cannot persist {spec.name} to the user cache {cache.root}: {e.strerror or e}; " \
-                      f"using the JIT result in memory"
-                errors.append(msg)
-                warn(msg)
+                note(f"aot: cannot persist {spec.name} to the user cache {cache.root}: {e.strerror or e}; "
+                     f"using the JIT result in memory")
+            else:
+                try:
+                    cache.sweep()  # temp files of writers killed long ago (rare path: fine to walk the cache)
+                except OSError:
+                    pass
         return payload, "jit", path
 
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import format as fmt
-from ._env import DISABLE_CACHE, DISABLE_PACKAGED
+from ._env import DISABLE_PACKAGED
 from .arch import Candidate, rank
 from .errors import AotError, ArtifactError, NoDeviceError
-from .manifest import Manifest, file_sha256, load_manifest
+from .manifest import Manifest, load_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
 
 
@@ -121,8 +121,8 @@ class Registry:
                 except (KeyError, TypeError, ValueError) as e:
                     self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
                                f"if the matrix defines it")
-        for s in specs or ():
-            self._specs.setdefault(s.name, s)
+        for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
+            self._specs[s.name] = s
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
@@ -278,9 +278,9 @@ class Registry:
         return rank(device_sm, cands)
 
     def _open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
-        data = path.read_bytes()
+        data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
         import hashlib
-        if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
             raise ArtifactError("file differs from its manifest entry (size or sha256)")
         art = fmt.decode(data)
         h = art.header
@@ -289,6 +289,9 @@ class Registry:
             raise ArtifactError("header does not match its manifest entry (name, family, SM or kind)")
         if h["content_key"] != entry["content_key"]:
             raise ArtifactError("content key differs from the manifest's")
+        from .spec import item_key
+        if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], self.manifest.producer):
+            raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
         check_producer(h["producer"], h["family"])
         if spec.family == "cccl":
             import cuda.compute

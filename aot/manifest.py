@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from ._fs import atomic_write
 from .errors import ArtifactError
+from .format import _read_regular, loads_strict_json
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "aot-manifest"
@@ -42,24 +44,29 @@ class Manifest:
 
 def safe_join(root: Path, rel: str) -> Path:
     """``root / rel`` only if ``rel`` is a plain relative path that stays inside ``root`` (symlinks too)."""
+    if not isinstance(rel, str):
+        raise ArtifactError(f"manifest path {rel!r} is not a string")
     pp = PurePosixPath(rel)
-    if not rel or pp.is_absolute() or "\\" in rel or any(part in ("..", "") for part in pp.parts) \
-            or rel.startswith("/") or ":" in pp.parts[0]:
+    if not rel or not pp.parts or pp.is_absolute() or "\\" in rel or "\0" in rel \
+            or any(part in ("..", "") for part in pp.parts) or rel.startswith("/") or ":" in pp.parts[0]:
         raise ArtifactError(f"manifest path {rel!r} is not a plain relative path inside {root}")
     p = root / Path(*pp.parts)
     try:
         real_root = root.resolve()
         real = p.resolve()
-    except (OSError, RuntimeError) as e:
+    except (OSError, RuntimeError, ValueError) as e:  # ValueError: a name the file system cannot encode
         raise ArtifactError(f"manifest path {rel!r}: cannot resolve: {e}") from None
-    if real_root != real and real_root not in real.parents:
+    if real_root == real or real_root not in real.parents:
         raise ArtifactError(f"manifest path {rel!r} leads outside {root} (to {real})")
     return p
 
 
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with open(fd, "rb") as f:  # O_NONBLOCK: a FIFO put in a file's place cannot hang the reader
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ArtifactError(f"{path}: not a regular file")
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -88,21 +95,56 @@ def remove_manifest(root: Path) -> None:
         pass
 
 
+def spec_definition_problem(name: str, d: Any) -> str | None:
+    """What is wrong with a spec definition as a manifest stores it (``Spec.definition()``), else ``None``.
+
+    Only shapes and types (what :func:`aot.spec.spec_from_definition` and ``content_key()`` rely on), so a
+    hostile manifest is refused here with one clear error instead of failing later in the loader."""
+    from .spec import ALGORITHMS, DTYPE_FIELDS, DTYPES
+    if not isinstance(d, dict) or d.get("name") != name:
+        return f"not an object named {name!r}"
+    if "algorithm" in d:
+        algo = d["algorithm"]
+        if not isinstance(algo, str) or algo not in ALGORITHMS:
+            return f"unknown algorithm {algo!r}"
+        fields = set(d) - {"name", "algorithm"}
+        if fields != set(ALGORITHMS[algo].fields):
+            return f"fields {sorted(fields)} are not those of {algo} ({sorted(ALGORITHMS[algo].fields)})"
+        for k, v in d.items():
+            if k in DTYPE_FIELDS:
+                ok = v in DTYPES or (v is None and k != "dtype")
+            elif k == "init":
+                ok = isinstance(v, (int, float, str)) and not isinstance(v, bool)
+            else:
+                ok = isinstance(v, str)
+            if not ok:
+                return f"field {k!r} has a bad value {v!r}"
+        return None
+    kernels, options = d.get("kernels"), d.get("options", {})
+    if not isinstance(d.get("source"), str) or not isinstance(d.get("source_path"), str):
+        return "an NVRTC unit needs string 'source' and 'source_path'"
+    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
+        return "'kernels' must be a non-empty list of names"
+    if not isinstance(options, dict):
+        return "'options' must be an object"
+    return None
+
+
 def load_manifest(root: str | os.PathLike) -> Manifest:
     """Parse and structurally check ``root/manifest.json`` (not the artifacts: see :func:`verify_files`)."""
     root = Path(root)
     path = root / MANIFEST_NAME
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_MANIFEST_LEN + 1)
+        raw = _read_regular(path, MAX_MANIFEST_LEN)
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read manifest: {e.strerror or e}") from None
-    if len(raw) > MAX_MANIFEST_LEN:
-        raise ArtifactError(f"{path}: manifest larger than {MAX_MANIFEST_LEN} bytes")
+    except ArtifactError as e:
+        raise ArtifactError(f"{path}: cannot read manifest: {e}") from None
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ArtifactError(f"{path}: manifest is not valid JSON: {type(e).__name__}") from None
+        doc = loads_strict_json(raw)
+    except (ValueError, RecursionError) as e:
+        raise ArtifactError(f"{path}: manifest is not valid JSON: {type(e).__name__}: "
+                            f"{str(e)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise ArtifactError(f"{path}: not an aot manifest")
     if doc.get("manifest_version") != MANIFEST_VERSION:
@@ -111,14 +153,20 @@ def load_manifest(root: str | os.PathLike) -> Manifest:
     producer, specs, artifacts = doc.get("producer"), doc.get("specs"), doc.get("artifacts")
     if not isinstance(producer, dict) or not isinstance(specs, dict) or not isinstance(artifacts, list):
         raise ArtifactError(f"{path}: manifest lacks producer/specs/artifacts")
+    for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
+        problem = spec_definition_problem(name, d)
+        if problem:
+            raise ArtifactError(f"{path}: spec {name!r}: {problem}")
     for i, a in enumerate(artifacts):
         if not isinstance(a, dict):
             raise ArtifactError(f"{path}: artifact entry {i} is not an object")
         for key, typ in ENTRY_FIELDS.items():
             if isinstance(a.get(key), bool) or not isinstance(a.get(key), typ):
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
+        if a["size"] < 0 or len(a["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in a["sha256"]):
+            raise ArtifactError(f"{path}: artifact entry {i} ({a['path']!r}) has a bad size or sha256")
         safe_join(root, a["path"])
-        if a["name"] not in specs or not isinstance(specs[a["name"]], dict):
+        if a["name"] not in specs:
             raise ArtifactError(f"{path}: artifact entry {i} names spec {a['name']!r} the manifest does not define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts))
 
@@ -129,12 +177,20 @@ def verify_files(m: Manifest) -> list[str]:
     for a in m.artifacts:
         p = m.path_of(a)
         try:
-            size = p.stat().st_size
+            st = p.stat()
         except OSError:
             problems.append(f"{a['path']}: missing")
             continue
-        if size != a["size"]:
-            problems.append(f"{a['path']}: {size} bytes, manifest says {a['size']}")
-        elif file_sha256(p) != a["sha256"]:
-            problems.append(f"{a['path']}: sha256 differs from the manifest")
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(f"{a['path']}: not a regular file")
+        elif st.st_size != a["size"]:
+            problems.append(f"{a['path']}: {st.st_size} bytes, manifest says {a['size']}")
+        else:
+            try:
+                digest = file_sha256(p)
+            except (OSError, ArtifactError) as e:
+                problems.append(f"{a['path']}: cannot read: {getattr(e, 'strerror', None) or e}")
+                continue
+            if digest != a["sha256"]:
+                problems.append(f"{a['path']}: sha256 differs from the manifest")
     return problems

@@ -137,6 +137,8 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise MatrixError(f"{p}: cannot read build matrix: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise MatrixError(f"{p}: the build matrix is not UTF-8 text ({e.reason} at byte {e.start})") from None
     return parse_matrix(text, p)
 
 
@@ -261,19 +263,17 @@ def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int
                        spec=name, fld="op")
     value = value.strip()
     if value.startswith("lambda"):
+        import ast
         try:
-            code = compile(value, f"<{name}.op>", "eval")
+            tree = ast.parse(value, mode="eval")
         except SyntaxError as err:
             raise ctx.fail(line, f"lambda does not parse: {err.msg}", spec=name, fld="op") from None
-        import ast
-        tree = ast.parse(value, mode="eval")
         if not isinstance(tree.body, ast.Lambda):
             raise ctx.fail(line, "the operator source must be a single lambda expression", spec=name, fld="op")
         n_args = len(tree.body.args.args)
         if n_args != arity or tree.body.args.vararg or tree.body.args.kwarg:
             raise ctx.fail(line, f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
                            f"{arity}", spec=name, fld="op")
-        del code
         return value
     if value not in BUILTIN_OPS:
         raise ctx.fail(line, f"unknown operator {value!r}{_hint(value, BUILTIN_OPS)}; built-ins: "
@@ -294,6 +294,9 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> NvrtcUnit:
         text = src_path.read_text(encoding="utf-8")
     except OSError as err:
         raise ctx.fail(e.key_lines["source"], f"cannot read source file {src_path}: {err.strerror or err}",
+                       spec=name, fld="source") from None
+    except UnicodeDecodeError as err:
+        raise ctx.fail(e.key_lines["source"], f"source file {src_path} is not UTF-8 text ({err.reason})",
                        spec=name, fld="source") from None
     kernels = e.get("kernels")
     if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
