@@ -99,7 +99,10 @@ def cmd_build(args) -> int:
     from .toolchain import cuda_major, native_sm, nvrtc_supported_sms
 
     matrix = load_matrix(args.matrix)
-    specs = matrix.select([n.strip() for n in args.only.split(",") if n.strip()] if args.only else None)
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
+    if only is not None and not only:
+        raise UsageError(f"--only {args.only!r} names no spec")
+    specs = matrix.select(only)
     major = cuda_major()
     want_native = "native" in args.sm.lower()
     sms = parse_sm_list(args.sm, cuda_major=major, native=native_sm() if want_native else None,
@@ -198,6 +201,9 @@ def _artifact_dir(target: str | None, stack) -> Path:
             if not members:
                 raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")
             prefix = members[0].split("/artifacts/")[0] + "/artifacts/"
+            total = sum(z.getinfo(n).file_size for n in members)
+            if total > 2 * 1024 ** 3:
+                raise UsageError(f"{p}: artifacts would unpack to {total} bytes; refusing (over 2 GiB)")
             for n in members:
                 if n.startswith(prefix):
                     rel = n[len(prefix):]

@@ -17,7 +17,7 @@ import yaml
 
 from .errors import MatrixError
 from .spec import (ALGORITHMS, BUILTIN_OPS, DTYPE_FIELDS, DTYPES, NVRTC_OPTIONS, REQUIRED, SORT_ORDERS,
-                   CcclSpec, NvrtcUnit, Spec)
+                   CcclSpec, NvrtcUnit, Spec, lambda_problem)
 
 TOP_KEYS = ("version", "cccl", "nvrtc")
 NVRTC_KEYS = ("name", "source", "kernels", "options")
@@ -264,12 +264,10 @@ def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int
     value = value.strip()
     if value.startswith("lambda"):
         import ast
-        try:
-            tree = ast.parse(value, mode="eval")
-        except SyntaxError as err:
-            raise ctx.fail(line, f"lambda does not parse: {err.msg}", spec=name, fld="op") from None
-        if not isinstance(tree.body, ast.Lambda):
-            raise ctx.fail(line, "the operator source must be a single lambda expression", spec=name, fld="op")
+        problem = lambda_problem(value)
+        if problem:
+            raise ctx.fail(line, problem, spec=name, fld="op")
+        tree = ast.parse(value, mode="eval")
         n_args = len(tree.body.args.args)
         if n_args != arity or tree.body.args.vararg or tree.body.args.kwarg:
             raise ctx.fail(line, f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "

@@ -58,6 +58,39 @@ NVRTC_OPTIONS = ("std", "use_fast_math", "define_macro", "lineinfo", "ftz", "pre
                  "fma", "max_register_count", "device_code_optimize", "debug", "restrict")
 
 
+_SAFE_NODES = ("Expression", "Lambda", "arguments", "arg", "Name", "Load", "Constant", "BinOp", "UnaryOp",
+               "Compare", "BoolOp", "IfExp", "Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "BitAnd",
+               "BitOr", "BitXor", "LShift", "RShift", "USub", "UAdd", "Not", "Invert", "Eq", "NotEq", "Lt",
+               "LtE", "Gt", "GtE", "And", "Or")
+
+
+def lambda_problem(source: str) -> str | None:
+    """Why ``source`` is not an acceptable operator lambda, or ``None``.
+
+    Operator lambdas are evaluated (to hand numba a function) when a spec is built, including on an end
+    user's machine when the loader falls back to JIT from a manifest. Only arithmetic, comparisons and
+    boolean logic over the lambda's own arguments and numeric constants are allowed: no names, calls,
+    attributes or subscripts, so evaluating one cannot run anything else.
+    """
+    import ast
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as e:
+        return f"lambda does not parse: {e.msg}"
+    if not isinstance(tree.body, ast.Lambda):
+        return "the operator source must be a single lambda expression"
+    params = {a.arg for a in tree.body.args.args}
+    for node in ast.walk(tree):
+        kind = type(node).__name__
+        if kind not in _SAFE_NODES:
+            return f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
+        if isinstance(node, ast.Name) and node.id not in params:
+            return f"lambda refers to {node.id!r}; only its own arguments and numeric constants are allowed"
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
+            return f"lambda uses the constant {node.value!r}; only numbers are allowed"
+    return None
+
+
 def _key(*parts: tuple[str, bytes | str]) -> str:
     """sha256 over labelled, length-prefixed fields, so no two different inputs can collide."""
     h = hashlib.sha256(b"aot-key-v1\0")

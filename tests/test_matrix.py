@@ -335,3 +335,25 @@ def test_exponent_init_is_read_as_a_number(tmp_path):
     m = load_matrix(write_matrix(tmp_path, "cccl:\n  - {name: s1, algorithm: reduce, dtype: float64, op: plus, "
                                            "init: 1e3}\n"))
     assert m.specs[0].params["init"] == 1000.0
+
+
+@pytest.mark.parametrize("op, expected", [
+    ("lambda x: __import__('os').system('true')", "Call"),
+    ("lambda x: x.real", "Attribute"),
+    ("lambda x: y", "refers to 'y'"),
+    ("lambda x: x != 'a'", "only numbers"),
+    ("lambda x: [x][0]", "Subscript"),
+])
+def test_operator_lambdas_cannot_run_code(tmp_path, op, expected):
+    """Lambdas are evaluated on end-user machines during JIT fallback: only arithmetic over their args."""
+    with pytest.raises(MatrixError, match=re.escape(expected)):
+        load_matrix(write_matrix(tmp_path, f'cccl:\n  - {{name: s1, algorithm: select, dtype: int32, op: "{op}"}}\n'))
+    from aot.compile import operator
+    with pytest.raises(ValueError, match="refusing operator"):
+        operator(op)
+
+
+def test_only_with_no_names_is_a_usage_error(capsys):
+    from aot.cli import main
+    assert main(["build", "--only", ",", "--sm", "90"]) == 2
+    assert "names no spec" in capsys.readouterr().err
