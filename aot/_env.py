@@ -1,8 +1,8 @@
 """Every ``AOT_*`` environment variable, declared once, typed, documented.
 
-Code reads :data:`env` (``env.cache_dir``), never ``os.environ`` directly, so the full list of knobs
-lives here and in the README table generated from :func:`describe`. Values are read at access time,
-so tests can override them with ``monkeypatch.setenv``.
+Code reads a variable through its declaration (``CACHE_DIR.get()``), never ``os.environ`` directly, so
+the full list of knobs lives here, in ``aot doctor`` (:func:`describe`) and in the README table. Values
+are read at access time, so tests can override them with ``monkeypatch.setenv``.
 """
 
 from __future__ import annotations
@@ -75,26 +75,11 @@ STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
                  "Path of a prebuilt stand-in libcuda.so.1 (default: the packaged one, else built with cc).")
 JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")
 WHEEL_SM = _var("AOT_WHEEL_SM", str, "",
-                "SM list the wheel build bundles (e.g. '80,90', 'all', 'none'; default: all for the CUDA major).")
+                "SMs the wheel build compiles and bundles ('all', '80,90'); unset or 'none': a tool-only wheel.")
 WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
                     "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
-
-
-class _Env:
-    """Attribute access to the registry: ``env.cache_dir`` reads ``AOT_CACHE_DIR`` now."""
-
-    def __getattr__(self, attr: str):
-        name = "AOT_" + attr.upper()
-        aliases = {"AOT_FORCE_STUB": "AOT_FORCE_STUB_DRIVER", "AOT_STUB_PATH": "AOT_STUB_LIBCUDA"}
-        name = aliases.get(name, name)
-        if name not in VARS:
-            raise AttributeError(attr)
-        return VARS[name].get()
-
-
-env = _Env()
 
 
 def describe() -> list[tuple[str, str, str]]:
