@@ -96,6 +96,8 @@ def algorithm_kwargs(spec: CcclSpec, array: Callable[[str], Any]) -> tuple[str, 
 def build_cccl(spec: CcclSpec, sm: int):
     """The cuda.compute algorithm object for ``spec`` on ``sm`` (AoT, from ProxyArray placeholders)."""
     import numpy as np
+    from .toolchain import cccl_ready
+    cccl_ready()
     import cuda.compute as cc
     factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)))
     return getattr(cc, factory)(**kw, compute_capability=[sm])

@@ -103,9 +103,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         if art is not None:
             return art.payload, "cache", str(cache._path(key))
         from .compile import compile_cccl
-        import cccl_patches
-        cccl_patches.apply()
-        payload = compile_cccl(spec, sm)
+        payload = compile_cccl(spec, sm)  # applies the ProxyArray fix (cccl_patches) first
         path = None
         if cache is not None:
             header = fmt.make_header(family="cccl", name=spec.name, content_key=key, sm=sm,

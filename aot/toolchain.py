@@ -152,10 +152,16 @@ def native_sm() -> int | None:
 
 
 def worker_setup(stub_path: str | None) -> None:
-    """Run first in every build worker: preload the stand-in (so cuda-cccl's DT_NEEDED on libcuda.so.1
-    resolves to it by soname), then apply the ProxyArray fix."""
+    """Run first in every build worker: preload the stand-in, so that cuda-cccl's DT_NEEDED on
+    libcuda.so.1 resolves to it by soname. cuda.compute itself is imported on the worker's first CCCL
+    item (:func:`cccl_ready`): a worker that only compiles NVRTC units never pays for it."""
     if stub_path:
         ctypes.CDLL(stub_path, mode=ctypes.RTLD_GLOBAL)
+
+
+@functools.lru_cache(maxsize=1)
+def cccl_ready() -> None:
+    """Import cuda.compute (failing loudly if its CUDA bindings did not load) and apply the ProxyArray fix."""
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -73,14 +73,22 @@ def summarize(name: str, jobs: int | None, runs: list[dict]) -> dict:
             "item_s_sum_median": statistics.median(r["item_s_sum"] for r in runs), "runs": walls}
 
 
-def bench_subset(jobs: int, repeat: int, tmp: Path, env: dict) -> list[dict]:
-    rows = {"cccl": [], "nvrtc": []}
+def bench_subset(jobs_list: list[int], repeat: int, tmp: Path, env: dict) -> list[dict]:
+    """Every --jobs value side by side: each repetition runs them one after the other (interleaved), so
+    machine drift hits all of them alike."""
+    runs = {(name, jobs): [] for name in ("cccl", "nvrtc") for jobs in jobs_list}
     for i in range(repeat):
-        for name, specs, sms in (("cccl", CCCL_SPECS, CCCL_SMS), ("nvrtc", NVRTC_SPECS, NVRTC_SMS)):
-            out = tmp / f"{name}-j{jobs}-{i}"
-            rows[name].append(run_build(["--only", ",".join(specs), "--sm", sms, "--jobs", str(jobs), "--force"],
-                                        out, env))
-            shutil.rmtree(out)
+        for jobs in jobs_list:
+            for name, specs, sms in (("cccl", CCCL_SPECS, CCCL_SMS), ("nvrtc", NVRTC_SPECS, NVRTC_SMS)):
+                out = tmp / f"{name}-j{jobs}-{i}"
+                runs[(name, jobs)].append(run_build(["--only", ",".join(specs), "--sm", sms, "--jobs", str(jobs),
+                                                     "--force"], out, env))
+                shutil.rmtree(out)
+    return [row for jobs in jobs_list for row in _subset_rows(jobs, runs[("cccl", jobs)], runs[("nvrtc", jobs)])]
+
+
+def _subset_rows(jobs: int, cccl: list[dict], nvrtc: list[dict]) -> list[dict]:
+    rows = {"cccl": cccl, "nvrtc": nvrtc}
     total = [{**c, "wall_s": c["wall_s"] + n["wall_s"], "internal_s": c["internal_s"] + n["internal_s"],
               "items": c["items"] + n["items"], "bytes": c["bytes"] + n["bytes"],
               "item_s_sum": c["item_s_sum"] + n["item_s_sum"],
@@ -159,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         env = _env(tmp / "cache")
         warm = run_build(["--only", NVRTC_SPECS[0], "--sm", "80", "--jobs", "1"], tmp / "warmup", env)  # stub, page cache
         driver, versions = warm["driver"], warm["versions"]
-        for jobs in jobs_list:
-            rows += bench_subset(jobs, build_repeat, tmp, env)
+        rows += bench_subset(jobs_list, build_repeat, tmp, env)
         if args.full_out is None:
             notes.append("no-op row skipped: no --full-out DIR given (an existing full default build)")
         elif not wait_for(args.full_out / "manifest.json", args.wait):
