@@ -1,26 +1,39 @@
 """Turn the source tree's pyproject.toml into one CUDA major's distribution: aot-cu12 or aot-cu13.
 
 The import name stays ``aot``; the distribution name says the CUDA major (as cupy-cuda12x and the
-NVIDIA wheels do), and the base dependencies take that major's pinned cuda-cccl / cuda-core, so
-``pip install aot-cu13`` pulls exactly the cuda-cccl its artifacts were built with. Run by CI before
-cibuildwheel:  python .ci/variant.py cu13
+NVIDIA wheels do); the base dependencies take that major's pinned cuda-cccl / cuda-core, so
+``pip install aot-cu13`` pulls exactly the cuda-cccl its artifacts were built with; the other major's
+extra is dropped (an aot-cu13 wheel never offers cu12 packages). Run by CI before cibuildwheel:
+
+    python .ci/variant.py cu13 [PYPROJECT]
 """
 
 import re
 import sys
 from pathlib import Path
 
-variant = sys.argv[1]
-if variant not in ("cu12", "cu13"):
-    sys.exit(f"usage: {sys.argv[0]} cu12|cu13")
-path = Path(__file__).resolve().parent.parent / "pyproject.toml"
-text = path.read_text()
-text, n = re.subn(r'(?m)^name = "aot"$', f'name = "aot-{variant}"', text)
-if n != 1:
-    sys.exit("pyproject.toml: expected one line 'name = \"aot\"'")
-for dist in ("cuda-cccl", "cuda-core"):
-    text, n = re.subn(rf'"{dist}==', f'"{dist}[{variant}]==', text, count=1)
+MAJORS = ("cu12", "cu13")
+
+
+def make_variant(text: str, variant: str) -> str:
+    text, n = re.subn(r'(?m)^name = "aot"$', f'name = "aot-{variant}"', text)
     if n != 1:
-        sys.exit(f"pyproject.toml: no pinned {dist} dependency")
-path.write_text(text)
-print(f"pyproject.toml -> aot-{variant}")
+        raise SystemExit("pyproject.toml: expected one line 'name = \"aot\"'")
+    for dist in ("cuda-cccl", "cuda-core"):
+        text, n = re.subn(rf'"{dist}==', f'"{dist}[{variant}]==', text, count=1)
+        if n != 1:
+            raise SystemExit(f"pyproject.toml: no pinned {dist} dependency")
+    for other in MAJORS:
+        if other != variant:
+            text, n = re.subn(rf"(?m)^{other} = \[.*\]\n", "", text)
+            if n != 1:
+                raise SystemExit(f"pyproject.toml: expected one '{other} = [...]' extra")
+    return text
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3) or sys.argv[1] not in MAJORS:
+        raise SystemExit(f"usage: {sys.argv[0]} cu12|cu13 [PYPROJECT]")
+    path = Path(sys.argv[2]) if len(sys.argv) == 3 else Path(__file__).resolve().parent.parent / "pyproject.toml"
+    path.write_text(make_variant(path.read_text(), sys.argv[1]))
+    print(f"{path} -> aot-{sys.argv[1]}")

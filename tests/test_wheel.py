@@ -170,3 +170,18 @@ def test_cccl_artifacts_are_reproducible(small_specs, tmp_path):
         a, b = collapse(a), collapse(b)
     assert a == b
     assert b"_INTERNAL_" in a and not re.search(rb"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_(?!00000000)[0-9a-f]{8}_", a)
+
+
+@pytest.mark.parametrize("variant, other", [("cu13", "cu12"), ("cu12", "cu13")])
+def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
+    import tomllib
+    target = tmp_path / "pyproject.toml"
+    shutil.copy(ROOT / "pyproject.toml", target)
+    r = subprocess.run([sys.executable, str(ROOT / ".ci" / "variant.py"), variant, str(target)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    project = tomllib.loads(target.read_text())["project"]
+    assert project["name"] == f"aot-{variant}"
+    assert f"cuda-cccl[{variant}]==1.2.1" in project["dependencies"]
+    assert f"cuda-core[{variant}]==1.2.2" in project["dependencies"]
+    assert other not in project["optional-dependencies"] and variant in project["optional-dependencies"]
