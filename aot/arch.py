@@ -41,10 +41,10 @@ def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
         raise UsageError("--sm: empty SM list (try '80,89,90', 'native' or 'all')")
     result: set[int] = set()
     for token in (t.strip() for t in text.split(",")):
-        if token == "all":
+        if token == "all":  # the default list, as far as this toolkit's NVRTC can target it
             if cuda_major not in DEFAULT_SMS:
                 raise UsageError(f"--sm all: no default SM list for CUDA {cuda_major}")
-            result.update(DEFAULT_SMS[cuda_major])
+            result.update(s for s in DEFAULT_SMS[cuda_major] if supported is None or s in set(supported))
         elif token == "native":
             if native is None:
                 raise UsageError("--sm native: no usable GPU on this machine (no driver or no device); "

@@ -357,3 +357,9 @@ def test_only_with_no_names_is_a_usage_error(capsys):
     from aot.cli import main
     assert main(["build", "--only", ",", "--sm", "90"]) == 2
     assert "names no spec" in capsys.readouterr().err
+
+
+def test_sm_all_keeps_only_what_the_toolkit_can_target():
+    assert parse_sm_list("all", cuda_major=12, supported=[75, 80, 86, 89]) == [75, 80, 86, 89]
+    with pytest.raises(UsageError, match="cannot target sm_90"):
+        parse_sm_list("all,90", cuda_major=12, supported=[75, 80, 86, 89])
