@@ -229,24 +229,9 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     report.seconds = time.perf_counter() - t_start
     failed = report.failures
     if not failed or keep_going:
-        ok = [r for r in report.items if r.status in ("hit", "built")]
-        spec_defs = {}
-        for s in {it.spec.name: it.spec for it in items}.values():
-            d = s.definition()
-            if isinstance(s, NvrtcUnit):
-                d["source"] = s.source
-            spec_defs[s.name] = d
-        from .manifest import file_sha256
-        entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,
-                    "size": r.bytes, "sha256": file_sha256(out / r.path),
-                    "content_key": keys[next(it for it in items if it.rel_path == r.path)]} for r in ok]
         if prune and shard is None and not failed:
-            _prune(out, {r.path for r in ok})
-        write_manifest(out, producer=producer, specs={n: d for n, d in spec_defs.items()
-                                                      if any(e["name"] == n for e in entries)},
-                       artifacts=entries,
-                       extra={"sms": list(sms), "shard": report.shard,
-                              "incomplete": [r.path for r in failed]} if failed or shard else {"sms": list(sms)})
+            _prune(out, {r.path for r in report.items})
+        _commit(out, items, keys, report, producer, sms)
         report.manifest_written = True
     atomic_write(out / REPORT_NAME, (json.dumps(report.to_json(), indent=1) + "\n").encode())
     if failed:
@@ -255,6 +240,27 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
                          f"{first.name} sm_{first.sm} ({first.kind}): {error_summary(first.error)}"
                          + ("" if keep_going else f"; no manifest written (see {out / REPORT_NAME})"))
     return report
+
+
+def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, producer: dict,
+            sms: Sequence[int]) -> None:
+    """Write the manifest (last: it is the commit marker) for the items that are in place."""
+    from .manifest import file_sha256
+    key_of = {it.rel_path: keys[it] for it in items}
+    ok = [r for r in report.items if r.status in ("hit", "built")]
+    entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,
+                "size": r.bytes, "sha256": file_sha256(out / r.path), "content_key": key_of[r.path]} for r in ok]
+    names = {e["name"] for e in entries}
+    specs = {}
+    for s in {it.spec.name: it.spec for it in items if it.spec.name in names}.values():
+        d = s.definition()
+        if isinstance(s, NvrtcUnit):
+            d["source"] = s.source  # the loader can JIT a unit from the manifest alone
+        specs[s.name] = d
+    extra: dict = {"sms": list(sms)}
+    if report.shard or report.failures:
+        extra.update(shard=report.shard, incomplete=[r.path for r in report.failures])
+    write_manifest(out, producer=producer, specs=specs, artifacts=entries, extra=extra)
 
 
 def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int, stub: str | None,
