@@ -263,13 +263,21 @@ class Registry:
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
                 self._warn(msg)
-        if isinstance(spec, CcclSpec):
-            from .jit import cccl_from_cache_or_jit
-            payload, source, path = cccl_from_cache_or_jit(spec, device_sm, st.errors, self._warn)
-            return _Loaded(payload, "cccl-blob", device_sm, source, path)
-        from .jit import nvrtc_from_cache_or_jit
-        obj, source, path = nvrtc_from_cache_or_jit(spec, device_sm)
-        return _Loaded(None, "cubin", device_sm, source, path, obj=obj)
+        try:
+            if isinstance(spec, CcclSpec):
+                from .jit import cccl_from_cache_or_jit
+                payload, source, path = cccl_from_cache_or_jit(spec, device_sm, st.errors, self._warn)
+                return _Loaded(payload, "cccl-blob", device_sm, source, path)
+            from .jit import nvrtc_from_cache_or_jit
+            obj, source, path = nvrtc_from_cache_or_jit(spec, device_sm)
+            return _Loaded(None, "cubin", device_sm, source, path, obj=obj)
+        except AotError:
+            raise
+        except Exception as e:  # noqa: BLE001 - nothing else can serve: say why, with every earlier reason
+            st.errors.append(f"JIT: {type(e).__name__}: {e}")
+            raise AotError(f"{spec.name}: no packaged artifact fits sm_{device_sm} and JIT failed "
+                           f"({type(e).__name__}: {e})" + (f"; earlier: {'; '.join(st.errors[:-1])}"
+                                                           if len(st.errors) > 1 else "")) from e
 
     def _packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
         if self.manifest is None:
