@@ -26,8 +26,8 @@ def _parse_bool(raw: str) -> bool:
     raise UsageError(f"expected a boolean (1/0/true/false), got {raw!r}")
 
 
-def _parse_path(raw: str) -> Path:
-    return Path(raw).expanduser()
+def _parse_path(raw: str) -> Path | None:
+    return Path(raw).expanduser() if raw.strip() else None  # set but empty = unset
 
 
 def _parse_int(raw: str) -> int:
@@ -73,6 +73,8 @@ FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
                   "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
 STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
                  "Path of a prebuilt stand-in libcuda.so.1 (default: the packaged one, else built with cc).")
+CC = _var("CC", str, "", "C compiler (and flags) that builds the stand-in libcuda when no packaged one exists "
+                         "(default: cc, else gcc).")
 JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")
 WHEEL_SM = _var("AOT_WHEEL_SM", str, "",
                 "SMs the wheel build compiles and bundles ('all', '80,90'); unset or 'none': a tool-only wheel.")

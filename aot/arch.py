@@ -25,10 +25,6 @@ def sm_major(sm: int) -> int:
     return sm // 10
 
 
-def sm_minor(sm: int) -> int:
-    return sm % 10
-
-
 def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
                   supported: Iterable[int] | None = None) -> list[int]:
     """Parse ``"80,89,90"``, ``"sm_80,sm_90"``, ``"all"`` or ``"native"`` into sorted unique SMs.
@@ -39,12 +35,13 @@ def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
     text = text.strip().lower()
     if not text:
         raise UsageError("--sm: empty SM list (try '80,89,90', 'native' or 'all')")
+    supported = set(supported) if supported is not None else None
     result: set[int] = set()
     for token in (t.strip() for t in text.split(",")):
         if token == "all":  # the default list, as far as this toolkit's NVRTC can target it
             if cuda_major not in DEFAULT_SMS:
                 raise UsageError(f"--sm all: no default SM list for CUDA {cuda_major}")
-            result.update(s for s in DEFAULT_SMS[cuda_major] if supported is None or s in set(supported))
+            result.update(s for s in DEFAULT_SMS[cuda_major] if supported is None or s in supported)
         elif token == "native":
             if native is None:
                 raise UsageError("--sm native: no usable GPU on this machine (no driver or no device); "
@@ -56,7 +53,6 @@ def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
                 raise UsageError(f"--sm: {token!r} is not an SM (expected e.g. 80, 89, sm_90, native, all)")
             result.add(int(digits))
     if supported is not None:
-        supported = set(supported)
         bad = sorted(result - supported)
         if bad:
             raise UsageError(f"--sm: this NVRTC (CUDA {cuda_major}) cannot target "

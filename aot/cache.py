@@ -89,11 +89,3 @@ class ArtifactCache:
         import shutil
         if self.root.exists():
             shutil.rmtree(self.root)
-
-
-def writable(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(path, os.W_OK)

@@ -300,10 +300,11 @@ def cmd_inspect(args) -> int:
 
 def cmd_doctor(args) -> int:
     from ._env import describe
-    from .toolchain import _dist_version, native_sm, real_driver_present
+    from .compat import dist_version
+    from .toolchain import native_sm, real_driver_present
     print(f"aot {__import__('aot').__version__}; {sys.version.split()[0]}")
     for dist in ("cuda-cccl", "cuda-core", "cuda-bindings", "numba-cuda-mlir"):
-        print(f"  {dist}: {_dist_version(dist)}")
+        print(f"  {dist}: {dist_version(dist)}")
     real = real_driver_present()
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()
@@ -333,11 +334,11 @@ def _check_packageable(root: Path) -> None:
     """A wheel carries one CUDA major and one cuda-cccl: its own. Shards and failed builds never ship."""
     import json
     from .errors import VerificationError
-    from .loader import _runtime_versions
+    from .compat import runtime_versions
     doc = json.loads((root / "manifest.json").read_text())
     if doc.get("shard") or doc.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
-    here = _runtime_versions()
+    here = runtime_versions()
     prod = doc["producer"]
     if str(prod.get("cuda_major")) != here["cuda_major"]:
         raise VerificationError(f"{root}: artifacts are for CUDA {prod.get('cuda_major')}, this environment "

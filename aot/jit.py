@@ -83,10 +83,11 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         if art is None:
             return None
         h = art.header
-        if (h["family"], h["name"], h["sm"], h["payload_kind"]) != ("cccl", spec.name, sm, "cccl-blob"):
+        # Not the name: identically defined specs (or a renamed one) share a key and an entry.
+        if (h["family"], h["sm"], h["payload_kind"]) != ("cccl", sm, "cccl-blob"):
             note(f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored")
             return None
-        from .loader import check_producer
+        from .compat import check_producer
         try:
             check_producer(art.header["producer"], "cccl")
         except ArtifactError as e:

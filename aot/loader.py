@@ -17,8 +17,6 @@ read and checked once per process, and threads asking for the same uncached spec
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata as md
 import os
 import threading
 import time
@@ -32,6 +30,7 @@ from typing import Any, Iterable, Mapping
 from . import format as fmt
 from ._env import DISABLE_PACKAGED
 from .arch import Candidate, rank
+from .compat import check_producer, check_ptx_loadable
 from .errors import AotError, ArtifactError, NoDeviceError
 from .manifest import Manifest, load_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
@@ -61,17 +60,6 @@ class _Loaded:
     source: str
     path: str | None
     obj: Any = None  # CCCL: a spare deserialized object for the first thread that asks; NVRTC: ObjectCode
-
-
-@functools.lru_cache(maxsize=1)
-def _runtime_versions() -> dict[str, str]:
-    """Versions an artifact must match to load here (cheap: package metadata only)."""
-    def v(name):
-        try:
-            return md.version(name)
-        except md.PackageNotFoundError:
-            return "missing"
-    return {"cuda_cccl": v("cuda-cccl"), "cuda_major": v("cuda-bindings").split(".")[0]}
 
 
 def current_device_sm() -> int:
@@ -218,12 +206,15 @@ class Registry:
                 Device(self._device_id).set_current()
             loaded = self._load(name)
             if isinstance(self._specs[name], CcclSpec):
-                import cuda.compute
-                obj = cuda.compute.deserialize(loaded.payload)
-                _preload_module(obj)
+                with self._lock:
+                    spare = loaded.obj
+                if spare is None:  # JIT/cache results and taken spares: make one for the next thread
+                    import cuda.compute
+                    spare = cuda.compute.deserialize(loaded.payload)
+                _preload_module(spare)
                 with self._lock:
                     if loaded.obj is None:
-                        loaded.obj = obj
+                        loaded.obj = spare
         except Exception as e:
             self._status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: {e}")
             raise
@@ -259,7 +250,7 @@ class Registry:
             path = self.manifest.path_of(entry)
             try:
                 return self._open_packaged(spec, entry, path, device_sm)
-            except (ArtifactError, OSError, RuntimeError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - any failure (cuda.core's CUDAError too): next source
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
                 self._warn(msg)
@@ -378,30 +369,6 @@ class CcclAlgorithm:
 
     def __repr__(self) -> str:
         return f"<aot CcclAlgorithm {self.spec.name} ({self.spec.algorithm})>"
-
-
-def check_producer(producer: Mapping[str, Any], family: str) -> None:
-    """Refuse artifacts from another cuda-cccl (CCCL blobs carry an exact version stamp) or CUDA major."""
-    here = _runtime_versions()
-    if str(producer.get("cuda_major")) != here["cuda_major"]:
-        raise ArtifactError(f"built for CUDA {producer.get('cuda_major')}, this environment is CUDA "
-                            f"{here['cuda_major']}")
-    if family == "cccl" and producer.get("cuda_cccl") != here["cuda_cccl"]:
-        raise ArtifactError(f"built with cuda-cccl {producer.get('cuda_cccl')}, installed is {here['cuda_cccl']}")
-
-
-def check_ptx_loadable(producer: Mapping[str, Any]) -> None:
-    """PTX only JIT-compiles on a driver at least as new as the NVRTC that wrote it."""
-    from cuda.bindings import driver
-    err, v = driver.cuDriverGetVersion()
-    have = (v // 1000, (v % 1000) // 10)
-    try:
-        need = tuple(int(x) for x in str(producer.get("nvrtc")).split(".")[:2])
-    except ValueError:
-        raise ArtifactError(f"unreadable producer NVRTC version {producer.get('nvrtc')!r}") from None
-    if have < need:
-        raise ArtifactError(f"PTX from NVRTC {need[0]}.{need[1]} needs a driver for CUDA >= that; "
-                            f"this driver supports CUDA {have[0]}.{have[1]}")
 
 
 # ---------------------------------------------------------------------- the default registry

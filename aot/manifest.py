@@ -84,7 +84,7 @@ def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[st
     if extra:
         doc.update(extra)
     path = root / MANIFEST_NAME
-    atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
     return path
 
 
@@ -96,38 +96,15 @@ def remove_manifest(root: Path) -> None:
 
 
 def spec_definition_problem(name: str, d: Any) -> str | None:
-    """What is wrong with a spec definition as a manifest stores it (``Spec.definition()``), else ``None``.
-
-    Only shapes and types (what :func:`aot.spec.spec_from_definition` and ``content_key()`` rely on), so a
-    hostile manifest is refused here with one clear error instead of failing later in the loader."""
-    from .spec import ALGORITHMS, DTYPE_FIELDS, DTYPES
+    """What is wrong with a spec definition as a manifest stores it (``Spec.definition()``), else ``None``:
+    the matrix's own rules (:func:`aot.spec.definition_problem`), so a hostile manifest is refused here
+    with one clear error instead of failing later in the loader."""
+    from .spec import definition_problem
     if not isinstance(d, dict) or d.get("name") != name:
         return f"not an object named {name!r}"
-    if "algorithm" in d:
-        algo = d["algorithm"]
-        if not isinstance(algo, str) or algo not in ALGORITHMS:
-            return f"unknown algorithm {algo!r}"
-        fields = set(d) - {"name", "algorithm"}
-        if fields != set(ALGORITHMS[algo].fields):
-            return f"fields {sorted(fields)} are not those of {algo} ({sorted(ALGORITHMS[algo].fields)})"
-        for k, v in d.items():
-            if k in DTYPE_FIELDS:
-                ok = v in DTYPES or (v is None and k != "dtype")
-            elif k == "init":
-                ok = isinstance(v, (int, float, str)) and not isinstance(v, bool)
-            else:
-                ok = isinstance(v, str)
-            if not ok:
-                return f"field {k!r} has a bad value {v!r}"
-        return None
-    kernels, options = d.get("kernels"), d.get("options", {})
-    if not isinstance(d.get("source"), str) or not isinstance(d.get("source_path"), str):
+    if "algorithm" not in d and not isinstance(d.get("source"), str):
         return "an NVRTC unit needs string 'source' and 'source_path'"
-    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
-        return "'kernels' must be a non-empty list of names"
-    if not isinstance(options, dict):
-        return "'options' must be an object"
-    return None
+    return definition_problem(d)
 
 
 def load_manifest(root: str | os.PathLike) -> Manifest:

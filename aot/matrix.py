@@ -225,6 +225,10 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
             if value not in SORT_ORDERS:
                 raise ctx.fail(line, f"unknown order {value!r}{_hint(value, SORT_ORDERS)}", spec=name, fld=fld)
         elif fld == "init":
+            if isinstance(value, float) and value != value:
+                raise ctx.fail(line, "init is NaN; use a number or 'inf', '-inf', 'min', 'max'", spec=name, fld=fld)
+            if isinstance(value, float) and value in (float("inf"), float("-inf")):
+                value = "inf" if value > 0 else "-inf"  # YAML .inf: stored as the portable string
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
                                spec=name, fld=fld)
@@ -248,6 +252,8 @@ def _check_init(ctx: _Ctx, line: int, name: str, init: Any, dtype: str) -> None:
             raise ctx.fail(line, f"init {init!r} needs a float dtype, not {dtype}", spec=name, fld="init")
         return
     if dtype.startswith("float"):
+        if abs(float(init)) > float(np.finfo(dtype).max):
+            raise ctx.fail(line, f"init {init!r} is outside {dtype}'s range", spec=name, fld="init")
         return
     info = np.iinfo(dtype)
     if isinstance(init, float) and not init.is_integer():

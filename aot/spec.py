@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
 #: Bumped whenever what a build produces from an unchanged spec changes (a patch, a recipe tweak):
@@ -79,7 +79,10 @@ def lambda_problem(source: str) -> str | None:
         return f"lambda does not parse: {e.msg}"
     if not isinstance(tree.body, ast.Lambda):
         return "the operator source must be a single lambda expression"
-    params = {a.arg for a in tree.body.args.args}
+    args = tree.body.args
+    if args.defaults or args.kw_defaults or args.kwonlyargs or args.vararg or args.kwarg or args.posonlyargs:
+        return "lambda parameters must be plain positional names (no defaults, *args, **kwargs or keyword-only)"
+    params = {a.arg for a in args.args}
     for node in ast.walk(tree):
         kind = type(node).__name__
         if kind not in _SAFE_NODES:
@@ -153,14 +156,49 @@ def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str
                 ("toolchain", _canonical(dict(toolchain))))
 
 
+def definition_problem(d: Mapping[str, Any]) -> str | None:
+    """Why a spec definition read back from a manifest is unusable, or ``None``: the same rules the matrix
+    validation applies, so a manifest cannot hand the loader an operator, dtype or field it would refuse."""
+    if "algorithm" in d:
+        algo = d.get("algorithm")
+        if not isinstance(algo, str) or algo not in ALGORITHMS:
+            return f"unknown algorithm {algo!r}"
+        fields = ALGORITHMS[algo].fields
+        if set(d) != {"name", "algorithm", *fields}:
+            return f"fields {sorted(set(d) - {'name', 'algorithm'})} do not match {algo}'s {sorted(fields)}"
+        for f in DTYPE_FIELDS:
+            if f in d and not (d[f] is None and fields[f] is None) and d[f] not in DTYPES:
+                return f"{f} {d[f]!r} is not a known dtype"
+        op = d.get("op")
+        if "op" in fields and not (isinstance(op, str) and (op in BUILTIN_OPS or
+                                                          (op.startswith("lambda") and not lambda_problem(op)))):
+            return f"operator {op!r} is neither a built-in nor an acceptable lambda"
+        if "order" in fields and d["order"] not in SORT_ORDERS:
+            return f"order {d['order']!r} is not one of {SORT_ORDERS}"
+        init = d.get("init", 0)
+        if isinstance(init, bool) or not (isinstance(init, (int, float)) or init in ("inf", "-inf", "min", "max")):
+            return f"init {init!r} is not a number or 'inf', '-inf', 'min', 'max'"
+        return None
+    if not isinstance(d.get("source_path"), str) or not isinstance(d.get("source", ""), str):
+        return "an NVRTC unit needs a string source_path and source"
+    kernels = d.get("kernels")
+    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
+        return "kernels must be a non-empty list of names"
+    options = d.get("options", {})
+    if not isinstance(options, dict) or any(k not in NVRTC_OPTIONS for k in options):
+        return f"options {options!r} are not cuda.core ProgramOptions fields aot allows"
+    return None
+
+
 def spec_from_definition(d: Mapping[str, Any]) -> Spec:
-    """Rebuild a spec from the ``definition()`` a manifest stores (NVRTC: source stored alongside)."""
+    """Rebuild a spec from the ``definition()`` a manifest stores (NVRTC: source stored alongside).
+    Raises ``ValueError`` for a definition the matrix validation would refuse."""
+    problem = definition_problem(d)
+    if problem:
+        raise ValueError(problem)
     if "algorithm" in d:
         params = {k: v for k, v in d.items() if k not in ("name", "algorithm")}
         return CcclSpec(name=d["name"], algorithm=d["algorithm"], params=params)
     return NvrtcUnit(name=d["name"], source_path=d["source_path"], source=d.get("source", ""),
                      kernels=tuple(d["kernels"]), options=dict(d.get("options", {})))
 
-
-def as_dict(spec: Spec) -> dict[str, Any]:
-    return asdict(spec)

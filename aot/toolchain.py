@@ -9,33 +9,25 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import importlib.metadata as md
 import os
 import shutil
+import shlex
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compat import dist_version
 from .errors import ToolchainError
 
-AOT_VERSION = "0.1.0"
 STUB_MARKER = "aot_libcuda_stub"
-
-
-def _dist_version(name: str) -> str:
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return "missing"
 
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
     """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries)."""
-    cccl = _dist_version("cuda-cccl")
-    bindings = _dist_version("cuda-bindings")
+    cccl = dist_version("cuda-cccl")
+    bindings = dist_version("cuda-bindings")
     if "missing" in (cccl, bindings):
         raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
                              "(pip install 'aot[cu13]' or 'aot[cu12]')")
@@ -47,21 +39,26 @@ def versions() -> dict[str, str]:
         nvjitlink_v = f"{jl[0]}.{jl[1]}"
     except Exception as e:  # a failed probe is recorded, never silently equal to a working toolchain
         raise ToolchainError(f"cannot load NVRTC/nvJitLink: {e}") from None
-    return {"aot": AOT_VERSION, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
-            "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": _dist_version("cuda-core")}
+    from . import __version__
+    return {"aot": __version__, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
+            "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": dist_version("cuda-core")}
 
 
 def cuda_major() -> int:
     """The CUDA major of the installed cuda-bindings (what cuda-cccl picks its extension by)."""
-    v = _dist_version("cuda-bindings")
+    v = dist_version("cuda-bindings")
     if v == "missing":
         raise ToolchainError("cuda-bindings is not installed (pip install 'aot[cu13]' or 'aot[cu12]')")
     return int(v.split(".")[0])
 
 
 def nvrtc_supported_sms() -> list[int]:
-    from cuda.bindings import nvrtc
-    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    """The SMs this NVRTC can target."""
+    try:
+        from cuda.bindings import nvrtc
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+    except Exception as e:  # noqa: BLE001 - a missing or broken NVRTC is a toolchain problem, exit 3
+        raise ToolchainError(f"cannot load NVRTC: {e}") from None
     return [int(a) for a in archs]
 
 
@@ -108,24 +105,35 @@ def stub_library() -> Path:
         return packaged
     source = cccl_patches.STUB_SOURCE
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    from .cache import cache_root
-    target = cache_root() / "stub" / digest / "libcuda.so.1"
+    from ._env import CC
+    from ._fs import TMP_PREFIX
+    from .cache import cache_root, enabled
+    base = cache_root() if enabled() else Path(tempfile.gettempdir()) / f"aot-stub-{os.getuid()}"
+    target = base / "stub" / digest / "libcuda.so.1"
     if target.is_file():
         return target
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
+    cc = shlex.split(CC.get()) if CC.get() else [shutil.which("cc") or shutil.which("gcc") or ""]
+    if not cc[0]:
         raise ToolchainError("no NVIDIA driver and no C compiler to build the stand-in libcuda "
                              "(install gcc, or set AOT_STUB_LIBCUDA to a prebuilt one)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-aot-", suffix=".so", dir=target.parent)
-    os.close(fd)
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-soname,libcuda.so.1", "-o", tmp,
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".so", dir=target.parent)
+        os.close(fd)
+    except OSError as e:
+        raise ToolchainError(f"cannot write the stand-in libcuda under {target.parent}: {e}") from None
+    cmd = [*cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wl,-soname,libcuda.so.1", "-o", tmp,
            str(source)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise ToolchainError(f"building the stand-in libcuda failed: {' '.join(cmd)}\n{proc.stderr}")
-    os.replace(tmp, target)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ToolchainError(f"building the stand-in libcuda failed: {' '.join(cmd)}\n{proc.stderr}")
+        os.replace(tmp, target)
+    except OSError as e:
+        raise ToolchainError(f"cannot run the C compiler {cc[0]!r}: {e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return target
 
 
@@ -171,6 +179,3 @@ def cccl_ready() -> None:
     import cccl_patches
     cccl_patches.apply()
 
-
-def python_info() -> str:
-    return f"Python {sys.version.split()[0]}"

@@ -63,9 +63,9 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
     from cuda.core import Device
     from .reference import check_cccl, check_kernel
     from .spec import CcclSpec
+    device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = Device()
     device.set_current()
-    device_sm = registry.device_sm()
     rows: list[GpuRow] = []
     for name in (list(names) if names is not None else registry.names()):
         spec = registry.spec(name)

@@ -25,7 +25,8 @@ from aot import format as fmt
 from aot._fs import TMP_PREFIX
 from aot.cli import main
 from aot.errors import ArtifactError
-from aot.loader import AotWarning, Registry, _runtime_versions, check_producer
+from aot.compat import check_producer, runtime_versions as _runtime_versions
+from aot.loader import AotWarning, Registry
 from aot.manifest import load_manifest, safe_join, verify_files
 
 from hostile_util import (SPEC_NAME, entry_for, fake_cuda, fake_jit, jit, read_manifest,  # noqa: F401
