@@ -19,6 +19,7 @@ import tempfile
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -196,6 +197,8 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
 
     t_start = time.perf_counter()
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     producer = versions()
     driver = choose_driver(force_stub=force_stub)
@@ -205,7 +208,9 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     report = BuildReport(out=str(out), driver=driver.describe(), versions=dict(producer), jobs=jobs,
                          sms=list(sms), shard=f"{shard[0]}/{shard[1]}" if shard else None)
 
+    kept = [] if prune else _entries_to_keep(out, {s.name for s in specs}, producer)
     remove_manifest(out)  # the commit marker goes first; it comes back only if everything below holds
+    (out / REPORT_NAME).unlink(missing_ok=True)  # nobody mistakes the last build's report for this one's
     sweep_temp(out, older_than_s=0)
     keys = {it: item_key(it.spec, it.sm, it.kind, producer) for it in items}
     results: dict[Item, ItemResult] = {}
@@ -231,7 +236,7 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     if not failed or keep_going:
         if prune and shard is None and not failed:
             _prune(out, {r.path for r in report.items})
-        _commit(out, items, keys, report, producer, sms)
+        _commit(out, items, keys, report, producer, sms, kept)
         report.manifest_written = True
     atomic_write(out / REPORT_NAME, (json.dumps(report.to_json(), indent=1) + "\n").encode())
     if failed:
@@ -242,9 +247,25 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     return report
 
 
+def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict, dict]]:
+    """For ``--only`` builds: the previous manifest's (entry, spec definition) pairs of the specs not being
+    rebuilt, where the file is still intact and the toolchain is the same, so the output stays whole."""
+    from .manifest import load_manifest, verify_files
+    try:
+        old = load_manifest(out)
+    except ArtifactError:
+        return []
+    if dict(old.producer) != dict(producer):
+        return []
+    bad = {p.split(":")[0] for p in verify_files(old)}
+    return [(dict(e), dict(old.specs[e["name"]])) for e in old.artifacts
+            if e["name"] not in rebuilt and e["path"] not in bad]
+
+
 def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, producer: dict,
-            sms: Sequence[int]) -> None:
-    """Write the manifest (last: it is the commit marker) for the items that are in place."""
+            sms: Sequence[int], kept: list[tuple[dict, dict]] = ()) -> None:
+    """Write the manifest (last: it is the commit marker) for the items that are in place, plus the
+    entries an ``--only`` build kept from the previous manifest."""
     from .manifest import file_sha256
     key_of = {it.rel_path: keys[it] for it in items}
     ok = [r for r in report.items if r.status in ("hit", "built")]
@@ -257,7 +278,10 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         if isinstance(s, NvrtcUnit):
             d["source"] = s.source  # the loader can JIT a unit from the manifest alone
         specs[s.name] = d
-    extra: dict = {"sms": list(sms)}
+    for entry, definition in kept:
+        entries.append(entry)
+        specs.setdefault(entry["name"], definition)
+    extra: dict = {"sms": sorted(set(sms) | {e["sm"] for e, _ in kept if e["payload_kind"] != "ptx"})}
     if report.shard or report.failures:
         extra.update(shard=report.shard, incomplete=[r.path for r in report.failures])
     write_manifest(out, producer=producer, specs=specs, artifacts=entries, extra=extra)
@@ -276,7 +300,14 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
             while queue and len(pending) < 2 * jobs and not stop:
                 it = queue.pop(0)
                 emit("start", it, None)
-                pending[pool.submit(_work, it)] = it
+                try:
+                    pending[pool.submit(_work, it)] = it
+                except BrokenProcessPool:  # a worker died (killed, out of memory): nothing more can run
+                    for lost in [it, *queue]:
+                        results[lost] = ItemResult(lost.spec.name, lost.spec.family, lost.sm, lost.kind,
+                                                   lost.rel_path, "failed", error="a build worker process died")
+                        emit("done", lost, results[lost])
+                    queue.clear()
 
         submit_more()
         while pending:

@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AotError as e:
         print(f"aot: error: {e}", file=sys.stderr)
         return e.return_code
+    except OSError as e:  # a path the user gave that cannot be read or written
+        print(f"aot: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)
         return 130
@@ -180,6 +183,23 @@ def _print_report(report, console) -> None:
                   f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
 
 
+class _bad_zip_is_usage_error:
+    """Damaged wheel members surface while reading, not only while opening: one line, exit 2."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        import zipfile
+        import zlib
+        if kind is not None and issubclass(kind, (zipfile.BadZipFile, EOFError, zlib.error)):
+            raise UsageError(f"{self.path}: not a readable wheel: {exc}") from None
+        return False
+
+
 def _artifact_dir(target: str | None, stack) -> Path:
     """A directory holding manifest.json: the target itself, a wheel's ``aot/artifacts`` (extracted into a
     temporary directory owned by ``stack``), or the installed package's artifacts."""
@@ -196,7 +216,7 @@ def _artifact_dir(target: str | None, stack) -> Path:
             z = zipfile.ZipFile(p)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
             raise UsageError(f"{p}: not a readable wheel: {e}") from None
-        with z:
+        with z, _bad_zip_is_usage_error(p):
             members = [n for n in z.namelist() if "/artifacts/" in n and not n.endswith("/")]
             if not members:
                 raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")

@@ -17,6 +17,33 @@ from .errors import ArtifactError, UsageError
 from .manifest import load_manifest, remove_manifest, verify_files, write_manifest
 
 
+def _check_shards_complete(shards: Sequence[Path], raws: list[dict]) -> None:
+    """Shards must be exactly 1/N..N/N of one N over one SM list: a missing shard would silently ship a
+    wheel without some specs. Whole (unsharded) outputs may be combined freely."""
+    labels = [raw.get("shard") for raw in raws]
+    if not any(labels):
+        return
+    if not all(labels):
+        raise ArtifactError("merge: mixing shard outputs with unsharded ones")
+    try:
+        parts = [tuple(int(x) for x in label.split("/")) for label in labels]
+    except (AttributeError, ValueError):
+        raise ArtifactError(f"merge: unreadable shard labels {labels}") from None
+    ns = {n for _, n in parts}
+    if len(ns) != 1:
+        raise ArtifactError(f"merge: shards of different splits ({', '.join(sorted(set(labels)))})")
+    (n,) = ns
+    got = sorted(k for k, _ in parts)
+    if got != list(range(1, n + 1)):
+        missing = sorted(set(range(1, n + 1)) - set(got))
+        dup = sorted({k for k in got if got.count(k) > 1})
+        raise ArtifactError(f"merge: need shards 1..{n} once each; missing {missing or 'none'}, "
+                            f"repeated {dup or 'none'}")
+    sm_lists = {tuple(raw.get("sms", [])) for raw in raws}
+    if len(sm_lists) != 1:
+        raise ArtifactError(f"merge: shards were built for different SM lists ({sorted(sm_lists)})")
+
+
 def merge(shards: Sequence[Path], out: Path) -> dict:
     """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards)."""
     if not shards:
@@ -35,8 +62,9 @@ def merge(shards: Sequence[Path], out: Path) -> dict:
     specs: dict = {}
     entries: dict = {}
     sms: set = set()
-    for m in manifests:
-        raw = json.loads((m.root / "manifest.json").read_text())
+    raws = [json.loads((m.root / "manifest.json").read_text()) for m in manifests]
+    _check_shards_complete(shards, raws)
+    for m, raw in zip(manifests, raws):
         if raw.get("incomplete"):
             raise ArtifactError(f"{m.root}: shard build was incomplete ({len(raw['incomplete'])} items failed)")
         sms.update(raw.get("sms", []))

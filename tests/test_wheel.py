@@ -185,3 +185,31 @@ def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
     assert f"cuda-cccl[{variant}]==1.2.1" in project["dependencies"]
     assert f"cuda-core[{variant}]==1.2.2" in project["dependencies"]
     assert other not in project["optional-dependencies"] and variant in project["optional-dependencies"]
+
+
+def test_merge_refuses_missing_or_mismatched_shards(small_build, tmp_path):
+    shards = []
+    for k in (1, 2, 3):
+        d = tmp_path / f"s{k}"
+        _seed(small_build.out, d)
+        build(small_build.specs, list(small_build.sms), d, jobs=1, shard=(k, 3))
+        shards.append(d)
+    with pytest.raises(ArtifactError, match=r"need shards 1..3 once each; missing \[3\]"):
+        merge(shards[:2], tmp_path / "m")
+    with pytest.raises(ArtifactError, match=r"repeated \[1\]"):
+        merge([shards[0], shards[0], shards[1], shards[2]], tmp_path / "m")
+    with pytest.raises(ArtifactError, match="mixing shard outputs"):
+        merge([shards[0], small_build.out], tmp_path / "m")
+    assert not (tmp_path / "m" / "manifest.json").exists()
+    merge(shards, tmp_path / "ok")
+    assert (tmp_path / "ok" / "manifest.json").read_bytes() == (small_build.out / "manifest.json").read_bytes()
+
+
+def test_only_build_keeps_the_other_specs_in_the_manifest(small_build, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(small_build.out, out)
+    morton = [s for s in small_build.specs if s.name == "morton"]
+    build(morton, list(small_build.sms), out, jobs=1, force=True, prune=False)
+    doc = json.loads((out / "manifest.json").read_text())
+    assert {a["name"] for a in doc["artifacts"]} == {s.name for s in small_build.specs}
+    assert (out / "manifest.json").read_bytes() == (small_build.out / "manifest.json").read_bytes()
