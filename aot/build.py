@@ -47,6 +47,9 @@ class Item:
             return f"nvrtc/{self.spec.name}/sm_{self.sm}.cubin.aot"
         return f"nvrtc/{self.spec.name}/compute_{self.sm}.ptx.aot"
 
+    def result(self, status: str, **kw) -> "ItemResult":
+        return ItemResult(self.spec.name, self.spec.family, self.sm, self.kind, self.rel_path, status, **kw)
+
     @property
     def label(self) -> str:
         return f"{self.spec.name}@{'compute' if self.kind == 'ptx' else 'sm'}_{self.sm}"
@@ -218,7 +221,7 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     for it in items:
         size = None if force else _existing_hit(out / it.rel_path, keys[it])
         if size is not None:
-            results[it] = ItemResult(it.spec.name, it.spec.family, it.sm, it.kind, it.rel_path, "hit", 0.0, size)
+            results[it] = it.result("hit", bytes=size)
             emit("done", it, results[it])
         else:
             todo.append(it)
@@ -304,8 +307,7 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
                     pending[pool.submit(_work, it)] = it
                 except BrokenProcessPool:  # a worker died (killed, out of memory): nothing more can run
                     for lost in [it, *queue]:
-                        results[lost] = ItemResult(lost.spec.name, lost.spec.family, lost.sm, lost.kind,
-                                                   lost.rel_path, "failed", error="a build worker process died")
+                        results[lost] = lost.result("failed", error="a build worker process died")
                         emit("done", lost, results[lost])
                     queue.clear()
 
@@ -314,7 +316,7 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 it = pending.pop(fut)
-                res = ItemResult(it.spec.name, it.spec.family, it.sm, it.kind, it.rel_path, "failed")
+                res = it.result("failed")
                 try:
                     payload, secs = fut.result()
                     header = fmt.make_header(family=it.spec.family, name=it.spec.name, content_key=keys[it],
@@ -334,11 +336,10 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
                 for fut, it in list(pending.items()):
                     if fut.cancel():
                         pending.pop(fut)
-                        results[it] = ItemResult(it.spec.name, it.spec.family, it.sm, it.kind, it.rel_path,
-                                                 "cancelled")
+                        results[it] = it.result("cancelled")
                         emit("done", it, results[it])
                 for it in queue:
-                    results[it] = ItemResult(it.spec.name, it.spec.family, it.sm, it.kind, it.rel_path, "cancelled")
+                    results[it] = it.result("cancelled")
                     emit("done", it, results[it])
                 queue.clear()
             submit_more()

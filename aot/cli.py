@@ -261,11 +261,10 @@ def _verify_gpu(root: Path, args) -> int:
     import json
     from .errors import VerificationError
     from .loader import Registry
-    from .matrix import load_matrix
     from .verify import verify_gpu
     from rich.console import Console
     from rich.table import Table
-    registry = Registry(root, specs=load_matrix().specs if not (root / "manifest.json").exists() else None)
+    registry = Registry(root)  # verify_integrity has already required a manifest
     names = [n.strip() for n in args.only.split(",")] if args.only else None
     rows = verify_gpu(registry, names)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
@@ -333,7 +332,7 @@ def cmd_doctor(args) -> int:
         from .loader import default_registry
         reg = default_registry()
         for name in reg.names():
-            cands = reg._packaged_candidates(reg.spec(name), sm)
+            cands = reg.packaged_candidates(reg.spec(name), sm)
             why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
             print(f"  {name:32} -> {why}")
     print("environment variables:")
@@ -355,7 +354,8 @@ def _check_packageable(root: Path) -> None:
     import json
     from .errors import VerificationError
     from .compat import runtime_versions
-    doc = json.loads((root / "manifest.json").read_text())
+    from .manifest import MANIFEST_NAME
+    doc = json.loads((root / MANIFEST_NAME).read_text())
     if doc.get("shard") or doc.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
     here = runtime_versions()

@@ -32,7 +32,7 @@ from ._env import DISABLE_PACKAGED
 from .arch import Candidate, rank
 from .compat import check_producer, check_ptx_loadable
 from .errors import AotError, ArtifactError, NoDeviceError
-from .manifest import Manifest, load_manifest
+from .manifest import MANIFEST_NAME, Manifest, load_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
 
 
@@ -97,7 +97,7 @@ class Registry:
         self._futures: dict[str, Any] = {}
         self.manifest: Manifest | None = None
         self._specs: dict[str, Spec] = {}
-        if self.root is not None and (self.root / "manifest.json").exists() and not DISABLE_PACKAGED.get():
+        if self.root is not None and (self.root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
             try:
                 self.manifest = load_manifest(self.root)
             except ArtifactError as e:
@@ -245,11 +245,11 @@ class Registry:
 
     def _search(self, spec: Spec, st: SpecStatus) -> _Loaded:
         device_sm = self.device_sm()
-        for cand in self._packaged_candidates(spec, device_sm):
+        for cand in self.packaged_candidates(spec, device_sm):
             entry = cand.ref
             path = self.manifest.path_of(entry)
             try:
-                return self._open_packaged(spec, entry, path, device_sm)
+                return self.open_packaged(spec, entry, path, device_sm)
             except Exception as e:  # noqa: BLE001 - any failure (cuda.core's CUDAError too): next source
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
@@ -270,13 +270,13 @@ class Registry:
                            f"({type(e).__name__}: {e})" + (f"; earlier: {'; '.join(st.errors[:-1])}"
                                                            if len(st.errors) > 1 else "")) from e
 
-    def _packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
+    def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
         if self.manifest is None:
             return []
         cands = [Candidate(e["sm"], e["payload_kind"], "packaged", e) for e in self.manifest.entries_for(spec.name)]
         return rank(device_sm, cands)
 
-    def _open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
+    def open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
         data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
         import hashlib
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ._fs import atomic_write
 from .errors import ArtifactError, UsageError
-from .manifest import load_manifest, remove_manifest, verify_files, write_manifest
+from .manifest import MANIFEST_NAME, load_manifest, remove_manifest, verify_files, write_manifest
 
 
 def _check_shards_complete(shards: Sequence[Path], raws: list[dict]) -> None:
@@ -62,7 +62,7 @@ def merge(shards: Sequence[Path], out: Path) -> dict:
     specs: dict = {}
     entries: dict = {}
     sms: set = set()
-    raws = [json.loads((m.root / "manifest.json").read_text()) for m in manifests]
+    raws = [json.loads((m.root / MANIFEST_NAME).read_text()) for m in manifests]
     _check_shards_complete(shards, raws)
     for m, raw in zip(manifests, raws):
         if raw.get("incomplete"):

@@ -69,14 +69,14 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
     rows: list[GpuRow] = []
     for name in (list(names) if names is not None else registry.names()):
         spec = registry.spec(name)
-        cands = registry._packaged_candidates(spec, device_sm)
+        cands = registry.packaged_candidates(spec, device_sm)
         targets = [(c.ref, c.sm, c.kind) for c in cands] or [(None, None, "loader")]
         for entry, sm, kind in targets:
             t0 = time.perf_counter()
             source = "packaged"
             try:
                 if entry is not None:
-                    loaded = registry._open_packaged(spec, entry, registry.manifest.path_of(entry), device_sm)
+                    loaded = registry.open_packaged(spec, entry, registry.manifest.path_of(entry), device_sm)
                     obj = loaded.obj
                 else:
                     loaded = registry._load(name)

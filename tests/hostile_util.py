@@ -2,7 +2,7 @@
 
 * :func:`time_limit`: a hard per-call limit (SIGALRM), so a hang fails the test instead of stalling it.
 * :func:`fake_cuda`: stand-ins for ``cuda.compute`` / ``cuda.core`` that record what the loader hands
-  to ``deserialize`` / ``ObjectCode``: lets ``Registry._open_packaged`` run to its end without a GPU,
+  to ``deserialize`` / ``ObjectCode``: lets ``Registry.open_packaged`` run to its end without a GPU,
   and proves that every check before the CUDA call ran first.
 * :func:`seeds`: the real artifacts of a build directory (the session's ``small_build``).
 """

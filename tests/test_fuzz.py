@@ -1,5 +1,5 @@
 """Fuzzing with hypothesis: mutated artifacts and manifests through ``aot.format.decode``, ``aot.manifest``
-and the loader's packaged-artifact path (``Registry._open_packaged``, run to its end with recording stand-ins
+and the loader's packaged-artifact path (``Registry.open_packaged``, run to its end with recording stand-ins
 for ``cuda.compute`` / ``cuda.core``, so no GPU is needed).
 
 Seeds are the real artifacts and manifest of the session build (``small_build``). The contract: every input
@@ -131,13 +131,13 @@ def _report_totals(request):
 
 
 def _loader_refuses_special_files(reg: Registry, root: Path, ss: list[Seed]) -> bool:
-    """Probe: does ``_open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.loader reads with
+    """Probe: does ``open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.loader reads with
     ``path.read_bytes()`` before checking anything, which blocks on a FIFO; see test_hostile.py.) Special
     files are left out of the loader part of manifest fuzzing until it does."""
     seed = ss[0]
     try:
         with time_limit(1.0):
-            reg._open_packaged(reg.spec(seed.entry["name"]), seed.entry, root / "fuzz" / "fifo.aot", 90)
+            reg.open_packaged(reg.spec(seed.entry["name"]), seed.entry, root / "fuzz" / "fifo.aot", 90)
     except ArtifactError:
         return True
     except (Hang, Exception):  # noqa: BLE001
@@ -187,7 +187,7 @@ def check_exact(data: bytes, art: fmt.Artifact) -> None:
 
 def feed_loader(env: Env, seed: Seed, data: bytes, entry: dict, allowed_payload_shas, *,
                 count: bool = True) -> str:
-    """``data`` as the packaged artifact behind ``entry`` for ``seed``'s spec, through ``_open_packaged``."""
+    """``data`` as the packaged artifact behind ``entry`` for ``seed``'s spec, through ``open_packaged``."""
     if count:
         STATS["artifacts"] += 1
     STATS["loader inputs"] += 1
@@ -201,7 +201,7 @@ def open_packaged(env: Env, reg: Registry, spec, entry: dict, path: Path, allowe
     env.calls.clear()
     try:
         with time_limit(HANG_S):
-            loaded = reg._open_packaged(spec, entry, path, 90)
+            loaded = reg.open_packaged(spec, entry, path, 90)
     except ArtifactError as e:
         assert str(e)
         assert env.calls.calls == [], "a rejected artifact reached the CUDA layer"
@@ -570,7 +570,7 @@ def feed_manifest(env: Env, text: bytes) -> str:
                 return outcome
             for name in reg.names():
                 spec = reg.spec(name)
-                for cand in reg._packaged_candidates(spec, 90):
+                for cand in reg.packaged_candidates(spec, 90):
                     path = reg.manifest.path_of(cand.ref)
                     if not env.special_ok and not _plain_file(path):
                         continue  # known loader gap (FIFO, dir, unopenable name): see test_hostile.py
@@ -670,7 +670,7 @@ def test_loader_refuses_huge_file_before_reading(env, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "read_bytes", guarded)
     try:
-        peak, result = _peak(lambda: env.registry._open_packaged(env.registry.spec(seed.entry["name"]),
+        peak, result = _peak(lambda: env.registry.open_packaged(env.registry.spec(seed.entry["name"]),
                                                                  seed.entry, big, 90))
     finally:
         big.unlink()
@@ -719,9 +719,9 @@ def test_corpus_replay(path, tmp_path):
             warnings.simplefilter("always")
             reg = Registry(root, device_sm=90)
         for name in reg.names():
-            for cand in reg._packaged_candidates(reg.spec(name), 90):
+            for cand in reg.packaged_candidates(reg.spec(name), 90):
                 with pytest.raises((ArtifactError, OSError)):
-                    reg._open_packaged(reg.spec(name), cand.ref, reg.manifest.path_of(cand.ref), 90)
+                    reg.open_packaged(reg.spec(name), cand.ref, reg.manifest.path_of(cand.ref), 90)
 
 
 # ---------------------------------------------------------------------------------------------- totals

@@ -221,7 +221,7 @@ def test_foreign_artifact_skipped_with_one_warning(small_build, tmp_path, jit_st
                         [(CCCL90, data, entry), ("cccl/reduce_sum_i32/sm_80.aot", sm80, e80)])
     with fake_cuda() as cuda_calls:
         reg = Registry(root, device_sm=90)
-        assert [c.sm for c in reg._packaged_candidates(reg.spec(SPEC_NAME), 90)] == [90]
+        assert [c.sm for c in reg.packaged_candidates(reg.spec(SPEC_NAME), 90)] == [90]
         loaded = reg._load(SPEC_NAME)
         again = reg._load(SPEC_NAME)
     msgs = aot_warnings(recorded)
@@ -264,14 +264,14 @@ def test_only_foreign_ones_fall_back_after_one_warning_each(small_build, tmp_pat
 def test_cccl_candidates_never_cross_a_major(small_build, device, want):
     reg = Registry(small_build.out, device_sm=device)
     for name in ("reduce_sum_i32", "lower_bound_i32"):
-        assert [c.sm for c in reg._packaged_candidates(reg.spec(name), device)] == want
+        assert [c.sm for c in reg.packaged_candidates(reg.spec(name), device)] == want
 
 
 def test_other_major_is_never_opened(small_build, jit_stub, recorded, monkeypatch):
     """On sm_100 no CCCL artifact of this set may even be read: the loader goes straight to cache/JIT."""
     reg = Registry(small_build.out, device_sm=100)
     opened = []
-    monkeypatch.setattr(reg, "_open_packaged", lambda *a: opened.append(a) or pytest.fail("opened"))
+    monkeypatch.setattr(reg, "open_packaged", lambda *a: opened.append(a) or pytest.fail("opened"))
     assert reg._load(SPEC_NAME).source == "jit" and opened == [] and aot_warnings(recorded) == []
 
 
@@ -316,7 +316,7 @@ def test_loader_refuses_special_files(small_build, tmp_path, kind):
     os.mkfifo(root / CCCL90) if kind == "fifo" else (root / CCCL90).mkdir()
     reg = Registry(root, device_sm=90)
     with time_limit(2), pytest.raises(ArtifactError):
-        reg._open_packaged(reg.spec(SPEC_NAME), entry, root / CCCL90, 90)
+        reg.open_packaged(reg.spec(SPEC_NAME), entry, root / CCCL90, 90)
 
 
 # =========================================================================================== disk trouble
