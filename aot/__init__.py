@@ -6,6 +6,13 @@ only when a kernel is first requested.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
+    from collections.abc import Iterable
+
+    from .loader import CcclAlgorithm, SpecStatus
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
@@ -22,7 +29,7 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def cccl(name: str):
+def cccl(name: str) -> "CcclAlgorithm":
     """The default registry's cuda.compute algorithm ``name`` for the current device (per thread)."""
     from .loader import default_registry
     return default_registry().cccl(name)
@@ -34,19 +41,19 @@ def kernel(unit: str, kernel_name: str):
     return default_registry().kernel(unit, kernel_name)
 
 
-def request_warmup(names=None) -> None:
+def request_warmup(names: "Iterable[str] | None" = None) -> None:
     """Start loading ``names`` (default: every spec) in background threads; returns immediately."""
     from .loader import default_registry
     default_registry().request_warmup(names)
 
 
-def ensure_warm(timeout: float | None = None) -> list:
+def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
     from .loader import default_registry
     return default_registry().ensure_warm(timeout)
 
 
-def status() -> dict:
+def status() -> "dict[str, SpecStatus]":
     """Per spec: the source used (packaged / cache / jit), SM, milliseconds, errors."""
     from .loader import default_registry
     return default_registry().status()

@@ -114,6 +114,7 @@ class Registry:
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
+        """The artifacts an installed package ships as data in ``<package>/<folder>/``."""
         return cls(Path(str(resources.files(package))) / folder, **kw)
 
     # ------------------------------------------------------------------ introspection
@@ -140,10 +141,11 @@ class Registry:
         return self._device_sm
 
     def status(self) -> dict[str, SpecStatus]:
-        return dict(self._status)
+        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources."""
+        return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors)) for n, s in self._status.items()}
 
     # ------------------------------------------------------------------ public loading API
-    def cccl(self, name: str):
+    def cccl(self, name: str) -> "CcclAlgorithm":
         """A ready-to-call cuda.compute algorithm for this device, owned by the calling thread."""
         spec = self.spec(name)
         if not isinstance(spec, CcclSpec):
@@ -162,7 +164,7 @@ class Registry:
         per_thread[name] = algo
         return algo
 
-    def kernel(self, unit: str, kernel_name: str):
+    def kernel(self, unit: str, kernel_name: str) -> Any:  # a cuda.core.Kernel
         """A ``cuda.core.Kernel`` of ``unit`` for this device."""
         spec = self.spec(unit)
         if not isinstance(spec, NvrtcUnit):
