@@ -268,7 +268,7 @@ def _verify_gpu(root: Path, args) -> int:
     names = [n.strip() for n in args.only.split(",")] if args.only else None
     rows = verify_gpu(registry, names)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
-    for col in ("spec", "SM used", "kind", "source", "result", "first-use ms"):
+    for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
         t.add_column(col)
     for r in rows:
         t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source,
