@@ -318,3 +318,13 @@ def test_native_sm_is_buildable():
     sm = native_sm()
     assert sm is not None and 50 <= sm <= 200
     assert parse_sm_list("native", cuda_major=cuda_major(), native=sm, supported=nvrtc_supported_sms()) == [sm]
+
+
+def test_verify_gpu_without_a_gpu_exits_6(small_build, capsys):
+    from aot.cli import main
+    from aot.toolchain import native_sm
+    if native_sm() is not None:
+        pytest.skip("checks the no-GPU path")
+    assert main(["verify", str(small_build.out), "--gpu"]) == 6
+    err = capsys.readouterr().err
+    assert "no usable CUDA device" in err and "Traceback" not in err
