@@ -36,7 +36,7 @@ class ArtifactCache:
         self.root = Path(root) if root is not None else cache_root() / "cccl"
 
     def _path(self, key: str) -> Path:
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+        if not fmt.is_sha256_hex(key):
             raise ValueError(f"bad cache key {key!r}")
         return self.root / key[:2] / f"{key}.aot"
 

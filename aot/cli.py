@@ -353,16 +353,13 @@ def _check_packageable(root: Path) -> None:
     """A wheel carries one CUDA major and one cuda-cccl: its own. Shards and failed builds never ship."""
     import json
     from .errors import VerificationError
-    from .compat import runtime_versions
+    from .compat import check_producer
+    from .errors import ArtifactError
     from .manifest import MANIFEST_NAME
     doc = json.loads((root / MANIFEST_NAME).read_text())
     if doc.get("shard") or doc.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
-    here = runtime_versions()
-    prod = doc["producer"]
-    if str(prod.get("cuda_major")) != here["cuda_major"]:
-        raise VerificationError(f"{root}: artifacts are for CUDA {prod.get('cuda_major')}, this environment "
-                                f"packages CUDA {here['cuda_major']}")
-    if prod.get("cuda_cccl") != here["cuda_cccl"]:
-        raise VerificationError(f"{root}: artifacts need cuda-cccl {prod.get('cuda_cccl')}, the wheel pins "
-                                f"{here['cuda_cccl']}")
+    try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
+        check_producer(doc["producer"], "cccl")
+    except ArtifactError as e:
+        raise VerificationError(f"{root}: not packageable here: {e}") from None

@@ -68,6 +68,11 @@ class Artifact:
         return self.header["payload_kind"]
 
 
+def is_sha256_hex(value: object) -> bool:
+    """64 lowercase hex digits: how payload hashes, file hashes and content keys are written."""
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
 def make_header(*, family: str, name: str, content_key: str, sm: int, payload_kind: str, payload: bytes,
                 producer: Mapping[str, Any], kernels: list[str] | None = None,
                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def validate_header(h: Any) -> None:
     if not 0 <= h["payload_size"] <= MAX_PAYLOAD_LEN:
         raise ArtifactError(f"payload size {h['payload_size']} out of range")
     sha = h["payload_sha256"]
-    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+    if not is_sha256_hex(sha):
         raise ArtifactError("payload_sha256 is not 64 lowercase hex digits")
     if not all(isinstance(k, str) for k in h["kernels"]):
         raise ArtifactError("kernels must be a list of strings")

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ._fs import atomic_write
 from .errors import ArtifactError
-from .format import _read_regular, loads_strict_json
+from .format import _read_regular, is_sha256_hex, loads_strict_json
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "aot-manifest"
@@ -140,7 +140,7 @@ def load_manifest(root: str | os.PathLike) -> Manifest:
         for key, typ in ENTRY_FIELDS.items():
             if isinstance(a.get(key), bool) or not isinstance(a.get(key), typ):
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
-        if a["size"] < 0 or len(a["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in a["sha256"]):
+        if a["size"] < 0 or not is_sha256_hex(a["sha256"]):
             raise ArtifactError(f"{path}: artifact entry {i} ({a['path']!r}) has a bad size or sha256")
         safe_join(root, a["path"])
         if a["name"] not in specs:
