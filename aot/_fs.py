@@ -1,7 +1,11 @@
-"""Atomic file writes: tmp file in the same directory, fsync, ``os.replace``.
+"""Atomic file writes (tmp file in the same directory, fsync, ``os.replace``) and private directories.
 
 A reader (another process, a later run) sees either the old file or the complete new one, never a
 torn write; a crash leaves at most a ``.tmp-*`` file, which :func:`sweep_temp` removes.
+
+Private directories (the user cache): created 0700, and trusted only when owned by the effective user
+and writable by nobody else (:func:`trust_problem`), checked on an open descriptor so that the
+directory checked is the directory used.
 """
 
 from __future__ import annotations
