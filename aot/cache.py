@@ -228,7 +228,8 @@ class ArtifactCache:
             yield False
             return
         name = f"{key}.lock"
-        fd, locked = None, False
+        fd: int | None = None
+        locked = False
         try:
             for _ in range(_LOCK_RETRIES):
                 try:
@@ -251,7 +252,7 @@ class ArtifactCache:
             yield locked
         finally:
             try:
-                if locked:  # still holding it, and the name still names our inode: remove it
+                if locked and fd is not None:  # still holding it, and the name still names our inode: remove it
                     now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                     held = os.fstat(fd)
                     if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
@@ -396,14 +397,14 @@ def inspect_cache() -> CacheInfo:
         info.state, info.problem = "unsafe" if isinstance(e, UnsafeCacheError) else "unusable", str(e)
         return info
     for path, st in entries:
-        e = Entry(path, st.st_size)
+        ent = Entry(path, st.st_size)
         try:
             h = read_header(path)
-            e.name, e.sm = h["name"], h["sm"]
-            e.cuda_cccl, e.aot = str(h["producer"].get("cuda_cccl", "?")), str(h["producer"].get("aot", "?"))
+            ent.name, ent.sm = h["name"], h["sm"]
+            ent.cuda_cccl, ent.aot = str(h["producer"].get("cuda_cccl", "?")), str(h["producer"].get("aot", "?"))
         except (OSError, ArtifactError) as err:
-            e.problem = str(err)
-        info.entries.append(e)
+            ent.problem = str(err)
+        info.entries.append(ent)
     if (root / CCCL_DIR).is_dir():
         info.locks = sum(1 for _ in (root / CCCL_DIR).glob("*/*.lock"))
     if (root / NVRTC_DIR).is_dir() and not (root / NVRTC_DIR).is_symlink():

@@ -37,6 +37,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
     key = item_key(spec, sm, "cccl-blob", toolchain)
     cache = ArtifactCache() if enabled() else None
     persist = cache is not None
+    entry = str(cache._path(key)) if cache is not None else ""
     noted: set[str] = set()
 
     def note(msg: str) -> None:  # the cache is looked at twice (before and under the lock): warn once
@@ -83,23 +84,23 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         h = art.header
         # Not the name: identically defined specs (or a renamed one) share a key and an entry.
         if (h["family"], h["sm"], h["payload_kind"]) != ("cccl", sm, "cccl-blob"):
-            note(f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored")
+            note(f"aot: user-cache entry {entry} describes another artifact; ignored")
             return None
         from .compat import check_producer
         try:
             check_producer(art.header["producer"], "cccl")
         except ArtifactError as e:
-            note(f"aot: user-cache entry {cache._path(key)} ignored: {e}")
+            note(f"aot: user-cache entry {entry} ignored: {e}")
             return None
         return art
 
     art = lookup()
     if art is not None:
-        return art.payload, "cache", str(cache._path(key))
+        return art.payload, "cache", entry
     with (cache.lock(key) if cache is not None and persist else contextlib.nullcontext()):
         art = lookup()  # another process may have built it while we waited for the lock
         if art is not None:
-            return art.payload, "cache", str(cache._path(key))
+            return art.payload, "cache", entry
         from .compile import compile_cccl
         payload = compile_cccl(spec, sm)  # applies the ProxyArray fix (cccl_patches) first
         path = None

@@ -103,6 +103,26 @@ def test_entry_planted_in_a_shared_1777_cache_is_never_served(fake_jit, spec, ar
     assert owners(shared) == {ATTACKER}  # the victim wrote nothing there (no entry, no lock)
 
 
+@as_root
+def test_one_aot_warning_per_process_through_the_loader(fake_jit, arena, monkeypatch):
+    """Two specs, NVRTC's cache too: the unsafe directory is reported once, and nothing is written there."""
+    from aot.jit import nvrtc_cache_dir
+    from aot.loader import AotWarning, Registry
+    from aot.matrix import load_matrix
+    shared = arena / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("AOT_CACHE_DIR", str(shared))
+    specs = load_matrix().select([SPEC_NAME, "lower_bound_i32"])
+    reg = Registry(arena / "no-artifacts", specs=specs, device_sm=90)
+    with pytest.warns(AotWarning) as record:
+        assert [reg._load(s.name).source for s in specs] == ["jit", "jit"]
+        assert nvrtc_cache_dir() is None
+    msgs = [str(w.message) for w in record if issubclass(w.category, AotWarning)]
+    assert len(msgs) == 1 and "mode 1777" in msgs[0] and fake_jit.calls == 2, msgs
+    assert list(shared.iterdir()) == []
+
+
 @pytest.mark.parametrize("link_owner", ["victim", "attacker"])
 @as_root
 def test_cache_dir_symlinked_into_the_attackers_dir_is_refused(fake_jit, spec, arena, monkeypatch, link_owner):
@@ -264,7 +284,7 @@ def test_planted_lock_symlink_is_not_followed(fake_jit, spec, arena, monkeypatch
     (shard / f"{key}.lock").symlink_to(target)
     with ArtifactCache().lock(key) as locked:
         assert locked is False
-    payload, source, path, warned = jit(spec)
+    _, source, path, warned = jit(spec)
     assert source == "jit" and path and warned == [] and not os.path.lexists(target)
     (shard / f"{key}.lock").unlink()
     foreign = shard / f"{key}.lock"
@@ -311,7 +331,7 @@ def test_unusable_cache_path_is_one_warning(fake_jit, spec, tmp_path, monkeypatc
         (tmp_path / "b").symlink_to(tmp_path / "a")
         root = tmp_path / "a"
     monkeypatch.setenv("AOT_CACHE_DIR", str(root))
-    payload, source, path, warned = jit(spec)
+    _, source, path, warned = jit(spec)
     assert source == "jit" and path is None and len(warned) == 1, warned
     assert "using the JIT result in memory" in warned[0]
     assert ("too long" if kind == "ENAMETOOLONG" else "symbolic links") in warned[0]
@@ -370,8 +390,11 @@ def test_cache_info_clear_stale_and_cap(fake_jit, spec, capsys, monkeypatch):
     ArtifactCache().put(cache_key(spec, 80), fmt.encode(hdr, stale.payload))
     rc, out = _cli(capsys, "cache", "info")
     assert "0.0.1" in out
+    idle = paths[89].with_suffix(".lock")  # left by a killed build: nobody holds it
+    idle.write_bytes(b"")
     rc, out = _cli(capsys, "cache", "clear", "--stale")
-    assert rc == 0 and "1 files" in out and not paths[80].exists() and paths[89].exists() and paths[90].exists()
+    assert rc == 0 and "2 files" in out and not paths[80].exists() and paths[89].exists() and paths[90].exists()
+    assert not idle.exists()
     # LRU: room for two entries; reading 89 makes 90 the least recently used
     assert jit(spec, 89)[1] == "cache"
     monkeypatch.setenv("AOT_CACHE_MAX_BYTES", str(2 * size + size // 2))
