@@ -211,7 +211,7 @@ class ArtifactCache:
         atomic_write(path, data, mode=0o600)
         try:
             self.enforce_cap()
-        except OSError:
+        except (OSError, ArtifactError):  # eviction is housekeeping: the entry is written either way
             pass
         return path
 
