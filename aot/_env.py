@@ -37,6 +37,13 @@ def _parse_int(raw: str) -> int:
         raise UsageError(f"expected an integer, got {raw!r}") from None
 
 
+def _parse_size(raw: str) -> int:
+    n = _parse_int(raw)
+    if n < 0:
+        raise UsageError(f"expected a size in bytes >= 0, got {raw!r}")
+    return n
+
+
 @dataclass(frozen=True)
 class Var(Generic[T]):
     name: str
@@ -67,6 +74,9 @@ CACHE_DIR = _var("AOT_CACHE_DIR", _parse_path, None,
                  "Per-user JIT cache directory (default: platformdirs' user cache dir for 'aot').")
 DISABLE_CACHE = _var("AOT_DISABLE_CACHE", _parse_bool, False,
                      "1 = never read or write the per-user cache (JIT results stay in memory).")
+CACHE_MAX_BYTES = _var("AOT_CACHE_MAX_BYTES", _parse_size, 2 * 1024 ** 3,
+                       "Size cap of the user cache's CCCL entries (and, separately, of its NVRTC cache); the "
+                       "least recently used entries are evicted past it (0 = no cap).")
 DISABLE_PACKAGED = _var("AOT_DISABLE_PACKAGED", _parse_bool, False,
                         "1 = ignore packaged artifacts (forces the user cache / JIT path; for testing).")
 FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,

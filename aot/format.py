@@ -220,20 +220,27 @@ def decode(data: bytes) -> Artifact:
     return Artifact(header=header, payload=payload)
 
 
-def _read_regular(path, max_size: int, expect_size: int | None = None) -> bytes:
+def _read_regular(path, max_size: int, expect_size: int | None = None, *, dir_fd: int | None = None,
+                  nofollow: bool = False, check=None) -> bytes:
     """The bytes of a regular file, bounded before anything is allocated. Raises ``OSError`` (cannot open or
     read) or :class:`ArtifactError` (not a regular file, too large, not ``expect_size``, changed while read).
 
     Opened ``O_NONBLOCK``: a FIFO or device planted where a file should be cannot block the reader (the
     flag does not affect regular files, and anything else is refused after ``fstat``).
+    ``dir_fd``/``nofollow``/``check(st)``: for the user cache, which opens relative to a checked directory,
+    refuses a symlink, and checks the owner on the descriptor it then reads (no check-then-open race).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if nofollow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except ValueError as e:  # embedded NUL, unencodable name
         raise ArtifactError(f"{path!r}: unusable file name: {e}") from None
     try:
         st = os.fstat(fd)
+        if check is not None:
+            check(st)
         if not stat.S_ISREG(st.st_mode):
             raise ArtifactError(f"{path}: cannot read: not a regular file")
         if st.st_size > max_size:

@@ -5,19 +5,19 @@ device's SM, serialized into an artifact file in the user cache. Racing processe
 builder holds an advisory lock on ``<key>.lock`` and the others re-check the cache once they get it.
 NVRTC: ``cuda.core.Program`` with ``cuda.core.utils.FileStreamProgramCache`` (not a second cache).
 
-Disk trouble (read-only or full cache dir, missing permissions) never stops the loader: the JIT result
-is used in memory and one warning says why it was not persisted.
+Disk trouble (read-only or full cache dir, missing permissions, an unusable path) never stops the loader:
+the JIT result is used in memory and one warning says why it was not persisted. A cache directory another
+user could write is not used at all (one warning per process); an entry another user could write is not
+read (one warning naming it): see :mod:`aot.cache` for the rules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from pathlib import Path
 from typing import Callable
 
 from . import format as fmt
-from .cache import ArtifactCache, cache_root, enabled
+from .cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root, enabled, first_report
 from .errors import ArtifactError
 from .spec import CcclSpec, NvrtcUnit, item_key
 
@@ -27,41 +27,17 @@ def _toolchain_for_cache() -> dict[str, str]:
     return versions()
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """An exclusive advisory lock across processes (best effort: no lock if the dir is unusable)."""
-    try:
-        import fcntl
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except (OSError, ImportError):
-        fd = None
-    if fd is None:
-        yield False
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        locked = True
-    except OSError:  # ENOLCK / EOPNOTSUPP (some network file systems): go on without the lock
-        locked = False
-    try:
-        yield locked
-    finally:
-        try:
-            if locked:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+def unsafe_cache_message(e: UnsafeCacheError) -> str:
+    return f"aot: {e}; not using the user cache in this process (JIT results stay in memory)"
 
 
 def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable[[str], None]):
     """(payload, source, path): a blob for ``spec`` on ``sm`` from the user cache, else freshly built."""
     toolchain = _toolchain_for_cache()
     key = item_key(spec, sm, "cccl-blob", toolchain)
-    use_cache = enabled()
-    cache = ArtifactCache() if use_cache else None
+    cache = ArtifactCache() if enabled() else None
+    persist = cache is not None
+    entry = str(cache._path(key)) if cache is not None else ""
     noted: set[str] = set()
 
     def note(msg: str) -> None:  # the cache is looked at twice (before and under the lock): warn once
@@ -70,51 +46,76 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
             errors.append(msg)
             warn(msg)
 
+    def give_up(e: Exception) -> None:
+        """The cache cannot be used for this spec: an untrusted directory (said once per process) or an
+        unusable path (said once here, not again by the persist step)."""
+        nonlocal cache, persist
+        root = cache.root.parent if cache is not None else cache_root()
+        cache, persist = None, False
+        if isinstance(e, UnsafeCacheError):
+            if first_report(str(e)):
+                note(unsafe_cache_message(e))
+        else:
+            reason = getattr(e, "strerror", None) or e
+            note(f"aot: cannot persist {spec.name} to the user cache {root}: {reason}; "
+                 f"using the JIT result in memory")
+
     def lookup():
+        nonlocal persist
         if cache is None:
             return None
         try:
             art = cache.get(key)
+        except UnsafeCacheError as e:
+            give_up(e)
+            return None
+        except UnsafeEntryError as e:
+            persist = False  # neither delete nor replace a file another user may own
+            note(f"aot: {e}; serving {spec.name} from JIT")
+            return None
         except ArtifactError as e:
             note(f"aot: {e}")
             return None
-        except OSError:
+        except OSError as e:  # ENAMETOOLONG, ELOOP, EACCES on the cache path itself
+            give_up(e)
             return None
         if art is None:
             return None
         h = art.header
         # Not the name: identically defined specs (or a renamed one) share a key and an entry.
         if (h["family"], h["sm"], h["payload_kind"]) != ("cccl", sm, "cccl-blob"):
-            note(f"aot: user-cache entry {cache._path(key)} describes another artifact; ignored")
+            note(f"aot: user-cache entry {entry} describes another artifact; ignored")
             return None
         from .compat import check_producer
         try:
             check_producer(art.header["producer"], "cccl")
         except ArtifactError as e:
-            note(f"aot: user-cache entry {cache._path(key)} ignored: {e}")
+            note(f"aot: user-cache entry {entry} ignored: {e}")
             return None
         return art
 
     art = lookup()
     if art is not None:
-        return art.payload, "cache", str(cache._path(key))
-    lock_path = cache._path(key).with_suffix(".lock") if cache is not None else None
-    with (_file_lock(lock_path) if lock_path is not None else contextlib.nullcontext()):
+        return art.payload, "cache", entry
+    with (cache.lock(key) if cache is not None and persist else contextlib.nullcontext()):
         art = lookup()  # another process may have built it while we waited for the lock
         if art is not None:
-            return art.payload, "cache", str(cache._path(key))
+            return art.payload, "cache", entry
         from .compile import compile_cccl
         payload = compile_cccl(spec, sm)  # applies the ProxyArray fix (cccl_patches) first
         path = None
-        if cache is not None:
+        if cache is not None and persist:
             header = fmt.make_header(family="cccl", name=spec.name, content_key=key, sm=sm,
                                      payload_kind="cccl-blob", payload=payload,
                                      producer={k: toolchain[k] for k in fmt.PRODUCER_FIELDS})
             try:
                 path = str(cache.put(key, fmt.encode(header, payload)))
+            except UnsafeCacheError as e:
+                give_up(e)
+            except UnsafeEntryError as e:
+                note(f"aot: {e}; {spec.name} not persisted")
             except OSError as e:
-                note(f"aot: cannot persist {spec.name} to the user cache {cache.root}: {e.strerror or e}; "
-                     f"using the JIT result in memory")
+                give_up(e)
             else:
                 try:
                     cache.sweep()  # temp files of writers killed long ago (rare path: fine to walk the cache)
@@ -123,16 +124,40 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         return payload, "jit", path
 
 
-def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int):
+def _aot_warning(msg: str) -> None:
+    import warnings
+    from .loader import AotWarning
+    warnings.warn(msg, AotWarning, stacklevel=4)
+
+
+def nvrtc_cache_dir(warn: Callable[[str], None] | None = None):
+    """``<root>/nvrtc`` for cuda.core's FileStreamProgramCache once it (and the root) passed the owner and
+    mode checks; ``None`` when the cache is disabled, unusable, or untrusted (warned once per process)."""
+    if not enabled():
+        return None
+    from .cache import NVRTC_DIR, private_dir
+    try:
+        return private_dir(NVRTC_DIR)
+    except UnsafeCacheError as e:
+        if first_report(str(e)):
+            (warn or _aot_warning)(unsafe_cache_message(e))
+    except OSError:
+        pass
+    return None
+
+
+def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
     """(ObjectCode, source, path) through cuda.core's own FileStreamProgramCache."""
     from cuda.core import Program
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
+    from ._env import CACHE_MAX_BYTES
     from .compile import program_options
     opts = program_options(unit, f"sm_{sm}")
     cache = None
-    if enabled():
+    where = nvrtc_cache_dir(warn)
+    if where is not None:
         try:
-            cache = FileStreamProgramCache(cache_root() / "nvrtc")
+            cache = FileStreamProgramCache(where, max_size_bytes=CACHE_MAX_BYTES.get() or None)
         except OSError:
             cache = None
     source = "jit"
@@ -153,4 +178,4 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int):
         prog.close()
     for k in unit.kernels:
         code.get_kernel(k)
-    return code, source, str(cache_root() / "nvrtc") if cache is not None else None
+    return code, source, str(where) if cache is not None else None
