@@ -295,18 +295,25 @@ def _verify_gpu(root: Path, args) -> int:
     from .verify import verify_gpu
     from rich.console import Console
     from rich.table import Table
+    from .bundle import read_info
     registry = Registry(root)  # verify_integrity has already required a manifest
     names = [n.strip() for n in args.only.split(",")] if args.only else None
-    rows = verify_gpu(registry, names)
+    info = read_info(root) or {}
+    checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
+    rows = verify_gpu(registry, names, checks=checks, package=args.package)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source,
-                  "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.detail[:200]}", f"{r.ms:.1f}")
+        result = ("[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok
+                  else f"[red]FAILED[/] {r.detail[:200]}")
+        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source, result, f"{r.ms:.1f}")
     Console().print(t)
     bad = [r for r in rows if not r.ok]
-    print(f"{len(rows) - len(bad)} of {len(rows)} checks passed")
+    unrun = [r for r in rows if r.status == "loaded, not executed"]
+    print(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
+          + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
+             if unrun else ""))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     if bad:

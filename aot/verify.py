@@ -56,12 +56,22 @@ class GpuRow:
     ok: bool
     ms: float
     detail: str = ""
+    status: str = ""  # "ok" | "failed" | "loaded, not executed" (an NVRTC unit with no check)
+
+    def __post_init__(self):
+        if not self.status:
+            self.status = "ok" if self.ok else "failed"
 
 
-def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
-    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU."""
+def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
+               package: str | None = None) -> list[GpuRow]:
+    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
+
+    NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
+    ``[tool.aot] checks`` names (``checks``: unit -> "pkg.mod:func", resolved only inside ``package``).
+    A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok"."""
     from cuda.core import Device
-    from .reference import check_cccl, check_kernel
+    from .reference import CheckContext, NoReference, check_cccl, check_kernel, resolve_check
     from .spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = Device()
@@ -87,8 +97,21 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
                     check_cccl(obj, spec, device)
+                elif checks and name in checks:
+                    if package is None:
+                        raise NoReference(f"check {checks[name]!r} runs only from its package (--package)")
+                    fn = resolve_check(checks[name], package)
+                    fn(CheckContext({k: obj.get_kernel(k) for k in spec.kernels}, device))
                 else:
-                    check_kernel(obj.get_kernel, spec, device)
+                    try:
+                        check_kernel(obj.get_kernel, spec, device)
+                    except NoReference:
+                        for k in spec.kernels:
+                            obj.get_kernel(k)
+                        rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                           (time.perf_counter() - t0) * 1e3, "no check for this unit "
+                                           "([tool.aot] checks)", status="loaded, not executed"))
+                        continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
                 rows.append(GpuRow(name, spec.family, sm, kind, source, False, (time.perf_counter() - t0) * 1e3,
