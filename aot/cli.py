@@ -327,15 +327,18 @@ def cmd_inspect(args) -> int:
     from rich.console import Console
     from rich.table import Table
     from .manifest import load_manifest
+    from .verify import coverage
     with contextlib.ExitStack() as stack:
-        root = _artifact_dir(args.target, stack)
+        root = _package_dir(args.package, args.folder) if args.package else _artifact_dir(args.target, stack)
+        title = (f"package {args.package} ({root})" if args.package else
+                 Path(args.target).name if args.target and str(args.target).endswith(".whl") else str(root))
         m = load_manifest(root)
         sms = sorted({a["sm"] for a in m.artifacts})
         cells: dict = defaultdict(dict)
         for a in m.artifacts:
             label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
             cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
-        t = Table(title=f"{root} (sizes in KB)")
+        t = Table(title=f"{title} (sizes in KB)")
         t.add_column("family")
         t.add_column("spec")
         for sm in sms:
@@ -352,6 +355,11 @@ def cmd_inspect(args) -> int:
         console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
                       f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
                       f"nvJitLink {v.get('nvjitlink')}")
+        cov = coverage(m)
+        console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+                      f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+                      f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
+                      + (" ..." if len(cov.missing) > 8 else "")))
     return 0
 
 
