@@ -131,9 +131,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event)
     elif not (Path(src) / MANIFEST_NAME).is_file():
         raise UsageError(f"prebuilt set {src}: no {MANIFEST_NAME} (expected an 'aot build' or 'aot merge' output)")
-    cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
     m = load_manifest(src)
-    _raise_pin_problems(cfg, m.producer, require_pins)
+    _raise_pin_problems(cfg, m.producer, require_pins)  # a prebuilt set's own producer decides the pins
+    cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
     info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
             **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
             "requires": required_pins(m.producer)}

@@ -150,3 +150,161 @@ def test_hatch_wheel_is_reproducible(wheels, shim, tmp_path):
     project = wheels["hatch-mypkg"].parent.parent / "hatch-mypkg"
     again = _wheel(project, tmp_path / "again", shim)
     assert again.read_bytes() == wheels["hatch-mypkg"].read_bytes()
+
+
+# ------------------------------------------------------------------------------ [tool.aot] and bundle
+def _project(tmp_path: Path, tool: str, deps: str = '"cuda-cccl[cu13]==1.2.1"') -> Path:
+    p = tmp_path / "proj"
+    shutil.copytree(EXAMPLES / "skbuild-mypkg", p, ignore=shutil.ignore_patterns("build", "artifacts"))
+    (p / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "1"\ndependencies = [{deps}]\n\n'
+                                      f'[tool.aot]\n{tool}\n')
+    return p
+
+
+@pytest.mark.parametrize("tool, message", [
+    ('package = "mypkg_skbuild"\nallow_partial = true', "unknown key 'allow_partial' (did you mean 'allow-partial'?)"),
+    ('package = "mypkg_skbuild"\npackge = "x"', "unknown key 'packge' (did you mean 'package'?)"),
+    ('package = "nope"', "key 'package': no folder nope"),
+    ('package = "mypkg_skbuild"\nsm = {cu13 = "80", cu14 = "90"}', "unknown CUDA major 'cu14' (did you mean"),
+    ('package = "mypkg_skbuild"\nsm = "80,9x"', "key 'sm': '9x' is not an SM"),
+    ('package = "mypkg_skbuild"\nmatrix = "missing.yaml"', "key 'matrix':"),
+    ('package = "mypkg_skbuild"\nallow-partial = "yes"', "key 'allow-partial': must be true or false"),
+    ('package = "mypkg_skbuild"\nchecks = {clamp = "os:system"}', "must live inside 'mypkg_skbuild'"),
+    ('package = "mypkg_skbuild"\nfolder = "../x"', "key 'folder'"),
+])
+def test_tool_aot_errors_name_file_key_and_problem(tmp_path, tool, message):
+    p = _project(tmp_path, tool)
+    r = subprocess.run([sys.executable, "-m", "aot", "bundle", "--project", str(p)], capture_output=True,
+                       text=True, env=repo_env(), timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and str(p / "pyproject.toml") in line and message in line, line
+
+
+def test_pins_must_follow_the_artifacts():
+    from aot.bundle import pin_problems
+    prod = {"cuda_cccl": "1.2.1", "cuda_major": "13"}
+    assert pin_problems(["cuda-cccl[cu13]==1.2.1", "numpy"], prod) == []
+    assert pin_problems(["cuda-cccl==1.2.1"], prod) == []
+    assert "exactly that version" in pin_problems(["cuda-cccl>=1.2"], prod)[0]
+    assert "exactly that version" in pin_problems(["cuda-cccl==1.2.0"], prod)[0]
+    assert "not cu12" in pin_problems(["cuda-cccl[cu12]==1.2.1"], prod)[0]
+    assert "no cuda-cccl pin" in pin_problems(["numpy"], prod)[0]
+    assert pin_problems(["numpy"], prod, require=False) == []
+    assert "excludes CUDA 13" in pin_problems(["cuda-cccl==1.2.1", "cuda-bindings<13"], prod)[0]
+
+
+def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, tmp_path):
+    """A prebuilt set: refused without the pin; refused when it lacks (spec, SM) of matrix x SM list unless
+    allow-partial; then the folder holds exactly manifest.json, aot-package.json and the artifacts."""
+    m = tmp_path / "matrix.yaml"
+    m.write_text((ROOT / "build_matrix.yaml").read_text())
+    p = _project(tmp_path, 'package = "mypkg_skbuild"\nmatrix = "../matrix.yaml"\nsm = "80,89,90"', deps='"numpy"')
+
+    def bundle(*extra):
+        return subprocess.run([sys.executable, "-m", "aot", "bundle", "--project", str(p), "--artifacts",
+                               str(small_build.out), "-q", *extra], capture_output=True, text=True,
+                              env=repo_env(), timeout=120)
+    r = bundle()
+    assert r.returncode == 2 and "no cuda-cccl pin" in r.stderr, r.stderr
+    (p / "pyproject.toml").write_text((p / "pyproject.toml").read_text().replace('"numpy"', '"cuda-cccl==1.2.1"'))
+    r = bundle()
+    assert r.returncode == 7 and "lacks" in r.stderr and "--allow-partial" in r.stderr, r.stderr
+    assert not (p / "mypkg_skbuild" / "artifacts").exists()
+    r = bundle("--allow-partial")
+    assert r.returncode == 0 and "PARTIAL" in r.stdout, r.stdout + r.stderr
+    out = p / "mypkg_skbuild" / "artifacts"
+    assert (small_build.out / "build-report.json").exists()
+    names = sorted(q.relative_to(out).as_posix() for q in out.rglob("*") if q.is_file())
+    assert [n for n in names if not n.endswith(".aot")] == ["aot-package.json", "manifest.json"]
+    assert len([n for n in names if n.endswith(".aot")]) == len(json.loads((small_build.out / "manifest.json")
+                                                                          .read_text())["artifacts"])
+    info = json.loads((out / "aot-package.json").read_text())
+    assert not info["complete"] and info["missing"]
+    # --sm that matches what was built: complete, and the swap replaces the folder atomically
+    r = bundle("--sm", ",".join(map(str, small_build.sms)))
+    assert r.returncode == 7  # the matrix still has 18 more specs than the small build
+    v = subprocess.run([sys.executable, "-m", "aot", "verify", str(out), "--for-wheel"], capture_output=True,
+                       text=True, env=repo_env(), timeout=120)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_from_package_warns_once_naming_the_path(tmp_path):
+    pkg = tmp_path / "lonely_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    code = ("import warnings, aot\nwarnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    r = aot.Registry.from_package('lonely_pkg', 'artifactz')\n"
+            "print(len(w)); print(w[0].category.__name__, w[0].message)\n"
+            "try:\n    r.spec('axpy')\nexcept Exception as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                       env=repo_env(PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    n, warning, err = r.stdout.strip().splitlines()
+    assert n == "1" and warning.startswith("AotWarning") and str(pkg / "artifactz") in warning
+    assert "unknown spec 'axpy'" in err and "no manifest was found" in err
+
+
+# ------------------------------------------------------------------------ numpy references (CPU parts)
+def test_lambda_operators_evaluate_like_python():
+    import itertools
+    import numpy as np
+    from aot.reference import np_operator
+    srcs = ["lambda a, b: a if a > b else b", "lambda a, b: a + 2 * b - 1", "lambda a, b: a % 7 == b % 7",
+            "lambda a, b: (a and b) or (a - b)", "lambda a, b: not a < b <= 3", "lambda a, b: a // 3 ^ b",
+            "lambda a, b: -a if b else ~a"]
+    vals = list(range(-5, 6))
+    for src in srcs:
+        f_py, f_np = eval(src), np_operator(src)  # noqa: S307 - fixed test sources
+        a, b = (np.array(v, dtype=np.int64) for v in zip(*itertools.product(vals, vals)))
+        got = np.asarray(f_np(a, b)).astype(np.int64)
+        want = np.array([int(f_py(int(x), int(y))) for x, y in zip(a, b)], dtype=np.int64)
+        assert np.array_equal(got, want), src
+
+
+def test_reduce_and_scan_references_match_sequential_folds():
+    import functools
+    import numpy as np
+    from aot.reference import reduce_reference, scan_reference
+    rng = np.random.default_rng(1)
+    for op, dt in [("lambda a, b: a if a > b else b", "int64"), ("lambda a, b: a * b", "int32"),
+                   ("plus", "int32"), ("maximum", "float32"), ("lambda a, b: a + b", "float64")]:
+        x = rng.integers(-1000, 1000, 1001).astype(dt)
+        f = eval(op) if op.startswith("lambda") else {"plus": lambda a, b: a + b,  # noqa: S307
+                                                       "maximum": max}[op]
+        with np.errstate(all="ignore"):
+            seq = [x[0]]
+            for v in x[1:]:
+                seq.append(np.asarray(f(seq[-1], v)).astype(dt))
+        want = np.array(seq, dtype=dt)
+        assert np.allclose(scan_reference(op, dt, x), want, rtol=1e-12), op
+        assert np.allclose(reduce_reference(op, dt, x), want[-1:], rtol=1e-12), op
+        assert functools.reduce(lambda a, b: a, [0]) == 0
+
+
+def test_select_unique_and_sort_references():
+    import numpy as np
+    from aot.reference import select_reference, sorted_problem, unique_first
+    x = np.arange(-6, 7, dtype=np.int64)
+    assert select_reference("lambda x: x % 3 == 0 and x > 0", x).tolist() == [v % 3 == 0 and v > 0 for v in x.tolist()]
+    keys = np.array([1, 2, 11, 12, 25, 31], dtype=np.int32)
+    assert unique_first("lambda a, b: a // 10 == b // 10", keys).tolist() == [True, False, True, False, True, True]
+    assert unique_first("equal_to", np.array([1, 1, 2])).tolist() == [True, False, True]
+    k = np.array([5, 3, 9, 1])
+    assert sorted_problem("lambda a, b: a > b", k, np.array([9, 5, 3, 1])) is None
+    assert "not sorted" in sorted_problem("lambda a, b: a > b", k, np.array([1, 3, 5, 9]))
+    assert "permutation" in sorted_problem("lambda a, b: a > b", k, np.array([9, 5, 3, 3]))
+    v = np.arange(4)
+    assert sorted_problem("lambda a, b: a > b", k, np.array([9, 5, 3, 1]), v, np.array([2, 0, 1, 3])) is None
+    assert "pairs" in sorted_problem("lambda a, b: a > b", k, np.array([9, 5, 3, 1]), v, np.array([0, 2, 1, 3]))
+
+
+def test_checks_resolve_only_inside_the_owning_package():
+    from aot.reference import NoReference, resolve_check
+    with pytest.raises(NoReference, match="not inside package"):
+        resolve_check("os:system", "mypkg")
+    with pytest.raises(NoReference, match="not inside package"):
+        resolve_check("mypkgevil.x:f", "mypkg")
+    assert resolve_check("aot.reference:check_kernel", "aot").__name__ == "check_kernel"
