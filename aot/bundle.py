@@ -158,7 +158,7 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any], names: s
     from ._env import SOURCE_DATE_EPOCH
     from .manifest import write_manifest
     m = load_manifest(src)
-    entries = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
+    entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
     kept = {a["name"] for a in entries}
     specs = {k: v for k, v in m.specs.items() if k in kept}
     out.parent.mkdir(parents=True, exist_ok=True)
