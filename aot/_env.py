@@ -92,6 +92,9 @@ WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
                     "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
+SOURCE_DATE_EPOCH = _var("SOURCE_DATE_EPOCH", lambda raw: _parse_int(raw) if raw.strip() else None, None,
+                        "Reproducible builds: timestamp given to the files 'aot bundle' writes (wheel backends "
+                        "read it too).")
 
 
 def describe() -> list[tuple[str, str, str]]:

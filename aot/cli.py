@@ -47,9 +47,37 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--json", type=Path, default=None, help="write the GPU table as JSON here")
     ver.add_argument("--for-wheel", action="store_true", help="also require a complete, unsharded set built "
                      "for this environment's CUDA major and cuda-cccl (the wheel build runs this)")
+    ver.add_argument("--package", default=None, help="the artifacts an installed package ships "
+                     "(Registry.from_package); its own NVRTC checks run with --gpu")
+    ver.add_argument("--folder", default="artifacts", help="with --package: the folder (default: artifacts)")
+    ver.add_argument("--matrix", type=Path, default=None, help="with --for-wheel: require every spec of this "
+                     "matrix (default: the specs the set records)")
+    ver.add_argument("--sm", default=None, help="with --for-wheel: require these SMs (default: the SM list the "
+                     "set records)")
+    ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
 
     ins = sub.add_parser("inspect", help="table of specs x SMs, sizes, versions of an artifact set")
     ins.add_argument("target", nargs="?", default=None, help="artifact directory or wheel")
+    ins.add_argument("--package", default=None, help="the artifacts an installed package ships")
+    ins.add_argument("--folder", default="artifacts", help="with --package: the folder (default: artifacts)")
+
+    bu = sub.add_parser("bundle", help="build (or take a prebuilt set), verify for the wheel, and write only "
+                        "manifest.json + artifacts into a package folder ([tool.aot] in pyproject.toml)")
+    bu.add_argument("--project", type=Path, default=Path("."), help="project directory with pyproject.toml "
+                    "(default: .)")
+    bu.add_argument("--out", type=Path, default=None, help="package folder to write (default: "
+                    "<package>/<folder> from [tool.aot])")
+    bu.add_argument("--out-root", type=Path, default=None, help="write into OUT_ROOT/<package path>/<folder> "
+                    "(what the CMake function installs)")
+    bu.add_argument("--artifacts", type=Path, default=None, help="bundle this prebuilt (merged) set instead "
+                    "of building")
+    bu.add_argument("--sm", default=None, help="SMs (default: [tool.aot] sm, or AOT_WHEEL_SM)")
+    bu.add_argument("--allow-partial", action="store_true", default=None,
+                    help="accept a set lacking some (spec, SM) of the matrix x SM list")
+    bu.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: CPU count)")
+    bu.add_argument("--work", type=Path, default=None, help="build folder kept between runs (default: "
+                    "<project>/build/aot)")
+    bu.add_argument("--quiet", "-q", action="store_true", help="print only the result line")
 
     sub.add_parser("doctor", help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
 
@@ -73,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
-                    "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache}
+                    "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
         return commands[args.command](args)
     except AotError as e:
         print(f"aot: error: {e}", file=sys.stderr)
@@ -245,14 +273,17 @@ def cmd_verify(args) -> int:
     from .errors import VerificationError
     from .verify import verify_integrity
     with contextlib.ExitStack() as stack:
-        root = _artifact_dir(None if args.default else args.target, stack)
+        root = _package_dir(args.package, args.folder) if args.package else \
+            _artifact_dir(None if args.default else args.target, stack)
         n, problems = verify_integrity(root)
         for prob in problems:
             print(f"problem: {prob}")
         if problems:
             raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
         if args.for_wheel:
-            _check_packageable(root)
+            cov = _check_packageable(root, args)
+            print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
+                  + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
         print(f"{root}: {n} artifacts, integrity OK")
         if not args.gpu:
             return 0
@@ -266,18 +297,25 @@ def _verify_gpu(root: Path, args) -> int:
     from .verify import verify_gpu
     from rich.console import Console
     from rich.table import Table
+    from .bundle import read_info
     registry = Registry(root)  # verify_integrity has already required a manifest
     names = [n.strip() for n in args.only.split(",")] if args.only else None
-    rows = verify_gpu(registry, names)
+    info = read_info(root) or {}
+    checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
+    rows = verify_gpu(registry, names, checks=checks, package=args.package)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source,
-                  "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.detail[:200]}", f"{r.ms:.1f}")
+        result = ("[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok
+                  else f"[red]FAILED[/] {r.detail[:200]}")
+        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source, result, f"{r.ms:.1f}")
     Console().print(t)
     bad = [r for r in rows if not r.ok]
-    print(f"{len(rows) - len(bad)} of {len(rows)} checks passed")
+    unrun = [r for r in rows if r.status == "loaded, not executed"]
+    print(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
+          + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
+             if unrun else ""))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     if bad:
@@ -291,15 +329,18 @@ def cmd_inspect(args) -> int:
     from rich.console import Console
     from rich.table import Table
     from .manifest import load_manifest
+    from .verify import coverage
     with contextlib.ExitStack() as stack:
-        root = _artifact_dir(args.target, stack)
+        root = _package_dir(args.package, args.folder) if args.package else _artifact_dir(args.target, stack)
+        title = (f"package {args.package} ({root})" if args.package else
+                 Path(args.target).name if args.target and str(args.target).endswith(".whl") else str(root))
         m = load_manifest(root)
         sms = sorted({a["sm"] for a in m.artifacts})
         cells: dict = defaultdict(dict)
         for a in m.artifacts:
             label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
             cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
-        t = Table(title=f"{root} (sizes in KB)")
+        t = Table(title=f"{title} (sizes in KB)")
         t.add_column("family")
         t.add_column("spec")
         for sm in sms:
@@ -316,6 +357,11 @@ def cmd_inspect(args) -> int:
         console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
                       f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
                       f"nvJitLink {v.get('nvjitlink')}")
+        cov = coverage(m)
+        console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+                      f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+                      f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
+                      + (" ..." if len(cov.missing) > 8 else "")))
     return 0
 
 
@@ -408,17 +454,46 @@ def cmd_merge(args) -> int:
     return 0
 
 
-def _check_packageable(root: Path) -> None:
-    """A wheel carries one CUDA major and one cuda-cccl: its own. Shards and failed builds never ship."""
-    import json
-    from .errors import VerificationError
-    from .compat import check_producer
-    from .errors import ArtifactError
-    from .manifest import MANIFEST_NAME
-    doc = json.loads((root / MANIFEST_NAME).read_text())
-    if doc.get("shard") or doc.get("incomplete"):
-        raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
-    try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
-        check_producer(doc["producer"], "cccl")
-    except ArtifactError as e:
-        raise VerificationError(f"{root}: not packageable here: {e}") from None
+def _check_packageable(root: Path, args):
+    """A wheel carries one CUDA major and one cuda-cccl: its own; shards and failed builds never ship; every
+    (spec, SM) of the matrix x SM list is present unless --allow-partial (aot.verify.check_for_wheel)."""
+    from .verify import check_for_wheel
+    specs = sms = None
+    if args.matrix is not None:
+        from .matrix import load_matrix
+        specs = load_matrix(args.matrix).specs
+    if args.sm:
+        from .arch import parse_sm_list
+        from .toolchain import cuda_major
+        sms = parse_sm_list(args.sm, cuda_major=cuda_major())
+    return check_for_wheel(root, specs=specs, sms=sms, allow_partial=args.allow_partial)
+
+
+def _package_dir(package: str, folder: str) -> Path:
+    """The artifact folder an installed package ships (the path Registry.from_package reads)."""
+    from .loader import package_artifact_dir
+    root = package_artifact_dir(package, folder)
+    if not (root / "manifest.json").is_file():
+        raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")
+    return root
+
+
+def cmd_bundle(args) -> int:
+    from ._config import load_config
+    from .bundle import bundle
+    cfg = load_config(args.project)
+    out = args.out
+    if args.out_root is not None:
+        if out is not None:
+            raise UsageError("--out and --out-root exclude each other")
+        out = args.out_root.joinpath(*cfg.package.split("."), cfg.folder)
+    res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
+                 jobs=args.jobs, work=args.work)
+    info = res.info
+    print(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
+          f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
+          f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else f", PARTIAL ({len(info['missing'])} "
+                                                                           f"missing)"))
+    if not args.quiet:
+        print(f"the wheel must require: {', '.join(res.pins)}")
+    return 0

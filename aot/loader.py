@@ -114,8 +114,19 @@ class Registry:
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
-        """The artifacts an installed package ships as data in ``<package>/<folder>/``."""
-        return cls(Path(str(resources.files(package))) / folder, **kw)
+        """The artifacts an installed package ships as data in ``<package>/<folder>/`` (what ``aot bundle``
+        and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
+
+        A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
+        wheel built without artifacts); the registry then serves only specs passed in ``specs`` (JIT), and
+        "unknown spec" errors say that no manifest was found."""
+        root = package_artifact_dir(package, folder)
+        reg = cls(root, **kw)
+        if not (root / MANIFEST_NAME).is_file() and not DISABLE_PACKAGED.get():
+            what = "no such folder" if not root.is_dir() else f"no {MANIFEST_NAME} in it"
+            reg._no_manifest = f"no manifest was found at {root / MANIFEST_NAME} ({what})"
+            reg._warn(f"aot: package {package!r} ships no artifacts: {reg._no_manifest}")
+        return reg
 
     # ------------------------------------------------------------------ introspection
     def names(self) -> list[str]:
@@ -128,7 +139,8 @@ class Registry:
             import difflib
             close = difflib.get_close_matches(name, self._specs, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise AotError(f"unknown spec {name!r}{hint}") from None
+            note = getattr(self, "_no_manifest", None)
+            raise AotError(f"unknown spec {name!r}{hint}" + (f"; {note}" if note else "")) from None
 
     def device_sm(self) -> int:
         if self._device_sm is None:
@@ -307,6 +319,14 @@ class Registry:
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
+
+
+def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:
+    """``<installed package>/<folder>``; an unimportable package is an error naming it."""
+    try:
+        return Path(str(resources.files(package))) / folder
+    except (ModuleNotFoundError, TypeError, ValueError) as e:
+        raise AotError(f"package {package!r}: cannot be found ({e})") from None
 
 
 def _preload_module(obj) -> None:

@@ -56,12 +56,22 @@ class GpuRow:
     ok: bool
     ms: float
     detail: str = ""
+    status: str = ""  # "ok" | "failed" | "loaded, not executed" (an NVRTC unit with no check)
+
+    def __post_init__(self):
+        if not self.status:
+            self.status = "ok" if self.ok else "failed"
 
 
-def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
-    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU."""
+def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
+               package: str | None = None) -> list[GpuRow]:
+    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
+
+    NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
+    ``[tool.aot] checks`` names (``checks``: unit -> "pkg.mod:func", resolved only inside ``package``).
+    A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok"."""
     from cuda.core import Device
-    from .reference import check_cccl, check_kernel
+    from .reference import CheckContext, NoReference, check_cccl, check_kernel, resolve_check
     from .spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = Device()
@@ -87,10 +97,128 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
                     check_cccl(obj, spec, device)
+                elif checks and name in checks:
+                    if package is None:
+                        raise NoReference(f"check {checks[name]!r} runs only from its package (--package)")
+                    fn = resolve_check(checks[name], package)
+                    fn(CheckContext({k: obj.get_kernel(k) for k in spec.kernels}, device))
                 else:
-                    check_kernel(obj.get_kernel, spec, device)
+                    try:
+                        check_kernel(obj.get_kernel, spec, device)
+                    except NoReference:
+                        for k in spec.kernels:
+                            obj.get_kernel(k)
+                        rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                           (time.perf_counter() - t0) * 1e3, "no check for this unit "
+                                           "([tool.aot] checks)", status="loaded, not executed"))
+                        continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
                 rows.append(GpuRow(name, spec.family, sm, kind, source, False, (time.perf_counter() - t0) * 1e3,
                                    f"{type(e).__name__}: {e}"))
     return rows
+
+
+# ------------------------------------------------------------------------------------ coverage (CPU)
+@dataclass
+class Coverage:
+    """Which (spec, SM) pairs of a matrix x SM list an artifact set holds."""
+
+    sms: list[int]
+    specs: dict[str, dict]            # name -> {"family", "sms": [...], "ptx": [...]}
+    missing: list[str]                # "name sm_80 (cccl-blob)" for every absent item
+    cuda_major: str
+    cuda_cccl: str
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def to_json(self) -> dict:
+        return {"sms": self.sms, "specs": self.specs, "missing": self.missing, "complete": self.complete,
+                "cuda_major": self.cuda_major, "cuda_cccl": self.cuda_cccl}
+
+
+def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None) -> Coverage:
+    """Coverage of manifest ``m`` against ``specs`` x ``sms`` (default: the specs and the SM list the manifest
+    itself records). A matrix spec whose definition differs from the manifest's counts as missing: the
+    loader would refuse those artifacts as stale."""
+    from .build import plan
+    from .spec import spec_from_definition
+    if specs is None:
+        specs = []
+        for d in m.specs.values():
+            try:
+                specs.append(spec_from_definition(d))
+            except ValueError:
+                continue
+    specs = list(specs)
+    if sms is None:
+        sms = recorded_sms(m.root) or {a["sm"] for a in m.artifacts if a["payload_kind"] != "ptx"}
+    sm_list = sorted(set(sms))
+    have = {(a["name"], a["payload_kind"], a["sm"]) for a in m.artifacts}
+    stale = set()
+    for s in specs:
+        d = m.specs.get(s.name)
+        try:
+            if d is None or spec_from_definition(d).content_key() != s.content_key():
+                stale.add(s.name)
+        except ValueError:
+            stale.add(s.name)
+    missing = [f"{it.spec.name} {'compute' if it.kind == 'ptx' else 'sm'}_{it.sm} ({it.kind})"
+               + (" (stale: built from another definition)" if it.spec.name in stale and it.spec.name in m.specs
+                  else "")
+               for it in (plan(specs, sm_list) if specs and sm_list else [])
+               if it.spec.name in stale or (it.spec.name, it.kind, it.sm) not in have]
+    table: dict[str, dict] = {}
+    for s in specs:
+        got = [a for a in m.artifacts if a["name"] == s.name]
+        table[s.name] = {"family": s.family,
+                         "sms": sorted({a["sm"] for a in got if a["payload_kind"] != "ptx"}),
+                         "ptx": sorted({a["sm"] for a in got if a["payload_kind"] == "ptx"})}
+    return Coverage(sm_list, table, missing, str(m.producer.get("cuda_major")), str(m.producer.get("cuda_cccl")))
+
+
+def _raw_manifest(root: Path) -> dict:
+    """The manifest's top-level fields beyond :class:`aot.manifest.Manifest` (``sms``, ``shard``,
+    ``incomplete``), read with the same bounded strict reader."""
+    from .format import _read_regular, loads_strict_json
+    from .manifest import MANIFEST_NAME, MAX_MANIFEST_LEN
+    try:
+        doc = loads_strict_json(_read_regular(Path(root) / MANIFEST_NAME, MAX_MANIFEST_LEN))
+    except (OSError, ValueError, ArtifactError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def recorded_sms(root: Path) -> list[int]:
+    """The SM list a build recorded in its manifest (empty if none or unreadable)."""
+    sms = _raw_manifest(root).get("sms")
+    return [s for s in sms if isinstance(s, int) and not isinstance(s, bool)] if isinstance(sms, list) else []
+
+
+def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Iterable[int] | None = None,
+                    allow_partial: bool = False) -> Coverage:
+    """What ``verify --for-wheel`` and every bundle path require before a set ships: integrity, not a shard
+    or an incomplete (``--keep-going``) build, this environment's CUDA major and cuda-cccl, and every
+    (spec, SM) of ``specs`` x ``sms`` present (unless ``allow_partial``). Raises VerificationError."""
+    from .compat import check_producer
+    from .errors import VerificationError
+    root = Path(root)
+    n, problems = verify_integrity(root)
+    if problems:
+        raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts; first: {problems[0]}")
+    m = load_manifest(root)
+    raw = _raw_manifest(root)
+    if raw.get("shard") or raw.get("incomplete"):
+        raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
+    try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
+        check_producer(m.producer, "cccl")
+    except ArtifactError as e:
+        raise VerificationError(f"{root}: not packageable here: {e}") from None
+    cov = coverage(m, specs, sms)
+    if cov.missing and not allow_partial:
+        more = f" and {len(cov.missing) - 5} more" if len(cov.missing) > 5 else ""
+        raise VerificationError(f"{root}: lacks {len(cov.missing)} of the (spec, SM) items it should cover: "
+                                f"{', '.join(cov.missing[:5])}{more}; build them, or pass --allow-partial")
+    return cov

@@ -58,7 +58,7 @@ def _run(py: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_wheel_is_reproducible_and_tagged(wheels):
     a, b = wheels
     assert a.read_bytes() == b.read_bytes()
-    assert re.fullmatch(r"aot-[0-9.]+-py3-none-linux_x86_64\.whl", a.name), a.name
+    assert re.fullmatch(r"cccl_aot-[0-9.]+-py3-none-linux_x86_64\.whl", a.name), a.name
     names = zipfile.ZipFile(a).namelist()
     assert "aot/artifacts/manifest.json" in names
     assert "cccl_patches/lib/libcuda.so.1" in names
@@ -181,7 +181,7 @@ def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     project = tomllib.loads(target.read_text())["project"]
-    assert project["name"] == f"aot-{variant}"
+    assert project["name"] == f"cccl-aot-{variant}"
     assert f"cuda-cccl[{variant}]==1.2.1" in project["dependencies"]
     assert f"cuda-core[{variant}]==1.2.2" in project["dependencies"]
     assert other not in project["optional-dependencies"] and variant in project["optional-dependencies"]

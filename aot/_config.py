@@ -1,0 +1,178 @@
+"""``[tool.aot]`` in a downstream project's pyproject.toml: the one configuration a package that ships its
+own AOT kernels writes.
+
+    [tool.aot]
+    package = "mypkg"                 # import package (folder, relative to the project) receiving artifacts
+    matrix = "build_matrix.yaml"      # default
+    sm = "all"                        # or "80,90", or per CUDA major: {cu12 = "75,80,90", cu13 = "80,90,100"}
+    folder = "artifacts"              # default: <package>/artifacts/ (what Registry.from_package reads)
+    prebuilt = "merged/"              # optional: bundle this (merged) set instead of building
+    allow-partial = false             # default: every (spec, SM) of matrix x sm must be present
+    checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units (aot verify --gpu)
+
+Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
+mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the
+SM list, ``AOT_WHEEL_ARTIFACTS`` the prebuilt set (the same knobs ``aot``'s own wheel build reads).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import MatrixError
+
+KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks")
+CUDA_KEYS = ("cu12", "cu13")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CHECK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ConfigError(MatrixError):
+    """A ``[tool.aot]`` table that does not validate (exit 2, like a bad matrix)."""
+
+
+@dataclass(frozen=True)
+class AotConfig:
+    """A validated ``[tool.aot]`` table; paths are absolute (resolved against the project directory)."""
+
+    project: Path
+    pyproject: Path
+    package: str                      # dotted import name, e.g. "mypkg"
+    package_dir: Path                 # where its source lives (project/mypkg or project/src/mypkg)
+    matrix: Path
+    sm: str | Mapping[str, str]
+    folder: str
+    prebuilt: Path | None
+    allow_partial: bool
+    checks: Mapping[str, str] = field(default_factory=dict)
+    dependencies: tuple[str, ...] = ()   # [project].dependencies as written
+    dynamic: tuple[str, ...] = ()        # [project].dynamic
+
+    def sm_for(self, cuda_major: int) -> str:
+        """The SM selection for one CUDA major (``AOT_WHEEL_SM`` wins)."""
+        from ._env import WHEEL_SM
+        override = WHEEL_SM.get().strip()
+        if override:
+            return override
+        if isinstance(self.sm, str):
+            return self.sm
+        key = f"cu{cuda_major}"
+        if key not in self.sm:
+            raise ConfigError(f"{self.pyproject}: [tool.aot] key 'sm': no SM list for {key} (this build "
+                              f"environment is CUDA {cuda_major}); it has {', '.join(sorted(self.sm))}")
+        return self.sm[key]
+
+    def prebuilt_dir(self) -> Path | None:
+        from ._env import WHEEL_ARTIFACTS
+        return WHEEL_ARTIFACTS.get() or self.prebuilt
+
+    @property
+    def out_dir(self) -> Path:
+        """Where the bundle lands in the source tree (``aot bundle`` without ``--out``)."""
+        return self.package_dir / self.folder
+
+
+def _toml_load(data: bytes) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
+        import tomli as tomllib
+    return tomllib.loads(data.decode("utf-8"))
+
+
+def _hint(value: str, choices) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def load_config(project: str | Path) -> AotConfig:
+    """Read and validate ``project/pyproject.toml``'s ``[tool.aot]``."""
+    project = Path(project).resolve()
+    path = project / "pyproject.toml"
+    try:
+        doc = _toml_load(path.read_bytes())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError) as e:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    tool = doc.get("tool", {}).get("aot")
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: no [tool.aot] table; add one naming at least 'package' "
+                          f"(see the README, 'Shipping your own kernels')")
+
+    def fail(key: str, msg: str) -> ConfigError:
+        return ConfigError(f"{path}: [tool.aot] key {key!r}: {msg}")
+
+    for key in tool:
+        if key not in KEYS:
+            raise ConfigError(f"{path}: [tool.aot]: unknown key {key!r}{_hint(key, KEYS)}; known: "
+                              f"{', '.join(KEYS)}")
+
+    def string(key: str, default: str | None) -> str | None:
+        v = tool.get(key, default)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise fail(key, f"must be a non-empty string, got {v!r}")
+        return v
+
+    package = string("package", None)
+    if package is None:
+        raise fail("package", "missing: name the import package that receives the artifacts, e.g. "
+                              "package = \"mypkg\"")
+    if not all(_IDENT.fullmatch(p) for p in package.split(".")):
+        raise fail("package", f"{package!r} is not a dotted import name")
+    rel = Path(*package.split("."))
+    candidates = [project / rel, project / "src" / rel]
+    package_dir = next((c for c in candidates if c.is_dir()), None)
+    if package_dir is None:
+        raise fail("package", f"no folder {rel} or src/{rel} in {project}")
+    folder = string("folder", "artifacts")
+    if "/" in folder or "\\" in folder or folder in (".", "..") or not _IDENT.fullmatch(folder):
+        raise fail("folder", f"{folder!r} must be a plain folder name (letters, digits, '_')")
+    matrix = project / string("matrix", "build_matrix.yaml")
+    if not matrix.is_file():
+        raise fail("matrix", f"{matrix} does not exist")
+    sm: Any = tool.get("sm", "all")
+    if isinstance(sm, dict):
+        for k, v in sm.items():
+            if k not in CUDA_KEYS:
+                raise fail("sm", f"unknown CUDA major {k!r}{_hint(k, CUDA_KEYS)}; use {' or '.join(CUDA_KEYS)}")
+            if not isinstance(v, str) or not v.strip():
+                raise fail("sm", f"sm.{k} must be a string such as \"80,90\" or \"all\", got {v!r}")
+    elif isinstance(sm, int) and not isinstance(sm, bool):
+        sm = str(sm)
+    elif not isinstance(sm, str) or not sm.strip():
+        raise fail("sm", f"must be a string (\"all\", \"80,90\") or a table per CUDA major "
+                         f"({{cu12 = \"75,80\", cu13 = \"80,90\"}}), got {sm!r}")
+    if isinstance(sm, str):  # syntax only; whether this NVRTC can target them is checked at build time
+        from .arch import parse_sm_list
+        from .errors import UsageError
+        for major in (12, 13):
+            try:
+                parse_sm_list(sm.replace("native", "all"), cuda_major=major)
+            except UsageError as e:
+                raise fail("sm", str(e).removeprefix("--sm: ")) from None
+    pre = string("prebuilt", None)
+    allow_partial = tool.get("allow-partial", False)
+    if not isinstance(allow_partial, bool):
+        raise fail("allow-partial", f"must be true or false, got {allow_partial!r}")
+    checks = tool.get("checks", {})
+    if not isinstance(checks, dict):
+        raise fail("checks", "must be a table {unit = \"package.module:function\"}")
+    for unit, target in checks.items():
+        if not isinstance(target, str) or not _CHECK.fullmatch(target):
+            raise fail("checks", f"{unit} = {target!r}: expected \"{package}.module:function\"")
+        if not (target.split(":")[0] == package or target.startswith(package + ".")):
+            raise fail("checks", f"{unit} = {target!r}: a check must live inside {package!r} (the package "
+                                 f"that owns the artifacts)")
+    proj = doc.get("project", {}) if isinstance(doc.get("project"), dict) else {}
+    deps = proj.get("dependencies", [])
+    dyn = proj.get("dynamic", [])
+    return AotConfig(project=project, pyproject=path, package=package, package_dir=package_dir, matrix=matrix,
+                     sm=sm, folder=folder, prebuilt=(project / pre) if pre else None, allow_partial=allow_partial,
+                     checks=dict(checks), dependencies=tuple(d for d in deps if isinstance(d, str)),
+                     dynamic=tuple(d for d in dyn if isinstance(d, str)))
