@@ -328,6 +328,11 @@ def cmd_doctor(args) -> int:
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()
     print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
+    from ._lean import prepare
+    try:
+        print(f"runtime toolchain: {prepare().describe()}")
+    except AotError as e:
+        print(f"runtime toolchain: unusable ({e})")
     if sm:
         from .loader import default_registry
         reg = default_registry()

@@ -182,9 +182,16 @@ def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
     assert r.returncode == 0, r.stderr
     project = tomllib.loads(target.read_text())["project"]
     assert project["name"] == f"aot-{variant}"
-    assert f"cuda-cccl[{variant}]==1.2.1" in project["dependencies"]
-    assert f"cuda-core[{variant}]==1.2.2" in project["dependencies"]
-    assert other not in project["optional-dependencies"] and variant in project["optional-dependencies"]
+    deps, extras = project["dependencies"], project["optional-dependencies"]
+    # The runtime stays lean (no toolkit, no build tools) and gets this major's cuda-bindings ...
+    assert "cuda-cccl==1.2.1" in deps and "cuda-core==1.2.2" in deps
+    assert [d for d in deps if d.startswith("cuda-bindings")] == [f"cuda-bindings>={variant[2:]}" +
+                                                                  (".9.1,<13" if variant == "cu12" else ".0.0,<14")]
+    assert not any(d.startswith(("PyYAML", "rich", "cuda-toolkit")) or "[" in d for d in deps), deps
+    # ... and [jit] is this major's toolkit, without cuda-core's whole-toolkit extra.
+    assert f"cuda-cccl[{variant}]==1.2.1" in extras["jit"] and not any(d.startswith("cuda-core") for d in extras["jit"])
+    assert all(other not in d for d in extras["jit"])
+    assert other not in extras and variant in extras and "build" in extras
 
 
 def test_merge_refuses_missing_or_mismatched_shards(small_build, tmp_path):
