@@ -62,6 +62,9 @@ def test_wheel_is_reproducible_and_tagged(wheels):
     names = zipfile.ZipFile(a).namelist()
     assert "aot/artifacts/manifest.json" in names
     assert "cccl_patches/lib/libcuda.so.1" in names
+    assert {f"cccl_patches/lib/lib{lib}.so.{major}" for lib in ("nvrtc", "nvJitLink", "cudart")
+            for major in (12, 13)} <= set(names)  # the runtime-only install's stand-ins (tests/test_lean.py)
+    assert "aot/default_specs.json" in names
     assert "aot/build_matrix.yaml" in names
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
 
