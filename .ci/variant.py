@@ -12,8 +12,9 @@ extras, so no compiler) plus that major's cuda-bindings; ``[jit]`` becomes that 
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 MAJORS = ("cu12", "cu13")
 #: The runtime's cuda-bindings per major (cuda-cccl 1.2.1's own ranges for its cu12/cu13 extras).

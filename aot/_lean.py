@@ -133,7 +133,7 @@ def install_hint() -> str:
         from importlib.metadata import packages_distributions
         dists = packages_distributions().get("aot") or []
         dist = dists[0] if dists else dist
-    except Exception:  # noqa: BLE001 - a hint, never a failure
+    except Exception:  # noqa: BLE001, S110 - a hint, never a failure
         pass
     return f"pip install '{dist}[{JIT_EXTRA}]'"
 
