@@ -126,7 +126,7 @@ def import_cuda_compute() -> ModuleType:
     return cuda.compute
 
 
-def install_hint() -> str:
+def install_hint(extra: str = JIT_EXTRA) -> str:
     """``pip install '<dist>[jit]'`` for the distribution that installed ``aot`` (else :data:`DIST_NAME`)."""
     dist = DIST_NAME
     try:
@@ -135,7 +135,7 @@ def install_hint() -> str:
         dist = dists[0] if dists else dist
     except Exception:  # noqa: BLE001, S110 - a hint, never a failure
         pass
-    return f"pip install '{dist}[{JIT_EXTRA}]'"
+    return f"pip install '{dist}[{extra}]'"
 
 
 def require_jit(spec_name: str, device_sm: int) -> None:

@@ -79,6 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a path the user gave that cannot be read or written
         print(f"aot: error: {e}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
+        if e.name not in ("yaml", "rich"):
+            raise
+        from ._lean import install_hint
+        print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
+              f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)
         return 130

@@ -192,3 +192,14 @@ def test_a_damaged_default_spec_file_is_one_artifact_error(tmp_path):
         with pytest.raises(ArtifactError, match="default_specs.json"):
             _default_specs.load(p)
     assert _default_specs.load(tmp_path / "absent.json") == []
+
+
+def test_build_commands_without_pyyaml_say_which_extra():
+    """A runtime-only install has no PyYAML/rich: `aot validate` is one line naming the [build] extra."""
+    code = ("import sys; sys.modules['yaml'] = None; sys.modules['rich'] = None\n"
+            "from aot.cli import main; sys.exit(main(['validate']))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "PyYAML" in lines[0] and "[build]'" in lines[0], r.stderr
