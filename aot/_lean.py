@@ -85,15 +85,19 @@ def _find_real(lib: str, major: int) -> str | None:
     return path if os.path.basename(path).startswith(soname(lib, major)) else None
 
 
+def _forced() -> bool:
+    from ._env import FORCE_STUB_TOOLCHAIN
+    return FORCE_STUB_TOOLCHAIN.get()
+
+
 def prepare() -> RuntimeToolchain:
     """Decide once per process (idempotent, thread-safe) and preload stand-ins where needed."""
     global _state
     with _lock:
         if _state is not None:
             return _state
-        from ._env import FORCE_STUB_TOOLCHAIN
         from ._stand_ins import LIBS
-        major, forced = _cuda_major(), FORCE_STUB_TOOLCHAIN.get()
+        major, forced = _cuda_major(), _forced()
         if forced and "cuda.compute._bindings" in sys.modules:
             raise ToolchainError("AOT_FORCE_STUB_TOOLCHAIN=1 but cuda.compute was imported before aot could "
                                  "load its stand-ins")
@@ -113,9 +117,9 @@ def prepare() -> RuntimeToolchain:
 
 def import_cuda_compute() -> ModuleType:
     """``cuda.compute``, imported with the real toolkit where there is one, else with the stand-ins."""
-    mod = sys.modules.get("cuda.compute")
-    if mod is not None and _state is not None:
-        return mod
+    if "cuda.compute" in sys.modules and (_state is not None or not _forced()):
+        import cuda.compute  # already imported (by us, the user or a test's stand-in): the choice was made
+        return cuda.compute
     prepare()
     import warnings
     with _lock, warnings.catch_warnings():  # one thread at a time: catch_warnings swaps global state
