@@ -1,30 +1,42 @@
 """Turn the source tree's pyproject.toml into one CUDA major's distribution: cccl-aot-cu12 or cccl-aot-cu13.
 
 The import name stays ``aot``; the distribution name says the CUDA major (as cupy-cuda12x and the
-NVIDIA wheels do); the base dependencies take that major's pinned cuda-cccl / cuda-core, so
-``pip install cccl-aot-cu13`` pulls exactly the cuda-cccl its artifacts were built with; the other major's
-extra is dropped (a cccl-aot-cu13 wheel never offers cu12 packages). Run by CI before cibuildwheel:
+NVIDIA wheels do). The base dependencies stay the lean runtime (the pinned cuda-cccl / cuda-core without
+extras, so no compiler) plus that major's cuda-bindings; ``[jit]`` becomes that major's toolkit (the
+``cuXX`` extra without cuda-core's full toolkit and the build tools); the other major's extra is dropped
+(a cccl-aot-cu13 wheel never offers cu12 packages). Run by CI before cibuildwheel:
 
     python .ci/variant.py cu13 [PYPROJECT]
 """
 
+import json
 import re
 import sys
 from pathlib import Path
 
+import tomllib
+
 MAJORS = ("cu12", "cu13")
 #: The distribution name ("aot" on PyPI is an unrelated project); the import package stays ``aot``.
 DIST = "cccl-aot"
+#: The runtime's cuda-bindings per major (cuda-cccl 1.2.1's own ranges for its cu12/cu13 extras).
+BINDINGS = {"cu12": "cuda-bindings>=12.9.1,<13", "cu13": "cuda-bindings>=13.0.0,<14"}
+#: Entries of the cuXX extra that JIT does not need: cuda-core's extra pulls the whole toolkit; build tools.
+NOT_JIT = ("cuda-core", "PyYAML", "rich", "packaging", "tomli")
 
 
 def make_variant(text: str, variant: str) -> str:
     text, n = re.subn(rf'(?m)^name = "{DIST}"', f'name = "{DIST}-{variant}"', text)
     if n != 1:
         raise SystemExit(f"pyproject.toml: expected one line 'name = \"{DIST}\"'")
-    for dist in ("cuda-cccl", "cuda-core"):
-        text, n = re.subn(rf'"{dist}==', f'"{dist}[{variant}]==', text, count=1)
-        if n != 1:
-            raise SystemExit(f"pyproject.toml: no pinned {dist} dependency")
+    text, n = re.subn(r'(?m)^(  "cuda-core==[^"]*",\n)', rf'\1  "{BINDINGS[variant]}",\n', text, count=1)
+    if n != 1:
+        raise SystemExit("pyproject.toml: no pinned cuda-core dependency line")
+    extras = tomllib.loads(text)["project"]["optional-dependencies"]
+    jit = [d for d in extras[variant] if not d.startswith(NOT_JIT)]
+    text, n = re.subn(r"(?m)^jit = \[.*\]$", lambda _: f"jit = {json.dumps(jit)}", text)
+    if n != 1:
+        raise SystemExit("pyproject.toml: expected one 'jit = [...]' extra")
     for other in MAJORS:
         if other != variant:
             text, n = re.subn(rf"(?m)^{other} = \[.*\]\n", "", text)

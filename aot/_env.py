@@ -83,6 +83,9 @@ FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
                   "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
 STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
                  "Path of a prebuilt stand-in libcuda.so.1 (default: the packaged one, else built with cc).")
+FORCE_STUB_TOOLCHAIN = _var("AOT_FORCE_STUB_TOOLCHAIN", _parse_bool, False,
+                            "1 = import cuda.compute with aot's stand-in NVRTC/nvJitLink/cudart even where the real "
+                            "ones exist (proves packaged artifacts never call them; JIT fallback is then off).")
 CC = _var("CC", str, "", "C compiler (and flags) that builds the stand-in libcuda when no packaged one exists "
                          "(default: cc, else gcc).")
 JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")

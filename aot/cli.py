@@ -109,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a path the user gave that cannot be read or written
         print(f"aot: error: {e}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
+        if e.name not in ("yaml", "rich"):
+            raise
+        from ._lean import install_hint
+        print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
+              f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)
         return 130
@@ -376,6 +383,11 @@ def cmd_doctor(args) -> int:
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()
     print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
+    from ._lean import prepare
+    try:
+        print(f"runtime toolchain: {prepare().describe()}")
+    except AotError as e:
+        print(f"runtime toolchain: unusable ({e})")
     if sm:
         from .loader import default_registry
         reg = default_registry()

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from . import format as fmt
 from ._env import DISABLE_PACKAGED
+from ._lean import import_cuda_compute, require_jit
 from .arch import Candidate, rank
 from .compat import check_producer, check_ptx_loadable
 from .errors import AotError, ArtifactError, NoDeviceError
@@ -170,8 +171,7 @@ class Registry:
         with self._lock:
             spare, loaded.obj = loaded.obj, None
         if spare is None:
-            import cuda.compute
-            spare = cuda.compute.deserialize(loaded.payload)
+            spare = import_cuda_compute().deserialize(loaded.payload)
         algo = CcclAlgorithm(spec, spare)
         per_thread[name] = algo
         return algo
@@ -223,8 +223,7 @@ class Registry:
                 with self._lock:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
-                    import cuda.compute
-                    spare = cuda.compute.deserialize(loaded.payload)
+                    spare = import_cuda_compute().deserialize(loaded.payload)
                 _preload_module(spare)
                 with self._lock:
                     if loaded.obj is None:
@@ -268,6 +267,7 @@ class Registry:
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
                 self._warn(msg)
+        require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
         try:
             if isinstance(spec, CcclSpec):
                 from .jit import cccl_from_cache_or_jit
@@ -307,8 +307,7 @@ class Registry:
             raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
         check_producer(h["producer"], h["family"])
         if spec.family == "cccl":
-            import cuda.compute
-            obj = cuda.compute.deserialize(art.payload)  # raises RuntimeError on an incompatible blob
+            obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
             return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
         from cuda.core import ObjectCode
         if art.kind == "ptx":
@@ -379,8 +378,7 @@ class CcclAlgorithm:
             if op.startswith("lambda"):
                 self._op = _compiled_stateless_op()
             else:
-                import cuda.compute
-                self._op = cuda.compute.OpKind[op.upper()]
+                self._op = import_cuda_compute().OpKind[op.upper()]
 
     def __call__(self, **kwargs):
         # The compiled operator is the spec's, whatever is passed: bind it (one dict store, no checks).
@@ -400,14 +398,16 @@ _default_lock = threading.Lock()
 
 
 def default_registry() -> Registry:
-    """``aot``'s own packaged artifacts (``aot/artifacts``), with the bundled matrix's specs for JIT."""
+    """``aot``'s own packaged artifacts (``aot/artifacts``), with the bundled matrix's specs for JIT (read
+    from ``aot/default_specs.json``: the runtime parses no YAML)."""
     global _default
     with _default_lock:
         if _default is None:
-            from .matrix import load_matrix
+            from . import _default_specs
             try:
-                specs = load_matrix().specs
-            except AotError:
-                specs = ()
+                specs = _default_specs.load()
+            except AotError as e:
+                warnings.warn(f"aot: {e}; serving the packaged manifest's specs only", AotWarning, stacklevel=2)
+                specs = []
             _default = Registry(Path(str(resources.files("aot"))) / "artifacts", specs=specs)
         return _default

@@ -32,7 +32,7 @@ def versions() -> dict[str, str]:
     bindings = dist_version("cuda-bindings")
     if "missing" in (cccl, bindings):
         raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
-                             "(pip install 'aot[cu13]' or 'aot[cu12]')")
+                             "(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
     try:
         from cuda.bindings import nvjitlink, nvrtc
         err, major, minor = nvrtc.nvrtcVersion()
@@ -50,7 +50,7 @@ def cuda_major() -> int:
     """The CUDA major of the installed cuda-bindings (what cuda-cccl picks its extension by)."""
     v = dist_version("cuda-bindings")
     if v == "missing":
-        raise ToolchainError("cuda-bindings is not installed (pip install 'aot[cu13]' or 'aot[cu12]')")
+        raise ToolchainError("cuda-bindings is not installed (pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
     return int(v.split(".")[0])
 
 

@@ -62,6 +62,9 @@ def test_wheel_is_reproducible_and_tagged(wheels):
     names = zipfile.ZipFile(a).namelist()
     assert "aot/artifacts/manifest.json" in names
     assert "cccl_patches/lib/libcuda.so.1" in names
+    assert {f"cccl_patches/lib/lib{lib}.so.{major}" for lib in ("nvrtc", "nvJitLink", "cudart")
+            for major in (12, 13)} <= set(names)  # the runtime-only install's stand-ins (tests/test_lean.py)
+    assert "aot/default_specs.json" in names
     assert "aot/build_matrix.yaml" in names
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
 
@@ -182,9 +185,16 @@ def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
     assert r.returncode == 0, r.stderr
     project = tomllib.loads(target.read_text())["project"]
     assert project["name"] == f"cccl-aot-{variant}"
-    assert f"cuda-cccl[{variant}]==1.2.1" in project["dependencies"]
-    assert f"cuda-core[{variant}]==1.2.2" in project["dependencies"]
-    assert other not in project["optional-dependencies"] and variant in project["optional-dependencies"]
+    deps, extras = project["dependencies"], project["optional-dependencies"]
+    # The runtime stays lean (no toolkit, no build tools) and gets this major's cuda-bindings ...
+    assert "cuda-cccl==1.2.1" in deps and "cuda-core==1.2.2" in deps
+    assert [d for d in deps if d.startswith("cuda-bindings")] == [f"cuda-bindings>={variant[2:]}" +
+                                                                  (".9.1,<13" if variant == "cu12" else ".0.0,<14")]
+    assert not any(d.startswith(("PyYAML", "rich", "cuda-toolkit")) or "[" in d for d in deps), deps
+    # ... and [jit] is this major's toolkit, without cuda-core's whole-toolkit extra.
+    assert f"cuda-cccl[{variant}]==1.2.1" in extras["jit"] and not any(d.startswith("cuda-core") for d in extras["jit"])
+    assert all(other not in d for d in extras["jit"])
+    assert other not in extras and variant in extras and "build" in extras
 
 
 def test_merge_refuses_missing_or_mismatched_shards(small_build, tmp_path):

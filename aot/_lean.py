@@ -1,0 +1,160 @@
+"""Import ``cuda.compute`` with or without the CUDA toolkit; say which happened.
+
+A runtime-only install (no ``[jit]`` extra) has cuda-cccl, cuda-core and cuda-bindings but no NVRTC,
+nvJitLink or cudart, and ``import cuda.compute`` fails in cuda-pathfinder ("Failure finding
+libnvrtc.so.13"), although loading packaged artifacts compiles nothing. :func:`import_cuda_compute`
+asks cuda-pathfinder for each real library of the installed cuda-bindings major; for each one it cannot
+find, it preloads aot's stand-in (:mod:`aot._stand_ins`) ``RTLD_GLOBAL`` under the real soname. Then
+cuda-pathfinder finds it "already loaded", ``libcccl.c.parallel.so`` binds its versioned imports to it,
+and ``cuda.compute`` imports. The stand-ins only return errors, so JIT is then unavailable: the loader
+asks :func:`require_jit` first, which raises one error naming the spec, the SM and the extra to install.
+
+``AOT_FORCE_STUB_TOOLCHAIN=1`` loads the stand-ins even where the real libraries exist (tests use it to
+prove that loading and running packaged artifacts never calls them: :func:`stub_calls`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from .errors import ToolchainError
+
+#: The distribution name in pyproject.toml (the CUDA-major variants are ``<name>-cu12`` / ``-cu13``).
+DIST_NAME = "cccl-aot"
+#: The extra that adds the CUDA toolkit (NVRTC, nvJitLink, nvvm, numba-cuda-mlir) for JIT fallback.
+JIT_EXTRA = "jit"
+#: The libraries JIT needs; cudart is only preloaded by cuda.compute, never called by aot's paths.
+_JIT_LIBS = ("nvrtc", "nvJitLink")
+
+
+@dataclass(frozen=True)
+class RuntimeToolchain:
+    """What :func:`prepare` found: per library, ``"real <path>"`` or ``"stand-in <path>"``."""
+
+    cuda_major: int
+    forced: bool
+    libs: dict[str, str] = field(default_factory=dict)
+    stand_ins: dict[str, str] = field(default_factory=dict)  # lib -> path of the stand-in loaded
+
+    @property
+    def jit(self) -> bool:
+        """True when NVRTC and nvJitLink are the real ones (JIT fallback can work)."""
+        return not any(lib in self.stand_ins for lib in _JIT_LIBS)
+
+    def describe(self) -> str:
+        if not self.stand_ins:
+            return f"CUDA {self.cuda_major} toolkit (NVRTC, nvJitLink): JIT fallback available"
+        libs = ", ".join(sorted(self.stand_ins))
+        if self.forced:
+            return f"aot stand-ins for {libs} (forced by AOT_FORCE_STUB_TOOLCHAIN): packaged artifacts only"
+        return f"aot stand-ins for {libs} (no CUDA toolkit found): packaged artifacts only; {install_hint()} adds JIT"
+
+
+_state: RuntimeToolchain | None = None
+_lock = threading.Lock()
+_handles: dict[str, ctypes.CDLL] = {}
+
+
+def state() -> RuntimeToolchain | None:
+    """What :func:`prepare` decided, or ``None`` before anything needed cuda.compute."""
+    return _state
+
+
+def _cuda_major() -> int:
+    from .compat import dist_version
+    v = dist_version("cuda-bindings")
+    if v == "missing":
+        raise ToolchainError(f"cuda-bindings is not installed (reinstall {DIST_NAME}-cu12 or {DIST_NAME}-cu13)")
+    return int(v.split(".")[0])
+
+
+def _find_real(lib: str, major: int) -> str | None:
+    """Path of the real ``lib`` of CUDA ``major`` as cuda-pathfinder loads it, else ``None``."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        loaded = load_nvidia_dynamic_lib(lib)
+    except Exception:  # noqa: BLE001 - DynamicLibNotFoundError and friends: "not there" is the answer
+        return None
+    path = loaded.abs_path or ""
+    from ._stand_ins import soname
+    return path if os.path.basename(path).startswith(soname(lib, major)) else None
+
+
+def _forced() -> bool:
+    from ._env import FORCE_STUB_TOOLCHAIN
+    return FORCE_STUB_TOOLCHAIN.get()
+
+
+def prepare() -> RuntimeToolchain:
+    """Decide once per process (idempotent, thread-safe) and preload stand-ins where needed."""
+    global _state
+    with _lock:
+        if _state is not None:
+            return _state
+        from ._stand_ins import LIBS
+        major, forced = _cuda_major(), _forced()
+        if forced and "cuda.compute._bindings" in sys.modules:
+            raise ToolchainError("AOT_FORCE_STUB_TOOLCHAIN=1 but cuda.compute was imported before aot could "
+                                 "load its stand-ins")
+        real = {} if forced else {lib: _find_real(lib, major) for lib in LIBS}
+        missing = [lib for lib in LIBS if not real.get(lib)]
+        stand_ins = {}
+        if missing:
+            from ._stand_ins import stand_in_paths
+            paths = stand_in_paths(major)
+            for lib in missing:
+                _handles[lib] = ctypes.CDLL(str(paths[lib]), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+                stand_ins[lib] = str(paths[lib])
+        libs = {lib: f"stand-in {stand_ins[lib]}" if lib in stand_ins else f"real {real[lib]}" for lib in LIBS}
+        _state = RuntimeToolchain(major, forced, libs, stand_ins)
+        return _state
+
+
+def import_cuda_compute() -> ModuleType:
+    """``cuda.compute``, imported with the real toolkit where there is one, else with the stand-ins."""
+    if "cuda.compute" in sys.modules and (_state is not None or not _forced()):
+        import cuda.compute  # already imported (by us, the user or a test's stand-in): the choice was made
+        return cuda.compute
+    prepare()
+    import warnings
+    with _lock, warnings.catch_warnings():  # one thread at a time: catch_warnings swaps global state
+        warnings.simplefilter("ignore", RuntimeWarning)  # cuda-cccl only warns when its bindings fail
+        import cuda.compute
+    if not getattr(cuda.compute, "_BINDINGS_AVAILABLE", False):
+        raise ToolchainError("cuda.compute's CUDA bindings did not load (is the NVIDIA driver installed?)")
+    return cuda.compute
+
+
+def install_hint(extra: str = JIT_EXTRA) -> str:
+    """``pip install '<dist>[jit]'`` for the distribution that installed ``aot`` (else :data:`DIST_NAME`)."""
+    dist = DIST_NAME
+    try:
+        from importlib.metadata import packages_distributions
+        dists = packages_distributions().get("aot") or []
+        dist = dists[0] if dists else dist
+    except Exception:  # noqa: BLE001, S110 - a hint, never a failure
+        pass
+    return f"pip install '{dist}[{extra}]'"
+
+
+def require_jit(spec_name: str, device_sm: int) -> None:
+    """Raise one ToolchainError naming the spec, the SM and the extra when JIT cannot work here."""
+    st = prepare()
+    if not st.jit:
+        raise ToolchainError(f"{spec_name}: no packaged artifact fits sm_{device_sm}, and JIT fallback needs the "
+                             f"CUDA toolkit (NVRTC, nvJitLink), which is not installed: {install_hint()}")
+
+
+def stub_calls() -> dict[str, int]:
+    """Calls each loaded stand-in has received so far (``aot_stub_calls()``), by library name."""
+    out = {}
+    for lib, handle in _handles.items():
+        fn = handle.aot_stub_calls
+        fn.restype = ctypes.c_ulong
+        out[lib] = int(fn())
+    return out
