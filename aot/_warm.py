@@ -64,11 +64,11 @@ def _check(result: tuple, what: str) -> tuple:
 def build_result_of(obj: Any) -> Any:
     """The ``Device<Algo>BuildResult`` of a cuda.compute algorithm object, loaded for the current device
     (this also loads its library, what cuda.compute otherwise does at the first call)."""
-    from cuda.compute._cccl_interop import resolve_build_result
     holder = getattr(obj, "partitioner", obj)  # select wraps a three-way partition
     results = getattr(holder, "build_results", None)
     if results is None:
         raise KernelsNotLoaded(f"{type(obj).__name__} has no build_results (another cuda.compute?)")
+    from cuda.compute._cccl_interop import resolve_build_result
     return resolve_build_result(results)
 
 
@@ -129,6 +129,12 @@ def warm_nvrtc(code: Any, kernel_names: Iterable[str]) -> int:
         _check(driver.cuKernelGetFunction(driver.CUkernel(handle)), f"cuKernelGetFunction({name})")
         n += 1
     return n
+
+
+def import_cuda_core() -> None:
+    """What every warmup task uses (cuda.core for the device and NVRTC units, the driver bindings)."""
+    import cuda.core  # noqa: F401
+    from cuda.bindings import driver  # noqa: F401
 
 
 def caller_device() -> int | None:

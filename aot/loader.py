@@ -207,8 +207,8 @@ class Registry:
                 self._futures[n] = Future()
         if not new:
             return
-        # NVRTC units first: they need no cuda.compute, so they load while its import (~200 ms) runs
-        new.sort(key=lambda n: isinstance(self._specs[n], CcclSpec))
+        cccl = [n for n in new if isinstance(self._specs[n], CcclSpec)]
+        nvrtc = [n for n in new if n not in cccl]
         go = threading.Event()
 
         def dispatch() -> None:
@@ -217,7 +217,15 @@ class Registry:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
                 pool = self._pool
-            for n in new:
+            # This thread alone imports CUDA's packages, in order: importing them from several threads at
+            # once can hand one a partially initialised module ("cannot import name 'Device'"). NVRTC
+            # units need no cuda.compute: they load while it imports (~200 ms).
+            _import_quietly(_warm.import_cuda_core)
+            for n in nvrtc:
+                pool.submit(self._warm_into, n, self._futures[n])
+            if cccl:
+                _import_quietly(import_cuda_compute)
+            for n in cccl:
                 pool.submit(self._warm_into, n, self._futures[n])
 
         threading.Thread(target=dispatch, name="aot-warmup-dispatch", daemon=True).start()
@@ -368,6 +376,14 @@ def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:
         return Path(str(resources.files(package))) / folder
     except (ModuleNotFoundError, TypeError, ValueError) as e:
         raise AotError(f"package {package!r}: cannot be found ({e})") from None
+
+
+def _import_quietly(do_import: Callable[[], Any]) -> None:
+    """Import ahead of the warmup tasks; a failure is theirs to report (each retries and records it)."""
+    try:
+        do_import()
+    except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
+        pass
 
 
 def _load_kernels(name: str, warm: Callable[[], int], status: dict[str, SpecStatus]) -> int | None:
