@@ -31,7 +31,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: cuda-cccl versions whose ``Device<Algo>BuildResult`` layout :data:`LIBRARY_OFFSET` was found for.
 VERIFIED_CCCL_VERSIONS = ("1.2.1",)

@@ -276,7 +276,8 @@ class Registry:
                     if loaded.obj is None:
                         loaded.obj = spare
             else:
-                kernels = _load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, spec.kernels), self._status)
+                names = spec.kernels
+                kernels = _load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names), self._status)
             self._status.setdefault(name, SpecStatus(name)).kernels = kernels
         except Exception as e:
             self._status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: {e}")

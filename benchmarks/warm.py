@@ -76,7 +76,7 @@ CHILD = textwrap.dedent(r"""
 
 def child(mode: str, root: Path) -> dict:
     proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(root)], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()
         return {"mode": mode, "error": tail[-1] if tail else f"rc={proc.returncode}"}
@@ -115,8 +115,8 @@ def summarize(runs: list[dict]) -> dict:
 def table(summary: dict) -> str:
     warm, nowarm = summary.get("warm", {}), summary.get("nowarm", {})
     names = sorted(set(warm.get("specs", {})) | set(nowarm.get("specs", {})))
-    lines = [f"{'spec':28} {'warm 1st ms':>11} {'2nd ms':>8} {'ratio':>6} {'kernels':>7} | "
-             f"{'no warmup 1st ms':>16} {'2nd ms':>8} {'ratio':>6}"]
+    lines = [(f"{'spec':28} {'warm 1st ms':>11} {'2nd ms':>8} {'ratio':>6} {'kernels':>7} | "
+              f"{'no warmup 1st ms':>16} {'2nd ms':>8} {'ratio':>6}")]
     for n in names:
         w, c = warm.get("specs", {}).get(n), nowarm.get("specs", {}).get(n)
         cols = [f"{n:28}"]

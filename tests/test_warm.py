@@ -94,7 +94,7 @@ FAKE = textwrap.dedent("""
 
 def run_child(code: str, *args: str, timeout: int = 180) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=repo_env(), cwd=ROOT)
+                          timeout=timeout, env=repo_env(), cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
