@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import format as fmt
 from .errors import ArtifactError
@@ -58,8 +58,11 @@ class GpuRow:
     detail: str = ""
 
 
-def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
-    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU."""
+def verify_gpu(registry, names: Iterable[str] | None = None,
+               on_spec: Callable[[str, bool], None] | None = None) -> list[GpuRow]:
+    """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
+    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
+    progress = on_spec or (lambda name, done: None)
     from cuda.core import Device
     from .reference import check_cccl, check_kernel
     from .spec import CcclSpec
@@ -68,6 +71,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
     device.set_current()
     rows: list[GpuRow] = []
     for name in (list(names) if names is not None else registry.names()):
+        progress(name, False)
         spec = registry.spec(name)
         cands = registry.packaged_candidates(spec, device_sm)
         targets = [(c.ref, c.sm, c.kind) for c in cands] or [(None, None, "loader")]
@@ -93,4 +97,5 @@ def verify_gpu(registry, names: Iterable[str] | None = None) -> list[GpuRow]:
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
                 rows.append(GpuRow(name, spec.family, sm, kind, source, False, (time.perf_counter() - t0) * 1e3,
                                    f"{type(e).__name__}: {e}"))
+        progress(name, True)
     return rows
