@@ -32,7 +32,6 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=_prog(), parents=[verbose], description="Ahead-of-time builds of CCCL "
                                 "algorithms and NVRTC kernels, packaged as artifacts; a loader that picks them up.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.set_defaults(verbose=0)
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", parents=[verbose], help="compile every spec of a build matrix for a list of SMs")
@@ -117,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse already printed the usage error (2), or --help / --version (0)
         return int(e.code or 0)
-    handler = _log_to_stderr(args.verbose)
+    handler = _log_to_stderr(getattr(args, "verbose", 0))  # SUPPRESS: the -v action is shared by every parser
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
                     "doctor": cmd_doctor, "merge": cmd_merge}
