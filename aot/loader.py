@@ -68,7 +68,10 @@ class _Loaded:
 
 def current_device_sm() -> int:
     """SM of the current CUDA device (device 0 unless the caller made another current)."""
-    require_driver("finding the current CUDA device")  # never call into a missing driver: it can hang
+    try:  # never call into a missing driver: after one failed call, the next can hang
+        require_driver("a CUDA device")
+    except NoDeviceError as e:
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
     try:
         from cuda.core import Device
         dev = Device()

@@ -57,6 +57,7 @@ def test_forced_sm_on_a_driverless_host_fails_fast(small_build):
     lines = proc.stdout.splitlines()
     assert [ln.split(":")[0] for ln in lines] == ["kernel", "kernel", "ptx", "device"], proc.stdout
     assert all("needs an NVIDIA driver and none is installed" in ln for ln in lines)
+    assert lines[-1].startswith("device: no usable CUDA device: ")
 
 
 @driverless
