@@ -1,12 +1,17 @@
 """aot: ahead-of-time builds of cuda.compute algorithms and NVRTC kernels, and the loader that uses them.
 
 ``import aot`` imports no CUDA library (measured in tests): the loader pulls cuda.compute / cuda.core in
-only when a kernel is first requested.
+only when a kernel is first requested. Nor does it import :mod:`logging`: the library logger
+``logging.getLogger("aot")`` (debug records of every source decision, see :mod:`aot._log`) gets its
+``NullHandler`` when the loader or the build is first imported.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from .errors import (AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError,
+                     UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -16,7 +21,10 @@ if TYPE_CHECKING:  # names for annotations only: importing the loader here would
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
-           "status", "default_registry"]
+           "status", "default_registry",
+           # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
+           "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
+           "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "loader", "AotWarning": "loader", "default_registry": "loader"}
 

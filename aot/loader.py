@@ -31,11 +31,15 @@ from . import _warm
 from . import format as fmt
 from ._env import DISABLE_PACKAGED
 from ._lean import import_cuda_compute, require_jit
+from ._log import get_logger
 from .arch import Candidate, rank
-from .compat import check_producer, check_ptx_loadable
+from .compat import check_producer, check_ptx_loadable, require_driver
 from .errors import AotError, ArtifactError, NoDeviceError
 from .manifest import MANIFEST_NAME, Manifest, load_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
+
+
+log = get_logger(__name__)
 
 
 class AotWarning(UserWarning):
@@ -67,6 +71,10 @@ class _Loaded:
 
 def current_device_sm() -> int:
     """SM of the current CUDA device (device 0 unless the caller made another current)."""
+    try:  # never call into a missing driver: after one failed call, the next can hang
+        require_driver("a CUDA device")
+    except NoDeviceError as e:
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
     try:
         from cuda.core import Device
         dev = Device()
@@ -157,9 +165,22 @@ class Registry:
         return self._device_sm
 
     def status(self) -> dict[str, SpecStatus]:
-        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources."""
-        return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors), s.kernels)
-                for n, s in self._status.items()}
+        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources,
+        kernels warmup loaded into the device.
+
+        A snapshot taken under the registry's lock: warmup threads add entries concurrently, and every
+        insertion into ``_status`` happens under the same lock (see :meth:`_status_of`)."""
+        with self._lock:
+            return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors), s.kernels)
+                    for n, s in self._status.items()}
+
+    def _status_of(self, name: str) -> SpecStatus:
+        """The status record of ``name``, created under the lock (status() iterates the dict)."""
+        with self._lock:
+            st = self._status.get(name)
+            if st is None:
+                st = self._status[name] = SpecStatus(name)
+            return st
 
     # ------------------------------------------------------------------ public loading API
     def cccl(self, name: str) -> "CcclAlgorithm":
@@ -271,17 +292,36 @@ class Registry:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
                     spare = import_cuda_compute().deserialize(loaded.payload)
-                kernels = _load_kernels(name, lambda: _warm.warm_cccl(spare), self._status)
+                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare))
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = spare
             else:
                 names = spec.kernels
-                kernels = _load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names), self._status)
-            self._status.setdefault(name, SpecStatus(name)).kernels = kernels
+                kernels = self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names))
+            st = self._status_of(name)
+            with self._lock:
+                st.kernels = kernels
         except Exception as e:
-            self._status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: {e}")
+            st = self._status_of(name)
+            with self._lock:
+                st.errors.append(f"warmup: {e}")
+            log.debug("warmup of %s failed: %s: %s", name, type(e).__name__, e)
             raise
+
+    def _load_kernels(self, name: str, warm: Callable[[], int]) -> int | None:
+        """Run a :mod:`aot._warm` loader; its failure is not the spec's (the kernels then load at the first
+        call, as without warmup): record why in the spec's status and go on."""
+        try:
+            n = warm()
+        except Exception as e:  # noqa: BLE001 - KernelsNotLoaded, a driver error: the spec still works
+            st = self._status_of(name)
+            with self._lock:
+                st.errors.append(f"warmup: kernels not preloaded: {e}")
+            log.debug("warmup of %s: kernels not preloaded: %s", name, e)
+            return None
+        log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
+        return n
 
     # ------------------------------------------------------------------ the search
     def _warn(self, msg: str) -> None:
@@ -300,24 +340,41 @@ class Registry:
             if loaded is not None:
                 return loaded
             t0 = time.perf_counter()
-            st = self._status.setdefault(name, SpecStatus(name))
+            st = self._status_of(name)
             loaded = self._search(self._specs[name], st)
-            st.source, st.sm, st.path = loaded.source, loaded.sm, loaded.path
-            st.ms = (time.perf_counter() - t0) * 1e3
+            ms = (time.perf_counter() - t0) * 1e3
+            with self._lock:
+                st.source, st.sm, st.path, st.ms = loaded.source, loaded.sm, loaded.path, ms
             self._loaded[name] = loaded
+            log.info("%s: served from %s (%s sm_%s, %s) in %.1f ms", name, loaded.source, loaded.kind,
+                     loaded.sm, loaded.path or "in memory", ms)
             return loaded
 
     def _search(self, spec: Spec, st: SpecStatus) -> _Loaded:
         device_sm = self.device_sm()
-        for cand in self.packaged_candidates(spec, device_sm):
+        if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
+            require_driver(f"loading NVRTC unit {spec.name!r}")
+        cands = self.packaged_candidates(spec, device_sm)
+        log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
+                  ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
+        for cand in cands:
             entry = cand.ref
             path = self.manifest.path_of(entry)
+            t0 = time.perf_counter()
             try:
-                return self.open_packaged(spec, entry, path, device_sm)
+                loaded = self.open_packaged(spec, entry, path, device_sm)
+            except NoDeviceError:
+                raise  # not the artifact's fault: no other source can do better without a device
             except Exception as e:  # noqa: BLE001 - any failure (cuda.core's CUDAError too): next source
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
+                log.debug("%s: candidate %s skipped: %s", spec.name, path, e)
                 self._warn(msg)
+            else:
+                log.debug("%s: candidate %s accepted in %.1f ms", spec.name, path,
+                          (time.perf_counter() - t0) * 1e3)
+                return loaded
+        log.debug("%s: no packaged artifact served; trying the user cache, then JIT for sm_%d", spec.name, device_sm)
         require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
         try:
             if isinstance(spec, CcclSpec):
@@ -385,16 +442,6 @@ def _import_quietly(do_import: Callable[[], Any]) -> None:
         do_import()
     except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
         pass
-
-
-def _load_kernels(name: str, warm: Callable[[], int], status: dict[str, SpecStatus]) -> int | None:
-    """Run a :mod:`aot._warm` loader; its failure is not the spec's (the kernels then load at the first
-    call, as without warmup): record why in the spec's status and go on."""
-    try:
-        return warm()
-    except Exception as e:  # noqa: BLE001 - KernelsNotLoaded, a driver error: the spec still works
-        status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: kernels not preloaded: {e}")
-        return None
 
 
 #: The keyword each algorithm's ``__call__`` takes its operator under.

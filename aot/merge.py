@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ._fs import atomic_write
 from .errors import ArtifactError, UsageError
@@ -44,8 +44,20 @@ def _check_shards_complete(shards: Sequence[Path], raws: list[dict]) -> None:
         raise ArtifactError(f"merge: shards were built for different SM lists ({sorted(sm_lists)})")
 
 
-def merge(shards: Sequence[Path], out: Path) -> dict:
-    """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards)."""
+def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None] | None = None) -> dict:
+    """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards). ``on_copy(done,
+    total)`` follows the copying (the CLI's progress bar). Holds ``out``'s writer lock throughout: a build
+    or another merge into ``out`` is refused with :class:`~aot.errors.BusyError`."""
+    from ._outlock import output_lock
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, "merge"):
+        return _merge(shards, out, on_copy or (lambda done, total: None))
+
+
+def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
     if not shards:
         raise UsageError("merge: name at least one shard directory")
     manifests = []
@@ -79,11 +91,13 @@ def merge(shards: Sequence[Path], out: Path) -> dict:
             entries[a["path"]] = (a, m.root)
     out.mkdir(parents=True, exist_ok=True)
     remove_manifest(out)
-    for path, (a, root) in entries.items():
+    for i, (path, (a, root)) in enumerate(entries.items()):
+        on_copy(i, len(entries))
         src, dst = root / path, out / path
         if src.resolve() != dst.resolve():
             dst.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(dst, src.read_bytes())
+    on_copy(len(entries), len(entries))
     write_manifest(out, producer=manifests[0].producer, specs=specs,
                    artifacts=[a for a, _ in entries.values()], extra={"sms": sorted(sms)})
     return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _ in entries.values()),
