@@ -27,7 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from . import _warm, format as fmt
+from . import _warm
+from . import format as fmt
 from ._env import DISABLE_PACKAGED
 from ._lean import import_cuda_compute, require_jit
 from ._log import get_logger
