@@ -7,6 +7,7 @@
 #                 (AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation -w .whl examples/<name>)
 #   .gpu/default/ the default matrix built on the driverless host (python -m aot build --sm 90 --out .gpu/default)
 #   .gpu/<name>/  further artifact sets to verify (each gets `aot verify --gpu`)
+#   .gpu/cu12/ + .whl-cu12/  the cu12 build of the default matrix and cuda-bindings 12.9 (.ci/gpu_cu12.sh)
 # Writes logs and JSON tables under $OUT (or /tmp/aot-gpu-out) and prints a summary table last.
 set -uo pipefail
 OUT=${OUT:-/tmp/aot-gpu-out}
@@ -31,6 +32,7 @@ cd /tmp
 for d in "$here"/.gpu/*/; do
   name=$(basename "$d")
   [ -f "$d/manifest.json" ] || continue
+  [ "$name" = cu12 ] && continue  # CUDA 12 artifacts need the CUDA 12 bindings: .ci/gpu_cu12.sh, below
   step "verify-$name" python3 -m aot verify "$d" --gpu --json "$OUT/verify-$name.json"
 done
 for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level package ships artifacts
@@ -40,6 +42,8 @@ done
 cd "$here"
 # The checkout's GPU tests (fallbacks, warmup, security, lean runtime), over the default set.
 step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
+# cu12 artifacts with the lean runtime and cuda-bindings 12.9 from .whl-cu12 (a private install dir).
+[ -f .gpu/cu12/manifest.json ] && step cu12 bash .ci/gpu_cu12.sh
 for b in benchmarks/gpu_*.sh; do [ -f "$b" ] && step "$(basename "$b" .sh)" bash "$b"; done
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"

@@ -50,15 +50,22 @@ def kernel(unit: str, kernel_name: str):
 
 
 def request_warmup(names: "Iterable[str] | None" = None) -> None:
-    """Start loading ``names`` (default: every spec) in background threads; returns immediately."""
-    from .loader import default_registry
-    default_registry().request_warmup(names)
+    """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
+    background threads; returns within a millisecond or so (even the default registry is built in the
+    background; an unknown name is then raised by :func:`ensure_warm`)."""
+    from ._warm import request_default_warmup
+    request_default_warmup(names)
 
 
 def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
+    import time
+
+    from ._warm import wait_default_started
+    deadline = None if timeout is None else time.monotonic() + timeout
+    wait_default_started(deadline)
     from .loader import default_registry
-    return default_registry().ensure_warm(timeout)
+    return default_registry().ensure_warm(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def status() -> "dict[str, SpecStatus]":

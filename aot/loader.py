@@ -21,12 +21,13 @@ import os
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from . import _warm
 from . import format as fmt
 from ._env import DISABLE_PACKAGED
 from ._lean import import_cuda_compute, require_jit
@@ -53,6 +54,7 @@ class SpecStatus:
     path: str | None = None
     ms: float | None = None
     errors: list = field(default_factory=list)
+    kernels: int | None = None  # kernels warmup loaded into the device; None: they load at the first call
 
 
 @dataclass
@@ -96,6 +98,7 @@ class Registry:
         self.root = Path(source) if source is not None else None
         self._device_sm = device_sm
         self._device_id: int | None = None  # the device the registry serves (warmup threads make it current)
+        self._warm_device: int | None = None  # the device current where request_warmup was called
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}
         self._loaded: dict[str, _Loaded] = {}
@@ -162,12 +165,13 @@ class Registry:
         return self._device_sm
 
     def status(self) -> dict[str, SpecStatus]:
-        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources.
+        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources,
+        kernels warmup loaded into the device.
 
         A snapshot taken under the registry's lock: warmup threads add entries concurrently, and every
         insertion into ``_status`` happens under the same lock (see :meth:`_status_of`)."""
         with self._lock:
-            return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors))
+            return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors), s.kernels)
                     for n, s in self._status.items()}
 
     def _status_of(self, name: str) -> SpecStatus:
@@ -207,17 +211,46 @@ class Registry:
         return self._load(unit).obj.get_kernel(kernel_name)
 
     def request_warmup(self, names: Iterable[str] | None = None) -> None:
-        """Start loading ``names`` (default: all) in background threads; returns at once; idempotent."""
+        """Start loading ``names`` (default: all) in background threads; returns at once; idempotent.
+
+        Warm means: the artifact read, checked and deserialized, its library loaded for the device and
+        every kernel of it loaded into the device (:mod:`aot._warm`), so the first call runs like the
+        second. Nothing CUDA is imported or queried in the caller's thread (about 0.1 ms): the threads
+        import cuda.compute and resolve the device, the one current in the caller's thread if any."""
         names = list(names) if names is not None else self.names()
         for n in names:
             self.spec(n)
-        self.device_sm()  # the caller's current device is the one to warm up for
+        if self._device_sm is None and self._warm_device is None:
+            self._warm_device = _warm.caller_device()  # the caller's current device is the one to warm up for
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
-            for n in names:
-                if n not in self._futures:
-                    self._futures[n] = self._pool.submit(self._warm_one, n)
+            new = [n for n in dict.fromkeys(names) if n not in self._futures]
+            for n in new:
+                self._futures[n] = Future()
+        if not new:
+            return
+        cccl = [n for n in new if isinstance(self._specs[n], CcclSpec)]
+        nvrtc = [n for n in new if n not in cccl]
+        go = threading.Event()
+
+        def dispatch() -> None:
+            go.wait()  # the caller never waits for the GIL behind a busy warmup thread
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
+                pool = self._pool
+            # This thread alone imports CUDA's packages, in order: importing them from several threads at
+            # once can hand one a partially initialised module ("cannot import name 'Device'"). NVRTC
+            # units need no cuda.compute: they load while it imports (~200 ms).
+            _import_quietly(_warm.import_cuda_core)
+            for n in nvrtc:
+                pool.submit(self._warm_into, n, self._futures[n])
+            if cccl:
+                _import_quietly(import_cuda_compute)
+            for n in cccl:
+                pool.submit(self._warm_into, n, self._futures[n])
+
+        threading.Thread(target=dispatch, name="aot-warmup-dispatch", daemon=True).start()
+        go.set()
 
     def ensure_warm(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
@@ -233,28 +266,62 @@ class Registry:
                 cold.append(n)
         return sorted(cold)
 
+    def _warm_into(self, name: str, future: Future) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            self._warm_one(name)
+        except BaseException as e:  # noqa: BLE001 - handed to ensure_warm through the future
+            future.set_exception(e)
+        else:
+            future.set_result(None)
+
     def _warm_one(self, name: str) -> None:
         try:
+            if self._warm_device is not None and self._device_sm is None:
+                from cuda.core import Device
+                Device(self._warm_device).set_current()  # before device_sm(): it asks the current device
             self.device_sm()
             if self._device_id is not None:
                 from cuda.core import Device
                 Device(self._device_id).set_current()
             loaded = self._load(name)
-            if isinstance(self._specs[name], CcclSpec):
+            spec = self._specs[name]
+            if isinstance(spec, CcclSpec):
                 with self._lock:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
                     spare = import_cuda_compute().deserialize(loaded.payload)
-                _preload_module(spare)
+                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare))
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = spare
+            else:
+                names = spec.kernels
+                kernels = self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names))
+            st = self._status_of(name)
+            with self._lock:
+                st.kernels = kernels
         except Exception as e:
             st = self._status_of(name)
             with self._lock:
                 st.errors.append(f"warmup: {e}")
             log.debug("warmup of %s failed: %s: %s", name, type(e).__name__, e)
             raise
+
+    def _load_kernels(self, name: str, warm: Callable[[], int]) -> int | None:
+        """Run a :mod:`aot._warm` loader; its failure is not the spec's (the kernels then load at the first
+        call, as without warmup): record why in the spec's status and go on."""
+        try:
+            n = warm()
+        except Exception as e:  # noqa: BLE001 - KernelsNotLoaded, a driver error: the spec still works
+            st = self._status_of(name)
+            with self._lock:
+                st.errors.append(f"warmup: kernels not preloaded: {e}")
+            log.debug("warmup of %s: kernels not preloaded: %s", name, e)
+            return None
+        log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
+        return n
 
     # ------------------------------------------------------------------ the search
     def _warn(self, msg: str) -> None:
@@ -369,16 +436,11 @@ def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:
         raise AotError(f"package {package!r}: cannot be found ({e})") from None
 
 
-def _preload_module(obj) -> None:
-    """Load the object's module into the current device now (cuda.compute does it at the first call,
-    about 1 ms). The kernels themselves still load lazily at their first launch (the driver's default
-    CUDA_MODULE_LOADING=LAZY; 15 ms for radix sort on an H200). Best effort: if cuda.compute's
-    internals differ, the first call loads the module as usual."""
+def _import_quietly(do_import: Callable[[], Any]) -> None:
+    """Import ahead of the warmup tasks; a failure is theirs to report (each retries and records it)."""
     try:
-        from cuda.compute._cccl_interop import resolve_build_result
-        holder = getattr(obj, "partitioner", obj)  # select wraps a three-way partition
-        resolve_build_result(holder.build_results)
-    except Exception:  # noqa: BLE001
+        do_import()
+    except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
         pass
 
 
