@@ -65,8 +65,7 @@ def _stream(z: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, total: int, w
                 raise UsageError(f"{wheel}: member {info.filename[:200]} unpacks to more than {MAX_MEMBER} "
                                  f"bytes; refusing")
             if total > MAX_UNPACKED:
-                raise UsageError(f"{wheel}: artifacts unpack to more than {MAX_UNPACKED} bytes; refusing "
-                                 f"(over 2 GiB)")
+                raise UsageError(f"{wheel}: artifacts unpack to more than {MAX_UNPACKED} bytes; refusing")
             out.write(chunk)
     return total
 

@@ -56,8 +56,8 @@ def _prescan(text: str, name: str) -> None:
             continue
         values += 1
         if sizes:
-            sizes[-1] += 1
-            if sizes[-1] > 2 * MAX_ENTRIES:  # a mapping's keys and values both count
+            sizes[-1] -= 1
+            if sizes[-1] < 0:
                 raise MatrixError(f"{name}:{line}: a list or mapping with more than {MAX_ENTRIES} entries")
         if values > MAX_VALUES:
             raise MatrixError(f"{name}:{line}: the matrix holds more than {MAX_VALUES} values")
@@ -66,8 +66,8 @@ def _prescan(text: str, name: str) -> None:
             if problem:
                 raise MatrixError(f"{name}:{line}: a value {problem}")
         else:
-            depth += 1
-            sizes.append(0)
+            depth += 1  # room left in this collection (a mapping's keys and values both count)
+            sizes.append(2 * MAX_ENTRIES if isinstance(event, yaml.MappingStartEvent) else MAX_ENTRIES)
             if depth > MAX_DEPTH:
                 raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels")
 
