@@ -45,7 +45,7 @@ def _prescan(text: str, name: str) -> None:
     depth = values = 0
     sizes: list[int] = []
     for event in yaml.parse(text, Loader=_BaseLoader):
-        line = event.start_mark.line + 1
+        line = event.start_mark.line + 1 if event.start_mark else 0
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise MatrixError(f"{name}:{line}: YAML anchors and aliases are not allowed (write each value out)")
         if isinstance(event, _END):

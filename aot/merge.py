@@ -20,10 +20,10 @@ def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
     """Shards must be exactly 1/N..N/N of one N over one SM list: a missing shard would silently ship a
     wheel without some specs. Whole (unsharded) outputs may be combined freely. ``shard`` and ``sms`` were
     type-checked by :func:`aot.manifest.load_manifest`."""
-    labels = [m.shard for m in manifests]
-    if not any(labels):
+    if not any(m.shard for m in manifests):
         return
-    if not all(labels):
+    labels = [m.shard for m in manifests if m.shard]
+    if len(labels) != len(manifests):
         raise ArtifactError("merge: mixing shard outputs with unsharded ones")
     try:
         parts = [tuple(int(x) for x in label.split("/")) for label in labels]

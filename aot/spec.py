@@ -186,16 +186,16 @@ def _lambda_check(source: str) -> tuple[int, str | None]:
         dup = next(n for n in names if names.count(n) > 1)
         return 0, f"lambda names the argument {dup!r} twice"
     params = set(names)
-    level = [tree]
+    level: list[ast.AST] = [tree]
     for _ in range(MAX_LAMBDA_DEPTH):  # breadth first, one level at a time: no recursion, bounded depth
-        below = []
+        below: list[ast.AST] = []
         for node in level:
             kind = type(node).__name__
             if kind not in _SAFE_NODES:
                 return 0, f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
-            if kind == "Name" and node.id not in params:
+            if isinstance(node, ast.Name) and node.id not in params:
                 return 0, f"lambda refers to {node.id!r}; only its own arguments and numeric constants are allowed"
-            if kind == "Constant" and not isinstance(node.value, (int, float, bool)):
+            if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
                 return 0, f"lambda uses the constant {short(node.value)}; only numbers are allowed"
             below.extend(ast.iter_child_nodes(node))
         if not below:
@@ -350,10 +350,11 @@ def _check_macros(value: Any, fld: str) -> None:
     renders (a list of ``[name, value]`` lists would pass here and fail the build, so it is refused)."""
     if isinstance(value, (list, dict)) and len(value) > MAX_LIST_LEN:
         raise SpecError(f"holds {len(value)} entries, over the limit of {MAX_LIST_LEN}", fld)
+    numbers: list[Any] = []
     if isinstance(value, str):
-        texts, numbers = [value], []
+        texts = [value]
     elif isinstance(value, list):
-        texts, numbers = value, []
+        texts = value
     elif isinstance(value, dict):
         texts = list(value) + [v for v in value.values() if isinstance(v, str)]
         numbers = [v for v in value.values() if not isinstance(v, str)]

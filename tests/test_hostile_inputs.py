@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hostile_util import time_limit
 
 from aot import _wheel
 from aot.cli import main
@@ -25,8 +26,6 @@ from aot.loader import AotWarning, Registry
 from aot.manifest import MAX_MANIFEST_LEN, load_manifest
 from aot.matrix import load_matrix
 from aot.spec import MAX_LAMBDA_LEN, MAX_SPECS, lambda_problem, short
-
-from hostile_util import time_limit
 
 GOOD_CU = 'extern "C" __global__ void good_kernel(int* a) { a[0] = 1; }\n'
 PRODUCER = {"aot": "0", "cuda_cccl": "0", "cuda_major": 13, "nvrtc": "0", "nvjitlink": "0"}
@@ -259,8 +258,8 @@ MATRIX_CASES = [
      + "}\n", "-bit integer> is outside int64's range"),
     ("init-400-digits-float", "cccl:\n  - {name: s, algorithm: reduce, dtype: float64, op: plus, init: "
      + "9" * 400 + "}\n", "outside float64's range"),
-    ("surrogate-in-op", 'cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: "lambda a, b: a\\ud800", '
-     'init: 0}\n', ":2:"),
+    ("surrogate-in-op", ('cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: "lambda a, b: a\\ud800", '
+     'init: 0}\n'), ":2:"),
     ("surrogate-in-source", 'nvrtc:\n  - {name: u, source: "good\\ud800.cu", kernels: [good_kernel]}\n', ":2:"),
     ("nul-in-source", 'nvrtc:\n  - {name: u, source: "good.cu\\0", kernels: [good_kernel]}\n', "NUL"),
     ("nul-in-op", 'cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: "lambda a, b: a\\0", init: 0}\n',
@@ -268,8 +267,8 @@ MATRIX_CASES = [
     ("source-dev-zero", "nvrtc:\n  - {name: u, source: /dev/zero, kernels: [good_kernel]}\n",
      "not a regular file"),
     ("source-directory", "nvrtc:\n  - {name: u, source: ., kernels: [good_kernel]}\n", "not a regular file"),
-    ("duplicate-lambda-args", "cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: 'lambda a, a: a', "
-     "init: 0}\n", "names the argument 'a' twice"),
+    ("duplicate-lambda-args", ("cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: 'lambda a, a: a', "
+     "init: 0}\n"), "names the argument 'a' twice"),
     ("lambda-too-long", "cccl:\n  - {name: s, algorithm: select, dtype: int32, op: 'lambda x: "
      + "x " * 600 + "'}\n", "over the 1000-character limit"),
 ]
@@ -370,7 +369,7 @@ def test_manifest_model_carries_build_fields(tmp_path, capsys):
     assert (m.sms, m.shard, m.incomplete) == ((80, 90), "1/2", ("x.aot",))
     a = write_manifest(tmp_path / "s1", {"r": _spec("r")}, sms=[80], shard="1/2")
     b = write_manifest(tmp_path / "s2", {"r": _spec("r")}, sms=[80], shard="2/2")
-    rc, out, _ = cli(capsys, "merge", str(a), str(b), "--out", str(tmp_path / "out"))
+    rc, _, _ = cli(capsys, "merge", str(a), str(b), "--out", str(tmp_path / "out"))
     assert rc == 0 and load_manifest(tmp_path / "out").sms == (80,)
 
 
