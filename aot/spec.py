@@ -215,7 +215,8 @@ def lambda_problem(source: str) -> str | None:
     """
     if not isinstance(source, str):
         return "the lambda source is not a string"
-    return _lambda_check(source)[1]
+    problem = _text_problem(source, MAX_LAMBDA_LEN)  # before the cache: it never holds a long text
+    return f"the lambda {problem}" if problem else _lambda_check(source)[1]
 
 
 def check_op(value: Any, role: str, arity: int) -> str:
