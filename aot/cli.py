@@ -277,59 +277,20 @@ def _print_report(report, console) -> None:
                   f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
 
 
-class _bad_zip_is_usage_error:
-    """Damaged wheel members surface while reading, not only while opening: one line, exit 2."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        import zipfile
-        import zlib
-        if kind is not None and issubclass(kind, (zipfile.BadZipFile, EOFError, zlib.error)):
-            raise UsageError(f"{self.path}: not a readable wheel: {exc}") from None
-        return False
-
-
-def _artifact_dir(target: str | None, stack) -> Path:
-    """A directory holding manifest.json: the target itself, a wheel's ``aot/artifacts`` (extracted into a
-    temporary directory owned by ``stack``), or the installed package's artifacts."""
+def _artifact_dirs(target: str | None, stack) -> list[Path]:
+    """Directories holding manifest.json: the target itself, every artifact folder of a wheel (unpacked by
+    :mod:`aot._wheel` into a temporary directory owned by ``stack``), or the installed package's artifacts."""
     import tempfile
-    import zipfile
     from importlib import resources
+    from ._wheel import extract_artifacts
     if target is None:
-        return Path(str(resources.files("aot"))) / "artifacts"
+        return [Path(str(resources.files("aot"))) / "artifacts"]
     p = Path(target)
     if p.is_file() and p.suffix == ".whl":
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-")))
-        import zlib
-        try:
-            z = zipfile.ZipFile(p)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
-            raise UsageError(f"{p}: not a readable wheel: {e}") from None
-        with z, _bad_zip_is_usage_error(p):
-            members = [n for n in z.namelist() if "/artifacts/" in n and not n.endswith("/")]
-            if not members:
-                raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")
-            prefix = members[0].split("/artifacts/")[0] + "/artifacts/"
-            total = sum(z.getinfo(n).file_size for n in members)
-            if total > 2 * 1024 ** 3:
-                raise UsageError(f"{p}: artifacts would unpack to {total} bytes; refusing (over 2 GiB)")
-            for n in members:
-                if n.startswith(prefix):
-                    rel = n[len(prefix):]
-                    if rel.startswith("/") or ".." in rel.split("/"):
-                        raise UsageError(f"{p}: unsafe path in wheel: {n}")
-                    dest = tmp / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dest.write_bytes(z.read(n))
-        return tmp
+        return extract_artifacts(p, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-"))))
     if not p.is_dir():
         raise UsageError(f"{p}: not a directory or a .whl file")
-    return p
+    return [p]
 
 
 def _target_or_build_output(target: str | None, command: str) -> str | None:
@@ -359,28 +320,29 @@ def cmd_verify(args) -> int:
         raise UsageError(f"--json {args.json}: is a directory; name the file to write")
     with contextlib.ExitStack() as stack:
         if args.package:
-            root = _package_dir(args.package, args.folder)
+            roots = [_package_dir(args.package, args.folder)]
         else:
             target = None if args.default else _target_or_build_output(args.target, "verify")
-            root = _artifact_dir(target, stack)
-        n, problems = verify_integrity(root)
-        for prob in problems:
-            print(f"problem: {prob}")
-        if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
-            from ._fs import atomic_write
-            doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
-                   "problems": problems}
-            atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
-        if problems:
-            raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
-        if args.for_wheel:
-            cov = _check_packageable(root, args)
-            print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
-                  + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
-        print(f"{root}: {n} artifacts, integrity OK")
+            roots = _artifact_dirs(target, stack)
+        for root in roots:  # a wheel's every artifact folder, each checked
+            n, problems = verify_integrity(root)
+            for prob in problems:
+                print(f"problem: {prob}")
+            if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
+                from ._fs import atomic_write
+                doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
+                       "problems": problems}
+                atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
+            if problems:
+                raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+            if args.for_wheel:
+                cov = _check_packageable(root, args)
+                print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
+                      + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
+            print(f"{root}: {n} artifacts, integrity OK")
         if not args.gpu:
             return 0
-        return _verify_gpu(root, args)
+        return max(_verify_gpu(root, args) for root in roots)
 
 
 def _verify_gpu(root: Path, args) -> int:
@@ -437,47 +399,52 @@ def _verify_gpu(root: Path, args) -> int:
 
 def cmd_inspect(args) -> int:
     import contextlib
+    with contextlib.ExitStack() as stack:
+        if args.package:
+            root = _package_dir(args.package, args.folder)
+            _inspect_one(root, f"package {args.package} ({root})")
+            return 0
+        target = _target_or_build_output(args.target, "inspect")
+        for root in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
+            wheel = target is not None and str(target).endswith(".whl")
+            _inspect_one(root, f"{Path(target).name}: {root.name}" if wheel else str(root))
+    return 0
+
+
+def _inspect_one(root: Path, title: str) -> None:
     from collections import defaultdict
     from rich.console import Console
     from rich.table import Table
     from .manifest import load_manifest
     from .verify import coverage
-    with contextlib.ExitStack() as stack:
-        if args.package:
-            root = _package_dir(args.package, args.folder)
-        else:
-            root = _artifact_dir(_target_or_build_output(args.target, "inspect"), stack)
-        title = (f"package {args.package} ({root})" if args.package else
-                 Path(args.target).name if args.target and str(args.target).endswith(".whl") else str(root))
-        m = load_manifest(root)
-        sms = sorted({a["sm"] for a in m.artifacts})
-        cells: dict = defaultdict(dict)
-        for a in m.artifacts:
-            label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
-            cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
-        t = Table(title=f"{title} (sizes in KB)")
-        t.add_column("family")
-        t.add_column("spec")
-        for sm in sms:
-            t.add_column(f"sm_{sm}", justify="right")
-        t.add_column("ptx", justify="right")
-        t.add_column("total KB", justify="right")
-        for (family, name), row in sorted(cells.items()):
-            t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
-                      f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
-        console = Console()
-        console.print(t)
-        total = sum(a["size"] for a in m.artifacts)
-        v = m.producer
-        console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
-                      f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
-                      f"nvJitLink {v.get('nvjitlink')}")
-        cov = coverage(m)
-        console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
-                      f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
-                      f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
-                      + (" ..." if len(cov.missing) > 8 else "")))
-    return 0
+    m = load_manifest(root)
+    sms = sorted({a["sm"] for a in m.artifacts})
+    cells: dict = defaultdict(dict)
+    for a in m.artifacts:
+        label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
+        cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
+    t = Table(title=f"{title} (sizes in KB)")
+    t.add_column("family")
+    t.add_column("spec")
+    for sm in sms:
+        t.add_column(f"sm_{sm}", justify="right")
+    t.add_column("ptx", justify="right")
+    t.add_column("total KB", justify="right")
+    for (family, name), row in sorted(cells.items()):
+        t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+                  f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
+    console = Console()
+    console.print(t)
+    total = sum(a["size"] for a in m.artifacts)
+    v = m.producer
+    console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
+                  f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
+                  f"nvJitLink {v.get('nvjitlink')}")
+    cov = coverage(m)
+    console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+                  f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+                  f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
+                  + (" ..." if len(cov.missing) > 8 else "")))
 
 
 def cmd_doctor(args) -> int:

@@ -36,7 +36,10 @@ from .arch import Candidate, rank
 from .compat import check_producer, check_ptx_loadable, require_driver
 from .errors import AotError, ArtifactError, NoDeviceError
 from .manifest import MANIFEST_NAME, Manifest, load_manifest
-from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
+from .spec import CcclSpec, NvrtcUnit, Spec, short
+
+#: A manifest with many unusable specs costs this many warnings naming them, then one for the rest.
+_MAX_SPEC_WARNINGS = 8
 
 
 log = get_logger(__name__)
@@ -111,16 +114,21 @@ class Registry:
         self._specs: dict[str, Spec] = {}
         if self.root is not None and (self.root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
             try:
-                self.manifest = load_manifest(self.root)
+                self.manifest = load_manifest(self.root, skip_bad_specs=True)
             except ArtifactError as e:
                 self._warn(f"ignoring packaged artifacts: {e}")
+            except Exception as e:  # noqa: BLE001 - a crafted manifest must never crash the host application
+                self._warn(f"ignoring packaged artifacts: {self.root / MANIFEST_NAME}: unreadable "
+                           f"({type(e).__name__})")
         if self.manifest is not None:
-            for name, d in self.manifest.specs.items():
-                try:
-                    self._specs[name] = spec_from_definition(d)
-                except (KeyError, TypeError, ValueError) as e:
-                    self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
-                               f"if the matrix defines it")
+            self._specs.update(self.manifest.built)  # checked by the matrix's own validator, once
+            skipped = self.manifest.skipped
+            for name, why in skipped[:_MAX_SPEC_WARNINGS]:
+                self._warn(f"{self.root / MANIFEST_NAME}: spec {short(name)} skipped ({why}); it can only JIT "
+                           f"if the caller's specs define it")
+            if len(skipped) > _MAX_SPEC_WARNINGS:
+                self._warn(f"{self.root / MANIFEST_NAME}: {len(skipped) - _MAX_SPEC_WARNINGS} more unusable "
+                           f"specs skipped")
         for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
             self._specs[s.name] = s
 
