@@ -134,10 +134,11 @@ def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | Non
 def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard {text!r}: expected K/N, e.g. 1/4") from None
+    import re
+    m = re.fullmatch(r"([0-9]{1,4})/([0-9]{1,4})", text)  # ASCII digits only: int() also takes '１' and '٣'
+    if m is None:
+        raise UsageError(f"--shard {text[:40]!r}: expected K/N, e.g. 1/4")
+    k, n = int(m.group(1)), int(m.group(2))
     if not (n >= 1 and 1 <= k <= n):
         raise UsageError(f"--shard {text!r}: need 1 <= K <= N")
     return k, n
