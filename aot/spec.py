@@ -242,10 +242,22 @@ def check_op(value: Any, role: str, arity: int) -> str:
     return value
 
 
+#: numpy.finfo(dtype).max, written out (float16 included for completeness of the table).
+_FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    """numpy.iinfo(dtype).min/max for 'int8'..'uint64' without importing numpy."""
+    bits = int(dtype.lstrip("uint"))
+    return (0, 2 ** bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
 def check_init(value: Any, dtype: str) -> int | float | str:
     """An init value (normalized: YAML ``.inf`` -> ``'inf'``, ``'1e3'`` -> ``1000.0``) that is finite or one
-    of :data:`INIT_WORDS` and representable in ``dtype`` (no silent wrap-around or truncation)."""
-    import numpy as np
+    of :data:`INIT_WORDS` and representable in ``dtype`` (no silent wrap-around or truncation).
+
+    Pure Python (no numpy): the loader runs this on every manifest spec, and reading a manifest must stay
+    cheap and dependency-free."""
     if isinstance(value, float) and value != value:
         raise SpecError("init is NaN; use a number or 'inf', '-inf', 'min', 'max'", "init")
     if isinstance(value, float) and value in (float("inf"), float("-inf")):
@@ -267,17 +279,17 @@ def check_init(value: Any, dtype: str) -> int | float | str:
         return value
     if dtype.startswith("float"):
         try:
-            fits = abs(float(value)) <= float(np.finfo(dtype).max)
+            fits = abs(float(value)) <= _FLOAT_MAX[dtype]
         except OverflowError:  # an int too large for any float
             fits = False
         if not fits:
             raise SpecError(f"init {short(value)} is outside {dtype}'s range", "init")
         return value
-    info = np.iinfo(dtype)
+    lo, hi = _int_range(dtype)
     if isinstance(value, float) and not value.is_integer():
         raise SpecError(f"init {short(value)} is not a whole number, but dtype is {dtype}", "init")
-    if not info.min <= int(value) <= info.max:
-        raise SpecError(f"init {short(value)} is outside {dtype}'s range [{info.min}, {info.max}]", "init")
+    if not lo <= int(value) <= hi:
+        raise SpecError(f"init {short(value)} is outside {dtype}'s range [{lo}, {hi}]", "init")
     return value
 
 

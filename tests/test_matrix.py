@@ -363,3 +363,14 @@ def test_sm_all_keeps_only_what_the_toolkit_can_target():
     assert parse_sm_list("all", cuda_major=12, supported=[75, 80, 86, 89]) == [75, 80, 86, 89]
     with pytest.raises(UsageError, match="cannot target sm_90"):
         parse_sm_list("all,90", cuda_major=12, supported=[75, 80, 86, 89])
+
+
+def test_init_range_tables_match_numpy():
+    """check_init is numpy-free (the loader validates manifest specs without numpy); its tables must equal
+    numpy's own limits."""
+    import numpy as np
+    from aot.spec import _FLOAT_MAX, _int_range
+    for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        assert _int_range(d) == (int(np.iinfo(d).min), int(np.iinfo(d).max)), d
+    for d, mx in _FLOAT_MAX.items():
+        assert mx == float(np.finfo(d).max), d
