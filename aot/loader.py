@@ -310,11 +310,15 @@ class Registry:
             obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
             return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
         from cuda.core import ObjectCode
+        symbols = h.get("symbols") or None  # templated kernels: name expression -> lowered name
+        if symbols is not None and not (isinstance(symbols, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in symbols.items())):
+            raise ArtifactError("header field 'symbols' is not a mapping of names")
         if art.kind == "ptx":
             check_ptx_loadable(h["producer"])
-            code = ObjectCode.from_ptx(art.payload, name=spec.name)
+            code = ObjectCode.from_ptx(art.payload, name=spec.name, symbol_mapping=symbols)
         else:
-            code = ObjectCode.from_cubin(art.payload, name=spec.name)
+            code = ObjectCode.from_cubin(art.payload, name=spec.name, symbol_mapping=symbols)
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
@@ -341,11 +345,6 @@ def _preload_module(obj) -> None:
         pass
 
 
-#: The keyword each algorithm's ``__call__`` takes its operator under.
-_OP_KEYWORD = {"exclusive_scan": "op", "inclusive_scan": "op", "reduce": "op", "segmented_reduce": "op",
-               "select": "cond", "merge_sort": "op", "unique_by_key": "op"}
-
-
 def _compiled_stateless_op():
     """An operator adapter standing for the spec's stateless lambda, already compiled into the artifact.
 
@@ -367,25 +366,25 @@ class CcclAlgorithm:
     replaced by a stand-in carrying its empty state, so no numba JIT happens at call time).
     ``raw`` is the underlying cuda.compute object. Not thread-safe: one per thread (``Registry.cccl``)."""
 
-    __slots__ = ("spec", "raw", "_op_kw", "_op")
+    __slots__ = ("spec", "raw", "_ops", "_defaults")
 
     def __init__(self, spec: CcclSpec, raw):
+        from .algorithms import ALGORITHMS
+        from .spec import BUILTIN_OPS
         self.spec, self.raw = spec, raw
-        self._op_kw = _OP_KEYWORD.get(spec.algorithm)
-        self._op = None
-        if self._op_kw is not None:
-            op = spec.params["op"]
-            if op.startswith("lambda"):
-                self._op = _compiled_stateless_op()
-            else:
-                self._op = import_cuda_compute().OpKind[op.upper()]
+        algo = ALGORITHMS[spec.algorithm]
+        self._defaults = algo.bound_arguments(spec.params)  # compiled-in values, unless the caller passes them
+        self._ops = {}  # call keyword -> the operator compiled into the artifact
+        for slot in algo.ops:
+            op = spec.params[slot.field]
+            self._ops[slot.keyword] = (import_cuda_compute().OpKind[op.upper()] if op in BUILTIN_OPS
+                                       else _compiled_stateless_op())
 
     def __call__(self, **kwargs):
-        # The compiled operator is the spec's, whatever is passed: bind it (one dict store, no checks).
-        if self._op_kw is not None:
-            kwargs[self._op_kw] = self._op
-        elif "comp" not in kwargs and self.spec.algorithm in ("lower_bound", "upper_bound"):
-            kwargs["comp"] = None
+        # The compiled operators are the spec's, whatever is passed: bind them (no checks on the hot path).
+        if self._defaults:
+            kwargs = {**self._defaults, **kwargs}
+        kwargs.update(self._ops)
         return self.raw(**kwargs)
 
     def __repr__(self) -> str:

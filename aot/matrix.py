@@ -8,6 +8,7 @@ matrix never leaves a half-written output behind.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -16,11 +17,13 @@ from typing import Any, Iterable
 import yaml
 
 from .errors import MatrixError
-from .spec import (ALGORITHMS, BUILTIN_OPS, DTYPE_FIELDS, DTYPES, NVRTC_OPTIONS, REQUIRED, SORT_ORDERS,
-                   CcclSpec, NvrtcUnit, Spec, lambda_problem)
+from .spec import (ALGORITHMS, BUILTIN_OPS, DTYPES, MAX_STRUCT_FIELDS, NVRTC_OPTIONS, REQUIRED, CcclSpec,
+                   NvrtcUnit, Spec, code_ref_problem, is_code_ref, is_dtype_field, lambda_problem)
 
-TOP_KEYS = ("version", "cccl", "nvrtc")
-NVRTC_KEYS = ("name", "source", "kernels", "options")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc")
+NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")
+#: Bounds on what an NVRTC unit's include directories may bring into its definition.
+MAX_HEADERS, MAX_HEADER_BYTES = 256, 4 << 20
 SUPPORTED_VERSIONS = (1,)
 
 
@@ -165,6 +168,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     if version not in SUPPORTED_VERSIONS:
         raise ctx.fail(doc.key_lines.get("version", 1), f"unsupported matrix version {version!r}; "
                        f"this aot reads {', '.join(map(str, SUPPORTED_VERSIONS))}")
+    types = _parse_types(ctx, doc)
     specs: list[Spec] = []
     seen: dict[str, int] = {}
     for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc)):
@@ -187,13 +191,44 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                 raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
                                f"{seen[name]})", spec=name, fld="name")
             seen[name] = entry.key_lines["name"]
-            specs.append(parse_one(ctx, entry, name))
+            specs.append(parse_one(ctx, entry, name, types))
     if not specs:
         raise ctx.fail(1, "the matrix defines no specs")
     return Matrix(path=path, specs=tuple(specs))
 
 
-def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
+def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``types: {bbox: {xmin: float64, ...}}``: named structs of scalar fields, in the order written."""
+    raw = doc.get("types")
+    if raw is None:
+        return {}
+    if not isinstance(raw, _Map):
+        raise ctx.fail(doc.key_lines.get("types", 1), "types must map struct names to {field: dtype} mappings",
+                       fld="types")
+    types: dict[str, tuple[tuple[str, str], ...]] = {}
+    for tname, fields in raw.items():
+        line = raw.key_lines[tname]
+        where = f"types.{tname}"
+        if not isinstance(tname, str) or not tname.isidentifier():
+            raise ctx.fail(line, f"struct type name {tname!r} must be an identifier", fld=where)
+        if tname in DTYPES:
+            raise ctx.fail(line, f"struct type name {tname!r} is a scalar dtype's name", fld=where)
+        if not isinstance(fields, _Map) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
+            raise ctx.fail(line, f"a struct type maps 1 to {MAX_STRUCT_FIELDS} field names to scalar dtypes",
+                           fld=where)
+        for fname, dt in fields.items():
+            if not isinstance(fname, str) or not fname.isidentifier():
+                raise ctx.fail(fields.key_lines[fname], f"field name {fname!r} must be an identifier",
+                               fld=f"{where}.{fname}")
+            if dt not in DTYPES:
+                raise ctx.fail(fields.key_lines[fname], f"unknown dtype {dt!r}{_hint(dt, DTYPES)}; struct fields "
+                               f"are scalars: {', '.join(DTYPES)}", fld=f"{where}.{fname}")
+        types[tname] = tuple((str(f), str(d)) for f, d in fields.items())
+    return types
+
+
+def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> CcclSpec:
+    types = types or {}
     algo = e.get("algorithm")
     if algo is None:
         raise ctx.fail(e.line, "missing required field", spec=name, fld="algorithm")
@@ -201,47 +236,90 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> CcclSpec:
         raise ctx.fail(e.key_lines["algorithm"], f"unknown algorithm {algo!r}{_hint(algo, ALGORITHMS)}; "
                        f"known: {', '.join(ALGORITHMS)}", spec=name, fld="algorithm")
     adef = ALGORITHMS[algo]
-    allowed = ("name", "algorithm", *adef.fields)
+    allowed = ("name", "algorithm", *adef.fields, *adef.optional)
     for key in e:
         if key not in allowed:
             raise ctx.fail(e.key_lines[key], f"unknown field for {algo}{_hint(key, allowed)}; "
                            f"allowed: {', '.join(allowed)}", spec=name, fld=str(key))
+    slots = {s.field: s for s in adef.ops}
     params: dict[str, Any] = {}
-    for fld, default in adef.fields.items():
+    used_types: dict[str, tuple] = {}
+    code: dict[str, str] = {}
+    for fld, default in {**adef.fields, **adef.optional}.items():
         line = e.key_lines.get(fld, e.line)
         if fld not in e:
             if default is REQUIRED:
                 raise ctx.fail(e.line, f"missing required field for {algo}", spec=name, fld=fld)
-            params[fld] = default
+            if fld in adef.fields:
+                params[fld] = default
             continue
         value = e[fld]
-        if fld in DTYPE_FIELDS:
-            if value not in DTYPES:
-                raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, DTYPES)}; known: "
-                               f"{', '.join(DTYPES)}", spec=name, fld=fld)
-        elif fld == "op":
-            value = _check_op(ctx, line, name, value, adef.op_role, arity=1 if algo == "select" else 2)
-        elif fld == "order":
-            if value not in SORT_ORDERS:
-                raise ctx.fail(line, f"unknown order {value!r}{_hint(value, SORT_ORDERS)}", spec=name, fld=fld)
+        if is_dtype_field(fld):
+            if isinstance(value, str) and value in types:
+                if fld not in adef.struct_fields:
+                    raise ctx.fail(line, f"{algo} takes a scalar {fld}, not the struct {value!r}; structs are "
+                                   f"accepted in: {', '.join(adef.struct_fields) or 'no field'}", spec=name, fld=fld)
+                used_types[value] = types[value]
+            elif value not in DTYPES:
+                known = list(DTYPES) + list(types)
+                raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, known)}; known: "
+                               f"{', '.join(known)}", spec=name, fld=fld)
+        elif fld in slots:
+            slot = slots[fld]
+            value = _check_op(ctx, line, name, value, slot.role, arity=slot.arity, fld=fld)
+            if is_code_ref(value):
+                code[value] = _code_digest(ctx, line, name, fld, value)
+        elif fld in adef.choices:
+            if value not in adef.choices[fld]:
+                raise ctx.fail(line, f"unknown {fld} {value!r}{_hint(value, adef.choices[fld])}; one of: "
+                               f"{', '.join(adef.choices[fld])}", spec=name, fld=fld)
+        elif fld in adef.int_ranges:
+            lo, hi = adef.int_ranges[fld]
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ctx.fail(line, f"{fld} must be an integer in [{lo}, {hi}], got {value!r}", spec=name, fld=fld)
         elif fld == "init":
-            if isinstance(value, float) and value != value:
-                raise ctx.fail(line, "init is NaN; use a number or 'inf', '-inf', 'min', 'max'", spec=name, fld=fld)
-            if isinstance(value, float) and value in (float("inf"), float("-inf")):
-                value = "inf" if value > 0 else "-inf"  # YAML .inf: stored as the portable string
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-                raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
-                               spec=name, fld=fld)
-            if isinstance(value, str) and value not in ("inf", "-inf", "min", "max"):
-                try:  # YAML 1.1 reads '1e3' as a string
-                    value = float(value)
-                except ValueError:
-                    raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
-                                   f"got {value!r}", spec=name, fld=fld) from None
+            value = _parse_init(ctx, line, name, value, e.get("dtype"), types)
+        if fld in adef.optional and value == default:
+            continue  # an optional field at its default is not recorded (content keys stay as they were)
         params[fld] = value
-    if "init" in params:
+    if "init" in params and params["dtype"] not in types:
         _check_init(ctx, e.key_lines["init"], name, params["init"], params["dtype"])
-    return CcclSpec(name=name, algorithm=algo, params=params)
+    return CcclSpec(name=name, algorithm=algo, params=params, types=used_types, code=code)
+
+
+def _parse_init(ctx: _Ctx, line: int, name: str, value: Any, dtype: Any, types: dict) -> Any:
+    if isinstance(dtype, str) and dtype in types:
+        fields = types[dtype]
+        if not isinstance(value, list) or len(value) != len(fields):
+            raise ctx.fail(line, f"init of struct {dtype!r} must list {len(fields)} values, one per field "
+                           f"({', '.join(f for f, _ in fields)})", spec=name, fld="init")
+        out = [_parse_init(ctx, line, name, v, None, {}) for v in value]
+        for v, (f, dt) in zip(out, fields):
+            _check_init(ctx, line, name, v, dt)
+        return out
+    if isinstance(value, float) and value != value:
+        raise ctx.fail(line, "init is NaN; use a number or 'inf', '-inf', 'min', 'max'", spec=name, fld="init")
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        value = "inf" if value > 0 else "-inf"  # YAML .inf: stored as the portable string
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
+                       spec=name, fld="init")
+    if isinstance(value, str) and value not in ("inf", "-inf", "min", "max"):
+        try:  # YAML 1.1 reads '1e3' as a string
+            value = float(value)
+        except ValueError:
+            raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
+                           f"got {value!r}", spec=name, fld="init") from None
+    return value
+
+
+def _code_digest(ctx: _Ctx, line: int, name: str, fld: str, ref: str) -> str:
+    """The source digest of an operator from code (the matrix being built may name any module)."""
+    from .opref import OpRefError, source_digest
+    try:
+        return source_digest(ref)
+    except OpRefError as err:
+        raise ctx.fail(line, str(err), spec=name, fld=fld) from None
 
 
 def _check_init(ctx: _Ctx, line: int, name: str, init: Any, dtype: str) -> None:
@@ -263,29 +341,39 @@ def _check_init(ctx: _Ctx, line: int, name: str, init: Any, dtype: str) -> None:
                        spec=name, fld="init")
 
 
-def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int = 2) -> str:
+def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int = 2, fld: str = "op") -> str:
     if not isinstance(value, str):
         raise ctx.fail(line, f"the {role} must be a built-in operator name or a 'lambda ...' source",
-                       spec=name, fld="op")
+                       spec=name, fld=fld)
     value = value.strip()
+    if is_code_ref(value):
+        problem = code_ref_problem(value)
+        if problem:
+            raise ctx.fail(line, problem, spec=name, fld=fld)
+        return value
     if value.startswith("lambda"):
         import ast
         problem = lambda_problem(value)
         if problem:
-            raise ctx.fail(line, problem, spec=name, fld="op")
+            raise ctx.fail(line, problem, spec=name, fld=fld)
         tree = ast.parse(value, mode="eval")
         n_args = len(tree.body.args.args)
         if n_args != arity or tree.body.args.vararg or tree.body.args.kwarg:
             raise ctx.fail(line, f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
-                           f"{arity}", spec=name, fld="op")
+                           f"{arity}", spec=name, fld=fld)
         return value
     if value not in BUILTIN_OPS:
         raise ctx.fail(line, f"unknown operator {value!r}{_hint(value, BUILTIN_OPS)}; built-ins: "
-                       f"{', '.join(BUILTIN_OPS)}, or a 'lambda x: ...' source", spec=name, fld="op")
+                       f"{', '.join(BUILTIN_OPS)}, a 'lambda x: ...' source or a 'package.module:function'",
+                       spec=name, fld=fld)
     return value
 
 
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> NvrtcUnit:
+_KERNEL_EXPR = re.compile(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*(<[\w\s:<>,*&().+-]*>)?")
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
+
+
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> NvrtcUnit:
     for key in e:
         if key not in NVRTC_KEYS:
             raise ctx.fail(e.key_lines[key], f"unknown field{_hint(key, NVRTC_KEYS)}; allowed: "
@@ -302,16 +390,22 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> NvrtcUnit:
     except UnicodeDecodeError as err:
         raise ctx.fail(e.key_lines["source"], f"source file {src_path} is not UTF-8 text ({err.reason})",
                        spec=name, fld="source") from None
+    headers = _read_include_dirs(ctx, e, name)
     kernels = e.get("kernels")
     if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
-        raise ctx.fail(e.key_lines.get("kernels", e.line), "kernels must be a non-empty list of kernel names",
-                       spec=name, fld="kernels")
+        raise ctx.fail(e.key_lines.get("kernels", e.line), "kernels must be a non-empty list of kernel names "
+                       "or name expressions ('axpy<float>')", spec=name, fld="kernels")
     if len(set(kernels)) != len(kernels):
         raise ctx.fail(e.key_lines["kernels"], "kernels lists a name twice", spec=name, fld="kernels")
+    everything = "\n".join([text, *headers.values()])
     for k in kernels:
-        if k not in text:
-            raise ctx.fail(e.key_lines["kernels"], f"kernel {k!r} does not appear in {src}", spec=name,
-                           fld="kernels")
+        if not _KERNEL_EXPR.fullmatch(k) or k.count("<") != k.count(">"):
+            raise ctx.fail(e.key_lines["kernels"], f"{k!r} is neither a kernel name nor a template name "
+                           f"expression like 'axpy<float>'", spec=name, fld="kernels")
+        base = k.split("<", 1)[0].split("::")[-1]
+        if base not in everything:
+            raise ctx.fail(e.key_lines["kernels"], f"kernel {base!r} does not appear in {src}"
+                           + (" or its include_dirs" if headers else ""), spec=name, fld="kernels")
     options = e.get("options", {}) or {}
     if not isinstance(options, dict):
         raise ctx.fail(e.key_lines["options"], "options must be a mapping of cuda.core ProgramOptions fields",
@@ -321,4 +415,44 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> NvrtcUnit:
             raise ctx.fail(options.key_lines[key], f"unknown NVRTC option {key!r}{_hint(key, NVRTC_OPTIONS)}; "
                            f"allowed: {', '.join(NVRTC_OPTIONS)}", spec=name, fld=f"options.{key}")
     return NvrtcUnit(name=name, source_path=src, source=text, kernels=tuple(kernels),
-                     options={k: options[k] for k in sorted(options)})
+                     options={k: options[k] for k in sorted(options)}, headers=headers)
+
+
+def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
+    """``include_dirs: [include]``: directories relative to the matrix; every header file under them
+    (``.h``, ``.cuh``, ``.hpp``, ...) becomes part of the unit's definition (relative path -> text), so the
+    headers' bytes are in its content key and a JIT elsewhere compiles the same ones."""
+    dirs = e.get("include_dirs")
+    if dirs is None:
+        return {}
+    line = e.key_lines["include_dirs"]
+    if not isinstance(dirs, list) or not all(isinstance(d, str) and d for d in dirs):
+        raise ctx.fail(line, "include_dirs must be a list of directories (relative to the matrix)", spec=name,
+                       fld="include_dirs")
+    headers: dict[str, str] = {}
+    total = 0
+    for d in dirs:
+        root = ctx.path.parent / d
+        if Path(d).is_absolute() or ".." in Path(d).parts:
+            raise ctx.fail(line, f"include dir {d!r} must be relative to the matrix, without '..'", spec=name,
+                           fld="include_dirs")
+        if not root.is_dir():
+            raise ctx.fail(line, f"include dir {d!r} is not a directory ({root})", spec=name, fld="include_dirs")
+        for path in sorted(root.rglob("*")):
+            if path.suffix not in _HEADER_SUFFIXES or path.is_symlink() or not path.is_file():
+                continue
+            rel = path.relative_to(root).as_posix()
+            if rel in headers:
+                raise ctx.fail(line, f"header {rel!r} is in two include dirs", spec=name, fld="include_dirs")
+            if len(headers) >= MAX_HEADERS:
+                raise ctx.fail(line, f"more than {MAX_HEADERS} headers under include_dirs", spec=name,
+                               fld="include_dirs")
+            try:
+                headers[rel] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise ctx.fail(line, f"cannot read header {path}: {err}", spec=name, fld="include_dirs") from None
+            total += len(headers[rel])
+            if total > MAX_HEADER_BYTES:
+                raise ctx.fail(line, f"headers under include_dirs exceed {MAX_HEADER_BYTES} bytes", spec=name,
+                               fld="include_dirs")
+    return headers
