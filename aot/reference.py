@@ -319,6 +319,20 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         want = np.array([flags[seg[s]:seg[s + 1]].sum() for s in range(m)], i32)
         close(d_counts.to_host(), want, "segment_kept_counts")
         return
+    if unit.name == "block_sums":  # block_sums<T, 256>: one sum per 256-element block
+        n = 100_003
+        blocks = (n + 255) // 256
+        for k in unit.kernels:
+            if not k.startswith("block_sums<"):
+                continue
+            t = {"float": np.float32, "double": np.float64, "int": np.int32}[k[len("block_sums<"):].split(",")[0].strip()]
+            x = rng.integers(-1000, 1000, n).astype(t) if t is np.int32 else rng.uniform(-1, 1, n).astype(t)
+            d_out = DA(blocks, t, device)
+            _launch(get_kernel(k), n, up(x).buffer, i32(n), d_out.buffer)
+            pad = np.concatenate([x, np.zeros(blocks * 256 - n, t)]).reshape(blocks, 256)
+            close(d_out.to_host(), pad.sum(axis=1, dtype=np.float64).astype(t), k,
+                  scale=np.abs(pad).sum(axis=1) + 1)
+        return
     raise NoReference(f"no reference for NVRTC unit {unit.name!r}")
 
 
