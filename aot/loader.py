@@ -110,8 +110,11 @@ class Registry:
                 except (KeyError, TypeError, ValueError) as e:
                     self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
                                f"if the matrix defines it")
+        self._owner: str | None = None  # the package that owns the artifacts (from_package)
+        self._trusted: set[str] = set()  # specs the caller passed: their operators from code may be imported
         for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
             self._specs[s.name] = s
+            self._trusted.add(s.name)
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
@@ -123,6 +126,7 @@ class Registry:
         "unknown spec" errors say that no manifest was found."""
         root = package_artifact_dir(package, folder)
         reg = cls(root, **kw)
+        reg._owner = package
         if not (root / MANIFEST_NAME).is_file() and not DISABLE_PACKAGED.get():
             what = "no such folder" if not root.is_dir() else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = f"no manifest was found at {root / MANIFEST_NAME} ({what})"
@@ -258,6 +262,9 @@ class Registry:
 
     def _search(self, spec: Spec, st: SpecStatus) -> _Loaded:
         device_sm = self.device_sm()
+        refusal = None
+        if isinstance(spec, CcclSpec) and spec.code:
+            spec, refusal = self._code_spec(spec)
         for cand in self.packaged_candidates(spec, device_sm):
             entry = cand.ref
             path = self.manifest.path_of(entry)
@@ -267,6 +274,9 @@ class Registry:
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
                 self._warn(msg)
+        if refusal is not None:  # packaged artifacts need no import; JIT would import the operator's module
+            self._warn(refusal)
+            raise AotError(refusal)
         require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
         try:
             if isinstance(spec, CcclSpec):
@@ -283,6 +293,30 @@ class Registry:
             raise AotError(f"{spec.name}: no packaged artifact fits sm_{device_sm} and JIT failed "
                            f"({type(e).__name__}: {e})" + (f"; earlier: {'; '.join(st.errors[:-1])}"
                                                            if len(st.errors) > 1 else "")) from e
+
+    def _code_spec(self, spec: CcclSpec) -> tuple[CcclSpec, str | None]:
+        """A spec with operators from code, as it stands now. Importing a module runs it, so only the
+        caller's own specs (the matrix being built) or, for a manifest's, modules inside the package that
+        owns the artifacts are resolved; any other reference is refused with one AotWarning. A resolved
+        operator whose source changed re-keys the spec: its packaged artifacts are then stale and JIT
+        builds the edited one. Returns the spec and, when refused, why (packaged artifacts still serve:
+        loading one imports nothing)."""
+        from .opref import OpRefError, inside, source_digest
+        if spec.name not in self._trusted:
+            foreign = [r for r in spec.code if self._owner is None or not inside(r, self._owner)]
+            if foreign:
+                where = f"package {self._owner!r}" if self._owner else "the package that owns the artifacts"
+                return spec, (f"aot: {spec.name}: refusing to import operator {foreign[0]!r} named by "
+                              f"{self.root}/manifest.json: it is outside {where}; a manifest never makes aot "
+                              f"import other modules")
+        try:
+            now = {ref: source_digest(ref) for ref in spec.code}
+        except OpRefError as e:
+            return spec, f"aot: {spec.name}: {e}"
+        if now == dict(spec.code):
+            return spec, None
+        return CcclSpec(name=spec.name, algorithm=spec.algorithm, params=spec.params, types=spec.types,
+                        code=now), None
 
     def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
         if self.manifest is None:

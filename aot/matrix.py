@@ -264,6 +264,9 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Ccc
                 known = list(DTYPES) + list(types)
                 raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, known)}; known: "
                                f"{', '.join(known)}", spec=name, fld=fld)
+            elif fld in adef.choices and value not in adef.choices[fld]:
+                raise ctx.fail(line, f"{algo} takes a {fld} of {', '.join(adef.choices[fld])}, not {value!r}",
+                               spec=name, fld=fld)
         elif fld in slots:
             slot = slots[fld]
             value = _check_op(ctx, line, name, value, slot.role, arity=slot.arity, fld=fld)

@@ -21,6 +21,11 @@ class NoReference(Exception):
 
 def rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
     dt = np.dtype(dtype)
+    if dt.names:  # a struct: each field drawn on its own
+        out = np.zeros(n, dt)
+        for f in dt.names:
+            out[f] = rand(rng, dt.fields[f][0], n, small=small)
+        return out
     if dt.kind == "f":
         return rng.uniform(-1.0, 1.0, n).astype(dt)
     info = np.iinfo(dt)
@@ -107,6 +112,21 @@ def np_operator(op: str) -> Callable[..., Any]:
             with np.errstate(all="ignore"):
                 return _eval(tree.body, dict(zip(params, xs)))
         return f
+    from .spec import is_code_ref
+    if is_code_ref(op):  # an operator from code (the caller vetted its module): called element by element
+        from .opref import resolve
+        fn = resolve(op)
+
+        def g(*xs):
+            arrs = [np.asarray(x) for x in xs]
+            n = max(a.shape[0] if a.ndim else 1 for a in arrs)
+            rows = [a.view(np.recarray) if a.dtype.names else a for a in arrs]
+            out = [fn(*(r[i] if r.ndim else r for r in rows)) for i in range(n)]
+            like = next((a.dtype for a in arrs if a.dtype.names), None)
+            if like is not None and out and isinstance(out[0], tuple):  # a struct-valued operator
+                return np.array(out, dtype=like)
+            return np.array(out)
+        return g
     raise NoReference(f"no numpy reference for operator {op!r}")
 
 

@@ -245,6 +245,8 @@ def definition_problem(d: Mapping[str, Any]) -> str | None:
                     continue
                 if v not in DTYPES and not (f in a.struct_fields and isinstance(v, str) and v in types):
                     return f"{f} {v!r} is not a known dtype"
+                if f in a.choices and v not in a.choices[f]:
+                    return f"{f} {v!r} is not one of {a.choices[f]}"
             elif f in a.choices and v not in a.choices[f]:
                 return f"{f} {v!r} is not one of {a.choices[f]}"
             elif f in a.int_ranges:

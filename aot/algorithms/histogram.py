@@ -18,6 +18,7 @@ class HistogramEven(AlgorithmBase):
     factory = "make_histogram_even"
     fields = {"dtype": REQUIRED, "num_levels": REQUIRED, "counter_dtype": "int32"}
     int_ranges = {"num_levels": (2, 1 << 20)}
+    choices = {"counter_dtype": ("int32", "uint32")}  # CUB counts with atomicAdd: no 64-bit signed counters
 
     def bound_arguments(self, p: Mapping[str, Any]) -> dict[str, Any]:
         import numpy as np

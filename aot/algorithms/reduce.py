@@ -58,7 +58,8 @@ class SegmentedReduce(AlgorithmBase):
                               end_offsets_in=d_end, h_init=init))
         segs = [x[offsets[i]:offsets[i + 1]] for i in range(m)]
         want = np.concatenate([reduce_reference(p["op"], init.dtype, np.concatenate([init, s])) for s in segs])
-        close(d_out.to_host(), want, "segmented_reduce", scale=np.concatenate([_scale(s, want[:1]) for s in segs]))
+        scale = None if x.dtype.names else np.concatenate([_scale(s, want[:1]) for s in segs])
+        close(d_out.to_host(), want, "segmented_reduce", scale=scale)
 
 
 def _scale(x, want):
