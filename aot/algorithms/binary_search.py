@@ -9,8 +9,8 @@ from ._base import REQUIRED, AlgorithmBase, Build, Check
 
 class BinarySearch(AlgorithmBase):
     fields = {"dtype": REQUIRED, "index_dtype": "uint64"}
-    call_defaults = {"comp": None}
-    choices = {"index_dtype": ("uint64",)}  # cuda.compute 1.2.1 takes pointer-sized (np.uintp) indices only  # the default (less) comparator, compiled in
+    call_defaults = {"comp": None}  # the default (less) comparator, compiled in
+    choices = {"index_dtype": ("uint64",)}  # cuda.compute 1.2.1 takes pointer-sized (np.uintp) indices only
 
     def __init__(self, name: str, side: str):
         self.name, self.factory, self.side = name, f"make_{name}", side
