@@ -81,10 +81,13 @@ class Registry:
     ``Registry(path)`` reads ``path/manifest.json``; ``Registry.from_package("pkg", "artifacts")`` does
     the same for a package's data folder, so downstream packages can ship their own artifacts. A missing
     manifest is not an error: the registry then serves from the user cache / JIT using ``specs``.
+
+    Operators from code (``op: "pkg.mod:func"``) are imported, to JIT or re-key a spec, only for the
+    caller's ``specs`` or inside ``owner`` (the package that owns the artifacts; ``from_package`` sets it).
     """
 
     def __init__(self, source: str | os.PathLike | None, *, specs: Iterable[Spec] | None = None,
-                 device_sm: int | None = None):
+                 device_sm: int | None = None, owner: str | None = None):
         self.root = Path(source) if source is not None else None
         self._device_sm = device_sm
         self._device_id: int | None = None  # the device the registry serves (warmup threads make it current)
@@ -110,7 +113,7 @@ class Registry:
                 except (KeyError, TypeError, ValueError) as e:
                     self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
                                f"if the matrix defines it")
-        self._owner: str | None = None  # the package that owns the artifacts (from_package)
+        self._owner = owner  # the package that owns the artifacts: its operators from code may be imported
         self._trusted: set[str] = set()  # specs the caller passed: their operators from code may be imported
         for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
             self._specs[s.name] = s
@@ -125,8 +128,7 @@ class Registry:
         wheel built without artifacts); the registry then serves only specs passed in ``specs`` (JIT), and
         "unknown spec" errors say that no manifest was found."""
         root = package_artifact_dir(package, folder)
-        reg = cls(root, **kw)
-        reg._owner = package
+        reg = cls(root, owner=package, **kw)
         if not (root / MANIFEST_NAME).is_file() and not DISABLE_PACKAGED.get():
             what = "no such folder" if not root.is_dir() else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = f"no manifest was found at {root / MANIFEST_NAME} ({what})"

@@ -199,9 +199,8 @@ def test_manifest_naming_a_foreign_module_is_refused(matrix):
     d = next(s for s in matrix.specs if s.name == "t_select_indices").definition()
     d["op"] = "h6_never_imported:pred"
     d["code"] = {"h6_never_imported:pred": "0" * 64}
-    reg = Registry(None, device_sm=90)
+    reg = Registry(None, device_sm=90, owner="aot_test_ops")
     reg._specs["x"] = spec_from_definition({**d, "name": "x"})  # as the manifest reader registers it
-    reg._owner = "aot_test_ops"
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for _ in range(2):
@@ -215,8 +214,7 @@ def test_manifest_naming_a_foreign_module_is_refused(matrix):
 def test_owning_package_operator_is_resolved_and_rekeyed_when_edited(matrix):
     from aot.loader import Registry
     spec = next(s for s in matrix.specs if s.name == "t_reduce_bbox")
-    reg = Registry(None, device_sm=90)
-    reg._owner = "aot_test_ops"
+    reg = Registry(None, device_sm=90, owner="aot_test_ops")
     same, refusal = reg._code_spec(spec)
     assert refusal is None and same is spec
     stale = CcclSpec(spec.name, spec.algorithm, spec.params, spec.types, {"aot_test_ops:bbox_union": "1" * 64})
