@@ -258,7 +258,7 @@ def definition_problem(d: Mapping[str, Any]) -> str | None:
             if problem:
                 return problem
         if "init" in fields:
-            problem = init_problem(d.get("init"), d.get("dtype"), types)
+            problem = init_problem(d.get("init"), str(d.get("dtype")), types)
             if problem:
                 return problem
         return None

@@ -11,7 +11,7 @@ The shape follows cibuildwheel's ``platforms/__init__.py``: a Protocol and a dic
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, cast
 
 from . import binary_search, histogram, reduce, scan, select, sort, three_way_partition, transform, unique
 from ._base import (BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot,
@@ -41,7 +41,7 @@ class Algorithm(Protocol):
         """Run ``obj`` (the loaded algorithm, operators bound) on ``c``'s device; raise on a mismatch."""
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
+ALGORITHMS: dict[str, Algorithm] = {a.name: cast(Algorithm, a) for a in (
     scan.EXCLUSIVE_SCAN, scan.INCLUSIVE_SCAN, reduce.REDUCE, reduce.SEGMENTED_REDUCE, select.SELECT,
     binary_search.LOWER_BOUND, binary_search.UPPER_BOUND, sort.RADIX_SORT, sort.MERGE_SORT,
     unique.UNIQUE_BY_KEY, sort.SEGMENTED_SORT, transform.UNARY_TRANSFORM, transform.BINARY_TRANSFORM,

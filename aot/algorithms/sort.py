@@ -49,7 +49,7 @@ class RadixSort(AlgorithmBase):
                               d_out_values=d_ovals, num_items=n))
         perm = _stable_perm(keys, p["order"] == "descending")
         close(d_okeys.to_host(), keys[perm], "radix_sort keys")
-        if vd:
+        if d_ovals is not None and vals is not None:
             close(d_ovals.to_host(), vals[perm], "radix_sort values")
 
 
@@ -75,13 +75,14 @@ class MergeSort(AlgorithmBase):
         c.twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_in_values=d_vals, d_out_keys=d_okeys,
                               d_out_values=d_ovals, num_items=n))
         if p["op"] not in ("less", "greater"):  # a lambda comparator: a checked order, not an exact one
-            problem = sorted_problem(p["op"], keys, d_okeys.to_host(), vals, d_ovals.to_host() if vd else None)
+            problem = sorted_problem(p["op"], keys, d_okeys.to_host(), vals,
+                                     d_ovals.to_host() if d_ovals is not None else None)
             if problem:
                 raise AssertionError(f"merge_sort: {problem}")
             return
         perm = _stable_perm(keys, p["op"] == "greater")
         close(d_okeys.to_host(), keys[perm], "merge_sort keys")
-        if vd:
+        if d_ovals is not None and vals is not None:
             close(d_ovals.to_host(), vals[perm], "merge_sort values")
 
 
@@ -123,7 +124,7 @@ class SegmentedSort(AlgorithmBase):
             want = np.concatenate([want[offsets[i]:offsets[i + 1]][::-1] for i in range(m)])
         got = d_okeys.to_host()
         close(got, want, "segmented_sort keys")
-        if vd:  # not stable: the (segment, key, value) triples must be the input's, in any order of equal keys
+        if d_ovals is not None and vals is not None:  # not stable: the (segment, key, value) triples must be the input's, in any order of equal keys
             gv = d_ovals.to_host()
             a, b = np.lexsort((vals, keys, seg)), np.lexsort((gv, got, seg))
             if not (np.array_equal(keys[a], got[b]) and np.array_equal(vals[a].view(np.uint8),
