@@ -350,11 +350,12 @@ class Registry:
         if symbols is not None and not (isinstance(symbols, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in symbols.items())):
             raise ArtifactError("header field 'symbols' is not a mapping of names")
+        kw = {"symbol_mapping": symbols} if symbols else {}
         if art.kind == "ptx":
             check_ptx_loadable(h["producer"])
-            code = ObjectCode.from_ptx(art.payload, name=spec.name, symbol_mapping=symbols)
+            code = ObjectCode.from_ptx(art.payload, name=spec.name, **kw)
         else:
-            code = ObjectCode.from_cubin(art.payload, name=spec.name, symbol_mapping=symbols)
+            code = ObjectCode.from_cubin(art.payload, name=spec.name, **kw)
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
