@@ -1,12 +1,17 @@
 """aot: ahead-of-time builds of cuda.compute algorithms and NVRTC kernels, and the loader that uses them.
 
 ``import aot`` imports no CUDA library (measured in tests): the loader pulls cuda.compute / cuda.core in
-only when a kernel is first requested.
+only when a kernel is first requested. Nor does it import :mod:`logging`: the library logger
+``logging.getLogger("aot")`` (debug records of every source decision, see :mod:`aot._log`) gets its
+``NullHandler`` when the loader or the build is first imported.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from .errors import (AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError,
+                     UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -16,7 +21,10 @@ if TYPE_CHECKING:  # names for annotations only: importing the loader here would
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
-           "status", "default_registry"]
+           "status", "default_registry",
+           # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
+           "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
+           "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "loader", "AotWarning": "loader", "default_registry": "loader"}
 
@@ -42,15 +50,22 @@ def kernel(unit: str, kernel_name: str):
 
 
 def request_warmup(names: "Iterable[str] | None" = None) -> None:
-    """Start loading ``names`` (default: every spec) in background threads; returns immediately."""
-    from .loader import default_registry
-    default_registry().request_warmup(names)
+    """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
+    background threads; returns within a millisecond or so (even the default registry is built in the
+    background; an unknown name is then raised by :func:`ensure_warm`)."""
+    from ._warm import request_default_warmup
+    request_default_warmup(names)
 
 
 def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
+    import time
+
+    from ._warm import wait_default_started
+    deadline = None if timeout is None else time.monotonic() + timeout
+    wait_default_started(deadline)
     from .loader import default_registry
-    return default_registry().ensure_warm(timeout)
+    return default_registry().ensure_warm(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def status() -> "dict[str, SpecStatus]":

@@ -8,6 +8,7 @@ An SM is an int ``10 * major + minor`` (``89`` = sm_89, ``120`` = sm_120).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -19,6 +20,9 @@ DEFAULT_SMS: dict[int, tuple[int, ...]] = {
     12: (75, 80, 86, 89, 90),
     13: (80, 86, 89, 90, 100, 120),
 }
+
+
+_SM_DIGITS = re.compile(r"[0-9]{2,3}")
 
 
 def sm_major(sm: int) -> int:
@@ -49,7 +53,7 @@ def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
             result.add(native)
         else:
             digits = token[3:] if token.startswith("sm_") else token
-            if not digits.isdigit() or not 2 <= len(digits) <= 3:
+            if not _SM_DIGITS.fullmatch(digits):  # ASCII only: str.isdigit() accepts '8²' and '¹²'
                 raise UsageError(f"--sm: {token!r} is not an SM (expected e.g. 80, 89, sm_90, native, all)")
             result.add(int(digits))
     if supported is not None:

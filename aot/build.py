@@ -26,11 +26,15 @@ from typing import Callable, Iterable, Sequence
 
 from . import format as fmt
 from ._fs import atomic_write, sweep_temp
+from ._log import get_logger
+from ._outlock import output_lock
 from .errors import ArtifactError, BuildError, UsageError
 from .manifest import remove_manifest, write_manifest
 from .spec import CcclSpec, NvrtcUnit, Spec, item_key
 
 REPORT_NAME = "build-report.json"
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: specs hold dicts
@@ -130,10 +134,11 @@ def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | Non
 def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard {text!r}: expected K/N, e.g. 1/4") from None
+    import re
+    m = re.fullmatch(r"([0-9]{1,4})/([0-9]{1,4})", text)  # ASCII digits only: int() also takes '１' and '٣'
+    if m is None:
+        raise UsageError(f"--shard {text[:40]!r}: expected K/N, e.g. 1/4")
+    k, n = int(m.group(1)), int(m.group(2))
     if not (n >= 1 and 1 <= k <= n):
         raise UsageError(f"--shard {text!r}: need 1 <= K <= N")
     return k, n
@@ -198,19 +203,38 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
           on_event: Event | None = None, prune: bool = True) -> BuildReport:
     """Build ``specs`` x ``sms`` into ``out``. Raises :class:`BuildError` (after writing the report) if any
     item failed; with ``keep_going`` the others still complete and the manifest lists them. ``prune``
-    removes artifacts of earlier builds that this one does not produce (off for ``--only`` builds)."""
-    from .toolchain import choose_driver, versions
+    removes artifacts of earlier builds that this one does not produce (off for ``--only`` builds).
 
+    The whole build holds ``out``'s writer lock (:mod:`aot._outlock`): a second build or merge into the
+    same directory is refused with :class:`~aot.errors.BusyError` instead of pruning this one's files."""
     t_start = time.perf_counter()
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, "build"):
+        return _build(specs, sms, out, jobs=jobs, force=force, keep_going=keep_going, shard=shard,
+                      force_stub=force_stub, on_event=on_event, prune=prune, t_start=t_start)
+
+
+def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, force: bool, keep_going: bool,
+           shard: tuple[int, int] | None, force_stub: bool, on_event: Event | None, prune: bool,
+           t_start: float) -> BuildReport:
+    from .toolchain import choose_driver, versions
+
     producer = versions()
     driver = choose_driver(force_stub=force_stub)
     jobs = jobs or os.cpu_count() or 1
     items = plan(specs, sms, shard)
-    emit = on_event or (lambda *a: None)
+    user_emit = on_event or (lambda *a: None)
+
+    def emit(kind: str, item: Item, result: ItemResult | None) -> None:
+        if kind == "done" and result is not None:
+            log.debug("%s: %s in %.2f s (%d bytes)%s", item.label, "miss, built" if result.status == "built"
+                      else result.status, result.seconds, result.bytes,
+                      f": {error_summary(result.error)}" if result.error else "")
+        user_emit(kind, item, result)
+
     report = BuildReport(out=str(out), driver=driver.describe(), versions=dict(producer), jobs=jobs,
                          sms=list(sms), shard=f"{shard[0]}/{shard[1]}" if shard else None)
 
@@ -238,6 +262,9 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
 
     report.items = [results[it] for it in items if it in results]
     report.seconds = time.perf_counter() - t_start
+    log.info("build into %s: %s in %.1f s with %d jobs (%s)", out,
+             ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items())) or "no items", report.seconds,
+             jobs, report.driver)
     failed = report.failures
     if not failed or keep_going:
         if prune and shard is None and not failed:

@@ -11,17 +11,30 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from . import __version__
 from .errors import AotError, UsageError
 
 DEFAULT_OUT = "aot-out"
 
 
+def _prog() -> str:
+    """``aot`` for the console script, ``python -m aot`` when run as a module (what the user typed)."""
+    argv0 = Path(sys.argv[0] or "")
+    return "python -m aot" if (argv0.name, argv0.parent.name) == ("__main__.py", "aot") else "aot"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m aot", description="Ahead-of-time builds of CCCL algorithms "
-                                "and NVRTC kernels, packaged as artifacts; a loader that picks them up.")
+    # -v works before or after the subcommand (`aot -v build`, `aot build -vv`).
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("--verbose", "-v", action="count", default=argparse.SUPPRESS,
+                         help="log what aot decides to stderr: -v INFO, -vv DEBUG (every source tried, "
+                              "every build item)")
+    p = argparse.ArgumentParser(prog=_prog(), parents=[verbose], description="Ahead-of-time builds of CCCL "
+                                "algorithms and NVRTC kernels, packaged as artifacts; a loader that picks them up.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    b = sub.add_parser("build", help="compile every spec of a build matrix for a list of SMs")
+    b = sub.add_parser("build", parents=[verbose], help="compile every spec of a build matrix for a list of SMs")
     b.add_argument("--matrix", type=Path, default=None, help="build matrix YAML (default: the bundled one)")
     b.add_argument("--sm", default="all", help="SMs: '80,89,90', 'native' or 'all' (default: all for the "
                    "installed CUDA major)")
@@ -35,16 +48,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="use the stand-in libcuda even if a real driver is present")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
 
-    v = sub.add_parser("validate", help="validate a build matrix and list its specs")
+    v = sub.add_parser("validate", parents=[verbose], help="validate a build matrix and list its specs")
     v.add_argument("--matrix", type=Path, default=None)
 
-    ver = sub.add_parser("verify", help="check an artifact set (DIR or WHEEL): integrity; with --gpu, results")
+    ver = sub.add_parser("verify", parents=[verbose],
+                         help="check an artifact set (DIR or WHEEL): integrity; with --gpu, results")
     ver.add_argument("target", nargs="?", default=None, help="artifact directory or wheel (default: the "
                      "installed package's artifacts)")
     ver.add_argument("--default", action="store_true", help="the installed aot package's own artifacts")
     ver.add_argument("--gpu", action="store_true", help="also run every spec on this GPU against numpy")
     ver.add_argument("--only", default=None, help="GPU-check only these specs: NAME[,NAME...]")
-    ver.add_argument("--json", type=Path, default=None, help="write the GPU table as JSON here")
+    ver.add_argument("--json", type=Path, default=None, help="write the result as JSON here: the GPU table "
+                     "with --gpu, else the integrity result")
+    ver.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     ver.add_argument("--for-wheel", action="store_true", help="also require a complete, unsharded set built "
                      "for this environment's CUDA major and cuda-cccl (the wheel build runs this)")
     ver.add_argument("--package", default=None, help="the artifacts an installed package ships "
@@ -57,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                      "set records)")
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
 
-    ins = sub.add_parser("inspect", help="table of specs x SMs, sizes, versions of an artifact set")
+    ins = sub.add_parser("inspect", parents=[verbose],
+                         help="table of specs x SMs, sizes, versions of an artifact set")
     ins.add_argument("target", nargs="?", default=None, help="artifact directory or wheel")
     ins.add_argument("--package", default=None, help="the artifacts an installed package ships")
     ins.add_argument("--folder", default="artifacts", help="with --package: the folder (default: artifacts)")
@@ -80,13 +97,16 @@ def _parser() -> argparse.ArgumentParser:
                     "<project>/build/aot)")
     bu.add_argument("--quiet", "-q", action="store_true", help="print only the result line")
 
-    sub.add_parser("doctor", help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
+    sub.add_parser("doctor", parents=[verbose],
+                   help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
 
     _cache_parser(sub)
 
-    mg = sub.add_parser("merge", help="combine shard outputs (build --shard K/N) into one artifact set")
+    mg = sub.add_parser("merge", parents=[verbose],
+                        help="combine shard outputs (build --shard K/N) into one artifact set")
     mg.add_argument("shards", nargs="+", type=Path, help="shard output directories")
     mg.add_argument("--out", type=Path, required=True)
+    mg.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     return p
 
 
@@ -95,11 +115,39 @@ def entry() -> None:
     sys.exit(main())
 
 
+def _survive_any_encoding() -> None:
+    """Names come from user files: under PYTHONIOENCODING=ascii (or a C locale) printing one must not
+    raise UnicodeEncodeError. Unencodable characters are written as backslash escapes instead."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or exotic stream: leave it
+                pass
+
+
+def _log_to_stderr(verbosity: int):
+    """-v: INFO, -vv: DEBUG records of the ``aot`` logger on stderr. Returns the handler to remove."""
+    if verbosity <= 0:
+        return None
+    import logging
+    from ._log import LOGGER_NAME
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("aot: %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _survive_any_encoding()
     try:
         args = _parser().parse_args(argv)
-    except SystemExit as e:  # argparse already printed the usage error
+    except SystemExit as e:  # argparse already printed the usage error (2), or --help / --version (0)
         return int(e.code or 0)
+    handler = _log_to_stderr(getattr(args, "verbose", 0))  # SUPPRESS: the -v action is shared by every parser
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
                     "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
@@ -120,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if handler is not None:
+            import logging
+            logging.getLogger("aot").removeHandler(handler)
 
 
 def cmd_validate(args) -> int:
@@ -135,6 +187,7 @@ def cmd_validate(args) -> int:
 def cmd_build(args) -> int:
     from ._env import FORCE_STUB, JOBS
     from .arch import parse_sm_list
+    from .errors import BusyError
     from .build import build, error_summary, parse_shard, plan
     from .matrix import load_matrix
     from .toolchain import cuda_major, native_sm, nvrtc_supported_sms
@@ -171,12 +224,16 @@ def cmd_build(args) -> int:
                     progress.console.print(f"[red]failed[/red] {item.label}: {error_summary(result.error)}")
 
         report = None
+        refused = False
         try:
             report = build(specs, sms, args.out, jobs=jobs, force=args.force, keep_going=args.keep_going,
                            shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event,
                            prune=not args.only)
+        except BusyError:
+            refused = True  # the report in --out is the other build's, not ours
+            raise
         finally:
-            if report is None:
+            if report is None and not refused:
                 _print_report_file(args.out, console, args.quiet)
     if not args.quiet:
         _print_report(report, console)
@@ -221,81 +278,72 @@ def _print_report(report, console) -> None:
                   f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
 
 
-class _bad_zip_is_usage_error:
-    """Damaged wheel members surface while reading, not only while opening: one line, exit 2."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        import zipfile
-        import zlib
-        if kind is not None and issubclass(kind, (zipfile.BadZipFile, EOFError, zlib.error)):
-            raise UsageError(f"{self.path}: not a readable wheel: {exc}") from None
-        return False
-
-
-def _artifact_dir(target: str | None, stack) -> Path:
-    """A directory holding manifest.json: the target itself, a wheel's ``aot/artifacts`` (extracted into a
-    temporary directory owned by ``stack``), or the installed package's artifacts."""
+def _artifact_dirs(target: str | None, stack) -> list[Path]:
+    """Directories holding manifest.json: the target itself, every artifact folder of a wheel (unpacked by
+    :mod:`aot._wheel` into a temporary directory owned by ``stack``), or the installed package's artifacts."""
     import tempfile
-    import zipfile
     from importlib import resources
+    from ._wheel import extract_artifacts
     if target is None:
-        return Path(str(resources.files("aot"))) / "artifacts"
+        return [Path(str(resources.files("aot"))) / "artifacts"]
     p = Path(target)
     if p.is_file() and p.suffix == ".whl":
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-")))
-        import zlib
-        try:
-            z = zipfile.ZipFile(p)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as e:
-            raise UsageError(f"{p}: not a readable wheel: {e}") from None
-        with z, _bad_zip_is_usage_error(p):
-            members = [n for n in z.namelist() if "/artifacts/" in n and not n.endswith("/")]
-            if not members:
-                raise UsageError(f"{p}: the wheel carries no artifacts (no */artifacts/ folder)")
-            prefix = members[0].split("/artifacts/")[0] + "/artifacts/"
-            total = sum(z.getinfo(n).file_size for n in members)
-            if total > 2 * 1024 ** 3:
-                raise UsageError(f"{p}: artifacts would unpack to {total} bytes; refusing (over 2 GiB)")
-            for n in members:
-                if n.startswith(prefix):
-                    rel = n[len(prefix):]
-                    if rel.startswith("/") or ".." in rel.split("/"):
-                        raise UsageError(f"{p}: unsafe path in wheel: {n}")
-                    dest = tmp / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dest.write_bytes(z.read(n))
-        return tmp
+        return extract_artifacts(p, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-"))))
     if not p.is_dir():
         raise UsageError(f"{p}: not a directory or a .whl file")
-    return p
+    return [p]
+
+
+def _target_or_build_output(target: str | None, command: str) -> str | None:
+    """No target given: the installed package's artifacts if it carries any; else ``./aot-out`` (what the
+    README's build writes) if it holds a manifest, saying so; else a one-line error saying what to pass.
+    A tool-only install has no ``aot/artifacts``, and "manifest.json missing" there helped nobody."""
+    if target is not None:
+        return target
+    from importlib import resources
+    from .manifest import MANIFEST_NAME
+    if (Path(str(resources.files("aot"))) / "artifacts" / MANIFEST_NAME).is_file():
+        return None
+    if (Path(DEFAULT_OUT) / MANIFEST_NAME).is_file():
+        print(f"aot: this aot install carries no artifacts; {command} uses ./{DEFAULT_OUT} (the build output "
+              f"here)", file=sys.stderr)
+        return DEFAULT_OUT
+    raise UsageError(f"nothing to {command}: this aot install carries no artifacts and ./{DEFAULT_OUT} has no "
+                     f"manifest.json; pass an artifact directory or wheel ({_prog()} {command} DIR|WHEEL)")
 
 
 def cmd_verify(args) -> int:
     import contextlib
+    import json
     from .errors import VerificationError
     from .verify import verify_integrity
+    if args.json is not None and args.json.is_dir():
+        raise UsageError(f"--json {args.json}: is a directory; name the file to write")
     with contextlib.ExitStack() as stack:
-        root = _package_dir(args.package, args.folder) if args.package else \
-            _artifact_dir(None if args.default else args.target, stack)
-        n, problems = verify_integrity(root)
-        for prob in problems:
-            print(f"problem: {prob}")
-        if problems:
-            raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
-        if args.for_wheel:
-            cov = _check_packageable(root, args)
-            print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
-                  + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
-        print(f"{root}: {n} artifacts, integrity OK")
+        if args.package:
+            roots = [_package_dir(args.package, args.folder)]
+        else:
+            target = None if args.default else _target_or_build_output(args.target, "verify")
+            roots = _artifact_dirs(target, stack)
+        for root in roots:  # a wheel's every artifact folder, each checked
+            n, problems = verify_integrity(root)
+            for prob in problems:
+                print(f"problem: {prob}")
+            if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
+                from ._fs import atomic_write
+                doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
+                       "problems": problems}
+                atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
+            if problems:
+                raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+            if args.for_wheel:
+                cov = _check_packageable(root, args)
+                print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
+                      + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
+            print(f"{root}: {n} artifacts, integrity OK")
         if not args.gpu:
             return 0
-        return _verify_gpu(root, args)
+        return max(_verify_gpu(root, args) for root in roots)
 
 
 def _verify_gpu(root: Path, args) -> int:
@@ -313,10 +361,28 @@ def _verify_gpu(root: Path, args) -> int:
         from .matrix import load_matrix
         specs = load_matrix(args.matrix).specs
     registry = Registry(root, specs=specs, owner=args.package)
-    names = [n.strip() for n in args.only.split(",")] if args.only else None
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    unknown = [n for n in names or () if n not in registry.names()]
+    if unknown or names == []:
+        raise UsageError(f"--only {args.only!r}: no spec {', '.join(map(repr, unknown))} in {root}" if unknown
+                         else f"--only {args.only!r} names no spec")
     info = read_info(root) or {}
     checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
-    rows = verify_gpu(registry, names, checks=checks, package=args.package)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    err = Console(stderr=True)
+    todo = names if names is not None else registry.names()
+    with Progress(TextColumn("[bold]verify --gpu"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True,
+                  disable=args.quiet or not err.is_terminal) as progress:
+        task = progress.add_task("", total=len(todo))
+
+        def on_spec(name: str, done: bool) -> None:
+            if done:
+                progress.advance(task)
+            else:
+                progress.update(task, description=name)
+
+        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
         t.add_column(col)
@@ -331,7 +397,8 @@ def _verify_gpu(root: Path, args) -> int:
           + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
              if unrun else ""))
     if args.json:
-        args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+        from ._fs import atomic_write
+        atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
     if bad:
         raise VerificationError(f"{len(bad)} GPU check(s) failed; first: {bad[0].spec}: {bad[0].detail}")
     return 0
@@ -339,44 +406,52 @@ def _verify_gpu(root: Path, args) -> int:
 
 def cmd_inspect(args) -> int:
     import contextlib
+    with contextlib.ExitStack() as stack:
+        if args.package:
+            root = _package_dir(args.package, args.folder)
+            _inspect_one(root, f"package {args.package} ({root})")
+            return 0
+        target = _target_or_build_output(args.target, "inspect")
+        for root in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
+            wheel = target is not None and str(target).endswith(".whl")
+            _inspect_one(root, f"{Path(target).name}: {root.name}" if wheel else str(root))
+    return 0
+
+
+def _inspect_one(root: Path, title: str) -> None:
     from collections import defaultdict
     from rich.console import Console
     from rich.table import Table
     from .manifest import load_manifest
     from .verify import coverage
-    with contextlib.ExitStack() as stack:
-        root = _package_dir(args.package, args.folder) if args.package else _artifact_dir(args.target, stack)
-        title = (f"package {args.package} ({root})" if args.package else
-                 Path(args.target).name if args.target and str(args.target).endswith(".whl") else str(root))
-        m = load_manifest(root)
-        sms = sorted({a["sm"] for a in m.artifacts})
-        cells: dict = defaultdict(dict)
-        for a in m.artifacts:
-            label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
-            cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
-        t = Table(title=f"{title} (sizes in KB)")
-        t.add_column("family")
-        t.add_column("spec")
-        for sm in sms:
-            t.add_column(f"sm_{sm}", justify="right")
-        t.add_column("ptx", justify="right")
-        t.add_column("total KB", justify="right")
-        for (family, name), row in sorted(cells.items()):
-            t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
-                      f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
-        console = Console()
-        console.print(t)
-        total = sum(a["size"] for a in m.artifacts)
-        v = m.producer
-        console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
-                      f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
-                      f"nvJitLink {v.get('nvjitlink')}")
-        cov = coverage(m)
-        console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
-                      f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
-                      f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
-                      + (" ..." if len(cov.missing) > 8 else "")))
-    return 0
+    m = load_manifest(root)
+    sms = sorted({a["sm"] for a in m.artifacts})
+    cells: dict = defaultdict(dict)
+    for a in m.artifacts:
+        label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
+        cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
+    t = Table(title=f"{title} (sizes in KB)")
+    t.add_column("family")
+    t.add_column("spec")
+    for sm in sms:
+        t.add_column(f"sm_{sm}", justify="right")
+    t.add_column("ptx", justify="right")
+    t.add_column("total KB", justify="right")
+    for (family, name), row in sorted(cells.items()):
+        t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+                  f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
+    console = Console()
+    console.print(t)
+    total = sum(a["size"] for a in m.artifacts)
+    v = m.producer
+    console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
+                  f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
+                  f"nvJitLink {v.get('nvjitlink')}")
+    cov = coverage(m)
+    console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+                  f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+                  f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
+                  + (" ..." if len(cov.missing) > 8 else "")))
 
 
 def cmd_doctor(args) -> int:
@@ -466,8 +541,18 @@ def cmd_cache(args) -> int:
 
 
 def cmd_merge(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from .merge import merge
-    summary = merge(args.shards, args.out)
+    err = Console(stderr=True)
+    with Progress(TextColumn("[bold]merge"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=args.quiet or not err.is_terminal) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_copy(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        summary = merge(args.shards, args.out, on_copy=on_copy)
     print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
           f"{summary['bytes'] / 1e6:.1f} MB")
     return 0

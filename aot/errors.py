@@ -14,8 +14,14 @@ class AotError(Exception):
     return_code = 1
 
 
+class BusyError(AotError):
+    """Another ``aot`` process holds the output directory (a build or merge into the same ``--out``)."""
+
+    return_code = 1
+
+
 class UsageError(AotError):
-    """Bad command-line input (an unparseable ``--sm``, ``--shard`` or ``--only``)."""
+    """Bad command-line input (an unparseable ``--sm`` or ``--shard``, an unknown ``--only`` name)."""
 
     return_code = 2
 

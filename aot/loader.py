@@ -21,20 +21,28 @@ import os
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from . import _warm
 from . import format as fmt
 from ._env import DISABLE_PACKAGED
 from ._lean import import_cuda_compute, require_jit
+from ._log import get_logger
 from .arch import Candidate, rank
-from .compat import check_producer, check_ptx_loadable
+from .compat import check_producer, check_ptx_loadable, require_driver
 from .errors import AotError, ArtifactError, NoDeviceError
 from .manifest import MANIFEST_NAME, Manifest, load_manifest
-from .spec import CcclSpec, NvrtcUnit, Spec, spec_from_definition
+from .spec import CcclSpec, NvrtcUnit, Spec, short
+
+#: A manifest with many unusable specs costs this many warnings naming them, then one for the rest.
+_MAX_SPEC_WARNINGS = 8
+
+
+log = get_logger(__name__)
 
 
 class AotWarning(UserWarning):
@@ -49,6 +57,7 @@ class SpecStatus:
     path: str | None = None
     ms: float | None = None
     errors: list = field(default_factory=list)
+    kernels: int | None = None  # kernels warmup loaded into the device; None: they load at the first call
 
 
 @dataclass
@@ -65,6 +74,10 @@ class _Loaded:
 
 def current_device_sm() -> int:
     """SM of the current CUDA device (device 0 unless the caller made another current)."""
+    try:  # never call into a missing driver: after one failed call, the next can hang
+        require_driver("a CUDA device")
+    except NoDeviceError as e:
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
     try:
         from cuda.core import Device
         dev = Device()
@@ -91,6 +104,7 @@ class Registry:
         self.root = Path(source) if source is not None else None
         self._device_sm = device_sm
         self._device_id: int | None = None  # the device the registry serves (warmup threads make it current)
+        self._warm_device: int | None = None  # the device current where request_warmup was called
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}
         self._loaded: dict[str, _Loaded] = {}
@@ -103,16 +117,21 @@ class Registry:
         self._specs: dict[str, Spec] = {}
         if self.root is not None and (self.root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
             try:
-                self.manifest = load_manifest(self.root)
+                self.manifest = load_manifest(self.root, skip_bad_specs=True)
             except ArtifactError as e:
                 self._warn(f"ignoring packaged artifacts: {e}")
+            except Exception as e:  # noqa: BLE001 - a crafted manifest must never crash the host application
+                self._warn(f"ignoring packaged artifacts: {self.root / MANIFEST_NAME}: unreadable "
+                           f"({type(e).__name__})")
         if self.manifest is not None:
-            for name, d in self.manifest.specs.items():
-                try:
-                    self._specs[name] = spec_from_definition(d)
-                except (KeyError, TypeError, ValueError) as e:
-                    self._warn(f"{self.root}/manifest.json: spec {name!r} unreadable ({e}); it can only JIT "
-                               f"if the matrix defines it")
+            self._specs.update(self.manifest.built)  # checked by the matrix's own validator, once
+            skipped = self.manifest.skipped
+            for name, why in skipped[:_MAX_SPEC_WARNINGS]:
+                self._warn(f"{self.root / MANIFEST_NAME}: spec {short(name)} skipped ({why}); it can only JIT "
+                           f"if the caller's specs define it")
+            if len(skipped) > _MAX_SPEC_WARNINGS:
+                self._warn(f"{self.root / MANIFEST_NAME}: {len(skipped) - _MAX_SPEC_WARNINGS} more unusable "
+                           f"specs skipped")
         self._owner = owner  # the package that owns the artifacts: its operators from code may be imported
         self._trusted: set[str] = set()  # specs the caller passed: their operators from code may be imported
         for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
@@ -160,8 +179,22 @@ class Registry:
         return self._device_sm
 
     def status(self) -> dict[str, SpecStatus]:
-        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources."""
-        return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors)) for n, s in self._status.items()}
+        """Per spec asked for so far: the source that served it, SM, load milliseconds, skipped sources,
+        kernels warmup loaded into the device.
+
+        A snapshot taken under the registry's lock: warmup threads add entries concurrently, and every
+        insertion into ``_status`` happens under the same lock (see :meth:`_status_of`)."""
+        with self._lock:
+            return {n: SpecStatus(s.name, s.source, s.sm, s.path, s.ms, list(s.errors), s.kernels)
+                    for n, s in self._status.items()}
+
+    def _status_of(self, name: str) -> SpecStatus:
+        """The status record of ``name``, created under the lock (status() iterates the dict)."""
+        with self._lock:
+            st = self._status.get(name)
+            if st is None:
+                st = self._status[name] = SpecStatus(name)
+            return st
 
     # ------------------------------------------------------------------ public loading API
     def cccl(self, name: str) -> "CcclAlgorithm":
@@ -192,17 +225,46 @@ class Registry:
         return self._load(unit).obj.get_kernel(kernel_name)
 
     def request_warmup(self, names: Iterable[str] | None = None) -> None:
-        """Start loading ``names`` (default: all) in background threads; returns at once; idempotent."""
+        """Start loading ``names`` (default: all) in background threads; returns at once; idempotent.
+
+        Warm means: the artifact read, checked and deserialized, its library loaded for the device and
+        every kernel of it loaded into the device (:mod:`aot._warm`), so the first call runs like the
+        second. Nothing CUDA is imported or queried in the caller's thread (about 0.1 ms): the threads
+        import cuda.compute and resolve the device, the one current in the caller's thread if any."""
         names = list(names) if names is not None else self.names()
         for n in names:
             self.spec(n)
-        self.device_sm()  # the caller's current device is the one to warm up for
+        if self._device_sm is None and self._warm_device is None:
+            self._warm_device = _warm.caller_device()  # the caller's current device is the one to warm up for
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
-            for n in names:
-                if n not in self._futures:
-                    self._futures[n] = self._pool.submit(self._warm_one, n)
+            new = [n for n in dict.fromkeys(names) if n not in self._futures]
+            for n in new:
+                self._futures[n] = Future()
+        if not new:
+            return
+        cccl = [n for n in new if isinstance(self._specs[n], CcclSpec)]
+        nvrtc = [n for n in new if n not in cccl]
+        go = threading.Event()
+
+        def dispatch() -> None:
+            go.wait()  # the caller never waits for the GIL behind a busy warmup thread
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
+                pool = self._pool
+            # This thread alone imports CUDA's packages, in order: importing them from several threads at
+            # once can hand one a partially initialised module ("cannot import name 'Device'"). NVRTC
+            # units need no cuda.compute: they load while it imports (~200 ms).
+            _import_quietly(_warm.import_cuda_core)
+            for n in nvrtc:
+                pool.submit(self._warm_into, n, self._futures[n])
+            if cccl:
+                _import_quietly(import_cuda_compute)
+            for n in cccl:
+                pool.submit(self._warm_into, n, self._futures[n])
+
+        threading.Thread(target=dispatch, name="aot-warmup-dispatch", daemon=True).start()
+        go.set()
 
     def ensure_warm(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
@@ -218,25 +280,62 @@ class Registry:
                 cold.append(n)
         return sorted(cold)
 
+    def _warm_into(self, name: str, future: Future) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            self._warm_one(name)
+        except BaseException as e:  # noqa: BLE001 - handed to ensure_warm through the future
+            future.set_exception(e)
+        else:
+            future.set_result(None)
+
     def _warm_one(self, name: str) -> None:
         try:
+            if self._warm_device is not None and self._device_sm is None:
+                from cuda.core import Device
+                Device(self._warm_device).set_current()  # before device_sm(): it asks the current device
             self.device_sm()
             if self._device_id is not None:
                 from cuda.core import Device
                 Device(self._device_id).set_current()
             loaded = self._load(name)
-            if isinstance(self._specs[name], CcclSpec):
+            spec = self._specs[name]
+            if isinstance(spec, CcclSpec):
                 with self._lock:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
                     spare = import_cuda_compute().deserialize(loaded.payload)
-                _preload_module(spare)
+                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare))
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = spare
+            else:
+                names = spec.kernels
+                kernels = self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names))
+            st = self._status_of(name)
+            with self._lock:
+                st.kernels = kernels
         except Exception as e:
-            self._status.setdefault(name, SpecStatus(name)).errors.append(f"warmup: {e}")
+            st = self._status_of(name)
+            with self._lock:
+                st.errors.append(f"warmup: {e}")
+            log.debug("warmup of %s failed: %s: %s", name, type(e).__name__, e)
             raise
+
+    def _load_kernels(self, name: str, warm: Callable[[], int]) -> int | None:
+        """Run a :mod:`aot._warm` loader; its failure is not the spec's (the kernels then load at the first
+        call, as without warmup): record why in the spec's status and go on."""
+        try:
+            n = warm()
+        except Exception as e:  # noqa: BLE001 - KernelsNotLoaded, a driver error: the spec still works
+            st = self._status_of(name)
+            with self._lock:
+                st.errors.append(f"warmup: kernels not preloaded: {e}")
+            log.debug("warmup of %s: kernels not preloaded: %s", name, e)
+            return None
+        log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
+        return n
 
     # ------------------------------------------------------------------ the search
     def _warn(self, msg: str) -> None:
@@ -255,30 +354,47 @@ class Registry:
             if loaded is not None:
                 return loaded
             t0 = time.perf_counter()
-            st = self._status.setdefault(name, SpecStatus(name))
+            st = self._status_of(name)
             loaded = self._search(self._specs[name], st)
-            st.source, st.sm, st.path = loaded.source, loaded.sm, loaded.path
-            st.ms = (time.perf_counter() - t0) * 1e3
+            ms = (time.perf_counter() - t0) * 1e3
+            with self._lock:
+                st.source, st.sm, st.path, st.ms = loaded.source, loaded.sm, loaded.path, ms
             self._loaded[name] = loaded
+            log.info("%s: served from %s (%s sm_%s, %s) in %.1f ms", name, loaded.source, loaded.kind,
+                     loaded.sm, loaded.path or "in memory", ms)
             return loaded
 
     def _search(self, spec: Spec, st: SpecStatus) -> _Loaded:
         device_sm = self.device_sm()
+        if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
+            require_driver(f"loading NVRTC unit {spec.name!r}")
         refusal = None
         if isinstance(spec, CcclSpec) and spec.code:
             spec, refusal = self._code_spec(spec)
-        for cand in self.packaged_candidates(spec, device_sm):
+        cands = self.packaged_candidates(spec, device_sm)
+        log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
+                  ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
+        for cand in cands:
             entry = cand.ref
             path = self.manifest.path_of(entry)
+            t0 = time.perf_counter()
             try:
-                return self.open_packaged(spec, entry, path, device_sm)
+                loaded = self.open_packaged(spec, entry, path, device_sm)
+            except NoDeviceError:
+                raise  # not the artifact's fault: no other source can do better without a device
             except Exception as e:  # noqa: BLE001 - any failure (cuda.core's CUDAError too): next source
                 msg = f"aot: skipping {path}: {e}"
                 st.errors.append(msg)
+                log.debug("%s: candidate %s skipped: %s", spec.name, path, e)
                 self._warn(msg)
+            else:
+                log.debug("%s: candidate %s accepted in %.1f ms", spec.name, path,
+                          (time.perf_counter() - t0) * 1e3)
+                return loaded
         if refusal is not None:  # packaged artifacts need no import; JIT would import the operator's module
             self._warn(refusal)
             raise AotError(refusal)
+        log.debug("%s: no packaged artifact served; trying the user cache, then JIT for sm_%d", spec.name, device_sm)
         require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
         try:
             if isinstance(spec, CcclSpec):
@@ -369,16 +485,11 @@ def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:
         raise AotError(f"package {package!r}: cannot be found ({e})") from None
 
 
-def _preload_module(obj) -> None:
-    """Load the object's module into the current device now (cuda.compute does it at the first call,
-    about 1 ms). The kernels themselves still load lazily at their first launch (the driver's default
-    CUDA_MODULE_LOADING=LAZY; 15 ms for radix sort on an H200). Best effort: if cuda.compute's
-    internals differ, the first call loads the module as usual."""
+def _import_quietly(do_import: Callable[[], Any]) -> None:
+    """Import ahead of the warmup tasks; a failure is theirs to report (each retries and records it)."""
     try:
-        from cuda.compute._cccl_interop import resolve_build_result
-        holder = getattr(obj, "partitioner", obj)  # select wraps a three-way partition
-        resolve_build_result(holder.build_results)
-    except Exception:  # noqa: BLE001
+        do_import()
+    except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
         pass
 
 

@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from ._fs import atomic_write
 from .errors import ArtifactError
 from .format import _read_regular, is_sha256_hex, loads_strict_json
+from .spec import MAX_SPECS, Spec, SpecError, short, spec_from_definition
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "aot-manifest"
@@ -34,6 +35,16 @@ class Manifest:
     producer: Mapping[str, Any]
     specs: Mapping[str, Mapping[str, Any]]
     artifacts: tuple[Mapping[str, Any], ...]
+    #: The specs rebuilt (and checked) from ``specs``, once, by the matrix's own validator.
+    built: Mapping[str, Spec] = field(default_factory=dict)
+    #: The SMs the set was built for (``None``: an older manifest that does not say).
+    sms: tuple[int, ...] | None = None
+    #: Build items that failed (a ``--keep-going`` build), as output paths.
+    incomplete: tuple[str, ...] = ()
+    #: ``"K/N"`` for one shard of a sharded build, else ``None``.
+    shard: str | None = None
+    #: Specs left out by ``load_manifest(..., skip_bad_specs=True)``: (name, why), their artifacts dropped.
+    skipped: tuple[tuple[str, str], ...] = ()
 
     def entries_for(self, name: str) -> list[Mapping[str, Any]]:
         return [a for a in self.artifacts if a["name"] == name]
@@ -45,19 +56,19 @@ class Manifest:
 def safe_join(root: Path, rel: str) -> Path:
     """``root / rel`` only if ``rel`` is a plain relative path that stays inside ``root`` (symlinks too)."""
     if not isinstance(rel, str):
-        raise ArtifactError(f"manifest path {rel!r} is not a string")
+        raise ArtifactError(f"manifest path {short(rel)} is not a string")
     pp = PurePosixPath(rel)
     if not rel or not pp.parts or pp.is_absolute() or "\\" in rel or "\0" in rel \
             or any(part in ("..", "") for part in pp.parts) or rel.startswith("/") or ":" in pp.parts[0]:
-        raise ArtifactError(f"manifest path {rel!r} is not a plain relative path inside {root}")
+        raise ArtifactError(f"manifest path {short(rel)} is not a plain relative path inside {root}")
     p = root / Path(*pp.parts)
     try:
         real_root = root.resolve()
         real = p.resolve()
     except (OSError, RuntimeError, ValueError) as e:  # ValueError: a name the file system cannot encode
-        raise ArtifactError(f"manifest path {rel!r}: cannot resolve: {e}") from None
+        raise ArtifactError(f"manifest path {short(rel)}: cannot resolve: {e}") from None
     if real_root == real or real_root not in real.parents:
-        raise ArtifactError(f"manifest path {rel!r} leads outside {root} (to {real})")
+        raise ArtifactError(f"manifest path {short(rel)} leads outside {root} (to {real})")
     return p
 
 
@@ -95,20 +106,55 @@ def remove_manifest(root: Path) -> None:
         pass
 
 
-def spec_definition_problem(name: str, d: Any) -> str | None:
-    """What is wrong with a spec definition as a manifest stores it (``Spec.definition()``), else ``None``:
-    the matrix's own rules (:func:`aot.spec.definition_problem`), so a hostile manifest is refused here
-    with one clear error instead of failing later in the loader."""
-    from .spec import definition_problem
+def spec_definition_problem(name: Any, d: Any) -> str | None:
+    """What is wrong with a spec definition as a manifest stores it (``Spec.definition()``), else ``None``."""
+    try:
+        _build_spec(name, d)
+    except SpecError as e:
+        return f"field {short(e.field)}: {e}" if e.field else str(e)
+    return None
+
+
+def _build_spec(name: Any, d: Any) -> Spec:
+    """The spec a manifest defines under ``name``, through the matrix's own validator
+    (:func:`aot.spec.spec_from_definition`). Raises :class:`SpecError` for anything it refuses, including
+    what the checks themselves could not survive (they are bounded, so this is a second line)."""
     if not isinstance(d, dict) or d.get("name") != name:
-        return f"not an object named {name!r}"
-    if "algorithm" not in d and not isinstance(d.get("source"), str):
-        return "an NVRTC unit needs string 'source' and 'source_path'"
-    return definition_problem(d)
+        raise SpecError(f"not an object named {short(name)}")
+    try:
+        return spec_from_definition(d)
+    except SpecError:
+        raise
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as e:
+        raise SpecError(f"unreadable ({type(e).__name__})") from None
 
 
-def load_manifest(root: str | os.PathLike) -> Manifest:
-    """Parse and structurally check ``root/manifest.json`` (not the artifacts: see :func:`verify_files`)."""
+def _check_build_fields(path: Path, doc: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, tuple[str, ...], str | None]:
+    """``sms`` (a list of SM numbers), ``incomplete`` (a list of paths) and ``shard`` (``"K/N"`` or null):
+    what ``aot merge`` and the wheel check rely on, typed here so they never see anything else."""
+    sms = doc.get("sms")
+    if sms is not None and (not isinstance(sms, list) or len(sms) > 256 or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 10 <= x <= 1000 for x in sms)):
+        raise ArtifactError(f"{path}: field 'sms' must be a list of SM numbers, not {short(sms)}")
+    incomplete = doc.get("incomplete", [])
+    if not isinstance(incomplete, list) or not all(isinstance(x, str) for x in incomplete):
+        raise ArtifactError(f"{path}: field 'incomplete' must be a list of paths, not {short(incomplete)}")
+    shard = doc.get("shard")
+    if shard is not None:
+        parts = shard.split("/") if isinstance(shard, str) and len(shard) <= 16 else []
+        if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts) \
+                or not 1 <= int(parts[0]) <= int(parts[1]):
+            raise ArtifactError(f"{path}: field 'shard' must be 'K/N' with 1 <= K <= N, not {short(shard)}")
+    return (tuple(sms) if sms is not None else None), tuple(incomplete), shard
+
+
+def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False) -> Manifest:
+    """Parse and structurally check ``root/manifest.json`` (not the artifacts: see :func:`verify_files`).
+
+    Every spec definition passes the matrix's own validator. A bad one is an :class:`ArtifactError` naming
+    the manifest, the spec and the field; with ``skip_bad_specs`` (the runtime loader) it is left out
+    instead, with its artifacts, and listed in ``Manifest.skipped``.
+    """
     root = Path(root)
     path = root / MANIFEST_NAME
     try:
@@ -119,21 +165,34 @@ def load_manifest(root: str | os.PathLike) -> Manifest:
         raise ArtifactError(f"{path}: cannot read manifest: {e}") from None
     try:
         doc = loads_strict_json(raw)
-    except (ValueError, RecursionError) as e:
+    except (ValueError, RecursionError, MemoryError) as e:
         raise ArtifactError(f"{path}: manifest is not valid JSON: {type(e).__name__}: "
                             f"{str(e)[:200]}") from None
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise ArtifactError(f"{path}: not an aot manifest")
     if doc.get("manifest_version") != MANIFEST_VERSION:
-        raise ArtifactError(f"{path}: manifest version {doc.get('manifest_version')!r}, this aot reads "
+        raise ArtifactError(f"{path}: manifest version {short(doc.get('manifest_version'))}, this aot reads "
                             f"{MANIFEST_VERSION}")
     producer, specs, artifacts = doc.get("producer"), doc.get("specs"), doc.get("artifacts")
     if not isinstance(producer, dict) or not isinstance(specs, dict) or not isinstance(artifacts, list):
         raise ArtifactError(f"{path}: manifest lacks producer/specs/artifacts")
+    if len(specs) > MAX_SPECS:
+        raise ArtifactError(f"{path}: manifest defines {len(specs)} specs, over the limit of {MAX_SPECS}")
+    sms, incomplete, shard = _check_build_fields(path, doc)
+    built: dict[str, Spec] = {}
+    skipped: list[tuple[str, str]] = []
     for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
-        problem = spec_definition_problem(name, d)
-        if problem:
-            raise ArtifactError(f"{path}: spec {name!r}: {problem}")
+        try:
+            built[name] = _build_spec(name, d)
+        except SpecError as e:
+            why = f"field {short(e.field)}: {e}" if e.field else str(e)
+            if not skip_bad_specs:
+                raise ArtifactError(f"{path}: spec {short(name)}: {why}") from None
+            skipped.append((name, why))
+    if skipped:
+        left_out = {name for name, _ in skipped}
+        specs = {k: v for k, v in specs.items() if k in built}
+        artifacts = [a for a in artifacts if not (isinstance(a, dict) and a.get("name") in left_out)]
     for i, a in enumerate(artifacts):
         if not isinstance(a, dict):
             raise ArtifactError(f"{path}: artifact entry {i} is not an object")
@@ -141,11 +200,13 @@ def load_manifest(root: str | os.PathLike) -> Manifest:
             if isinstance(a.get(key), bool) or not isinstance(a.get(key), typ):
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
         if a["size"] < 0 or not is_sha256_hex(a["sha256"]):
-            raise ArtifactError(f"{path}: artifact entry {i} ({a['path']!r}) has a bad size or sha256")
+            raise ArtifactError(f"{path}: artifact entry {i} ({short(a['path'])}) has a bad size or sha256")
         safe_join(root, a["path"])
         if a["name"] not in specs:
-            raise ArtifactError(f"{path}: artifact entry {i} names spec {a['name']!r} the manifest does not define")
-    return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts))
+            raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
+                                f"define")
+    return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
+                    incomplete=incomplete, shard=shard, skipped=tuple(skipped))
 
 
 def verify_files(m: Manifest) -> list[str]:

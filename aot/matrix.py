@@ -7,8 +7,6 @@ matrix never leaves a half-written output behind.
 
 from __future__ import annotations
 
-import difflib
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -16,15 +14,64 @@ from typing import Any, Iterable
 
 import yaml
 
-from .errors import MatrixError
-from .spec import (ALGORITHMS, BUILTIN_OPS, DTYPES, MAX_STRUCT_FIELDS, NVRTC_OPTIONS, REQUIRED, CcclSpec,
-                   NvrtcUnit, Spec, code_ref_problem, is_code_ref, is_dtype_field, lambda_problem)
+from .errors import ArtifactError, MatrixError
+from .format import _read_regular
+from .spec import (DTYPES, MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS,
+                   MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name, check_nvrtc, hint, short)
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")
-#: Bounds on what an NVRTC unit's include directories may bring into its definition.
-MAX_HEADERS, MAX_HEADER_BYTES = 256, 4 << 20
+#: Header files under an NVRTC unit's include_dirs that become part of its definition.
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
 SUPPORTED_VERSIONS = (1,)
+
+#: Largest matrix file read (the default one is under 3 KB).
+MAX_MATRIX_LEN = 1024 * 1024
+#: Deepest nesting of YAML collections (a matrix needs 5: top, section, entry, options, define_macro).
+MAX_DEPTH = 16
+#: Most entries in one YAML list or mapping, and most values in the whole file.
+MAX_ENTRIES = MAX_SPECS
+MAX_VALUES = 32 * MAX_SPECS
+
+#: The fast (libyaml) parser when PyYAML has it; the checks below hold for either.
+_BaseLoader = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+_START = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_END = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _prescan(text: str, name: str) -> None:
+    """Refuse, from the event stream and before anything is built: anchors and aliases (an alias bomb
+    expands to billions of values), nesting deeper than :data:`MAX_DEPTH`, collections and files with too
+    many values, and scalars too long or holding NUL or lone surrogates. Stops at the first problem, so
+    a hostile file costs time proportional to where the problem is, not to its size."""
+    depth = values = 0
+    sizes: list[int] = []
+    for event in yaml.parse(text, Loader=_BaseLoader):
+        line = event.start_mark.line + 1 if event.start_mark else 0
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise MatrixError(f"{name}:{line}: YAML anchors and aliases are not allowed (write each value out)")
+        if isinstance(event, _END):
+            depth -= 1
+            sizes.pop()
+            continue
+        if not isinstance(event, (yaml.ScalarEvent, *_START)):
+            continue
+        values += 1
+        if sizes:
+            sizes[-1] -= 1
+            if sizes[-1] < 0:
+                raise MatrixError(f"{name}:{line}: a list or mapping with more than {MAX_ENTRIES} entries")
+        if values > MAX_VALUES:
+            raise MatrixError(f"{name}:{line}: the matrix holds more than {MAX_VALUES} values")
+        if isinstance(event, yaml.ScalarEvent):
+            problem = _text_problem(event.value, MAX_TEXT_LEN)
+            if problem:
+                raise MatrixError(f"{name}:{line}: a value {problem}")
+        else:
+            depth += 1  # room left in this collection (a mapping's keys and values both count)
+            sizes.append(2 * MAX_ENTRIES if isinstance(event, yaml.MappingStartEvent) else MAX_ENTRIES)
+            if depth > MAX_DEPTH:
+                raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels")
 
 
 class _Map(dict):
@@ -38,8 +85,8 @@ class _Seq(list):
     line: int = 0
 
 
-class _Loader(yaml.SafeLoader):
-    pass
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    name: str = ""
 
 
 def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
@@ -52,7 +99,7 @@ def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
             raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: a mapping key must be a plain "
                               f"name, not {type(key).__name__}")
         if key in m:
-            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: duplicate key {short(key)}")
         m[key] = loader.construct_object(value_node, deep=True)
         m.key_lines[key] = value_node.start_mark.line + 1
     return m
@@ -64,13 +111,17 @@ def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> _Seq:
     return s
 
 
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # over Python's 4300-digit int conversion limit
+        raise MatrixError(f"{loader.name}:{node.start_mark.line + 1}: integer {short(node.value)} is too "
+                          f"large") from None
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
-
-
-def _hint(value: Any, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 @dataclass(frozen=True)
@@ -91,7 +142,7 @@ class Matrix:
         missing = [n for n in only if n not in by_name]
         if missing:
             n = missing[0]
-            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{_hint(n, by_name)}")
+            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{hint(n, by_name)}")
         wanted = set(only)
         return tuple(s for s in self.specs if s.name in wanted)
 
@@ -127,46 +178,77 @@ class _Ctx:
     def fail(self, line: int, msg: str, spec: str | None = None, fld: str | None = None) -> MatrixError:
         where = f"{self.path}:{line}:"
         if spec is not None:
-            where += f" spec {spec!r}:"
+            where += f" spec {short(spec)}:"
         if fld is not None:
-            where += f" field {fld!r}:"
+            where += f" field {short(fld)}:"
         return MatrixError(f"{where} {msg}")
+
+    def spec_error(self, e: _Map, err: SpecError, name: str | None) -> MatrixError:
+        """A :class:`SpecError` from the shared validator, placed on the line of the field at fault."""
+        fld = err.field
+        line = e.line
+        if fld is not None and fld.startswith("options.") and isinstance(e.get("options"), _Map):
+            line = e["options"].key_lines.get(fld[len("options."):], e.key_lines.get("options", e.line))
+        elif fld is not None and fld in e:
+            line = e.key_lines[fld]
+        return self.fail(line, str(err), spec=name, fld=fld)
+
+
+def _read_bounded(path: Path, max_size: int) -> bytes:
+    """A regular file's bytes, at most ``max_size`` (a FIFO, a device or /dev/zero is refused, never read)."""
+    try:
+        return _read_regular(path, max_size)
+    except OSError as e:
+        raise ArtifactError(e.strerror or str(e)) from None
+    except ArtifactError as e:
+        raise ArtifactError(str(e).removeprefix(f"{path}: ").removeprefix("cannot read: ")) from None
 
 
 def load_matrix(path: str | Path | None = None) -> Matrix:
     """Read and validate a matrix file (the bundled default when ``path`` is ``None``)."""
     p = Path(path) if path is not None else default_matrix_path()
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MatrixError(f"{p}: cannot read build matrix: {e.strerror or e}") from None
+        raw = _read_bounded(p, MAX_MATRIX_LEN)
+    except ArtifactError as e:
+        raise MatrixError(f"{p}: cannot read build matrix: {e}") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise MatrixError(f"{p}: the build matrix is not UTF-8 text ({e.reason} at byte {e.start})") from None
     return parse_matrix(text, p)
 
 
-def parse_matrix(text: str, path: Path) -> Matrix:
-    ctx = _Ctx(path)
-    loader = _Loader(text)
-    loader.name = str(path)
+def _load_yaml(text: str, ctx: _Ctx) -> Any:
+    name = str(ctx.path)
     try:
-        doc = loader.get_single_data()
+        _prescan(text, name)
+        loader = _Loader(text)
+        loader.name = name
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except MatrixError:
         raise
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 0
-        raise ctx.fail(line, f"not valid YAML: {getattr(e, 'problem', e)}") from None
-    finally:
-        loader.dispose()
+        raise ctx.fail(line, f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:200]}") from None
+    except (ValueError, TypeError, RecursionError, MemoryError) as e:  # a constructor refusing a value
+        raise ctx.fail(0, f"not a usable YAML document: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def parse_matrix(text: str, path: Path) -> Matrix:
+    ctx = _Ctx(path)
+    doc = _load_yaml(text, ctx)
     if not isinstance(doc, _Map):
         raise ctx.fail(1, "the matrix must be a mapping with keys 'version', 'cccl', 'nvrtc'")
     for key in doc:
         if key not in TOP_KEYS:
-            raise ctx.fail(doc.key_lines[key], f"unknown top-level key {key!r}{_hint(key, TOP_KEYS)}")
+            raise ctx.fail(doc.key_lines[key], f"unknown top-level key {short(key)}{hint(key, TOP_KEYS)}")
     version = doc.get("version", 1)
     if version not in SUPPORTED_VERSIONS:
-        raise ctx.fail(doc.key_lines.get("version", 1), f"unsupported matrix version {version!r}; "
+        raise ctx.fail(doc.key_lines.get("version", 1), f"unsupported matrix version {short(version)}; "
                        f"this aot reads {', '.join(map(str, SUPPORTED_VERSIONS))}")
     types = _parse_types(ctx, doc)
     specs: list[Spec] = []
@@ -181,19 +263,24 @@ def parse_matrix(text: str, path: Path) -> Matrix:
             line = getattr(entry, "line", getattr(entries, "line", 0))
             if not isinstance(entry, _Map):
                 raise ctx.fail(line, f"each {section} entry must be a mapping, got {type(entry).__name__}")
-            name = entry.get("name")
-            if not isinstance(name, str) or not name.strip():
-                raise ctx.fail(line, "a spec needs a non-empty string 'name'", fld="name")
-            if not all(c.isalnum() or c in "_-." for c in name) or name.startswith("."):
-                raise ctx.fail(entry.key_lines["name"], "names may use letters, digits, '_', '-', '.' only",
-                               spec=name, fld="name")
+            raw_name = entry.get("name")
+            try:
+                name = check_name(raw_name)
+            except SpecError as err:
+                spec = raw_name if isinstance(raw_name, str) and raw_name.strip() else None
+                raise ctx.fail(entry.key_lines["name"] if spec else line, str(err), spec=spec, fld="name") from None
             if name in seen:
                 raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
                                f"{seen[name]})", spec=name, fld="name")
             seen[name] = entry.key_lines["name"]
-            specs.append(parse_one(ctx, entry, name, types))
+            try:
+                specs.append(parse_one(ctx, entry, name, types))
+            except SpecError as err:
+                raise ctx.spec_error(entry, err, name) from None
     if not specs:
         raise ctx.fail(1, "the matrix defines no specs")
+    if len(specs) > MAX_SPECS:
+        raise ctx.fail(1, f"the matrix defines {len(specs)} specs, over the limit of {MAX_SPECS}")
     return Matrix(path=path, specs=tuple(specs))
 
 
@@ -208,217 +295,64 @@ def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]
     types: dict[str, tuple[tuple[str, str], ...]] = {}
     for tname, fields in raw.items():
         line = raw.key_lines[tname]
-        where = f"types.{tname}"
-        if not isinstance(tname, str) or not tname.isidentifier():
-            raise ctx.fail(line, f"struct type name {tname!r} must be an identifier", fld=where)
+        where = f"types.{str(tname)[:64]}"
+        if not isinstance(tname, str) or len(tname) > 64 or not tname.isidentifier():
+            raise ctx.fail(line, f"struct type name {short(tname)} must be an identifier", fld=where)
         if tname in DTYPES:
             raise ctx.fail(line, f"struct type name {tname!r} is a scalar dtype's name", fld=where)
         if not isinstance(fields, _Map) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
             raise ctx.fail(line, f"a struct type maps 1 to {MAX_STRUCT_FIELDS} field names to scalar dtypes",
                            fld=where)
         for fname, dt in fields.items():
-            if not isinstance(fname, str) or not fname.isidentifier():
-                raise ctx.fail(fields.key_lines[fname], f"field name {fname!r} must be an identifier",
-                               fld=f"{where}.{fname}")
+            fline, ffld = fields.key_lines[fname], f"{where}.{str(fname)[:64]}"
+            if not isinstance(fname, str) or len(fname) > 64 or not fname.isidentifier():
+                raise ctx.fail(fline, f"field name {short(fname)} must be an identifier", fld=ffld)
             if dt not in DTYPES:
-                raise ctx.fail(fields.key_lines[fname], f"unknown dtype {dt!r}{_hint(dt, DTYPES)}; struct fields "
-                               f"are scalars: {', '.join(DTYPES)}", fld=f"{where}.{fname}")
+                raise ctx.fail(fline, f"unknown dtype {short(dt)}{hint(dt, DTYPES)}; struct fields are scalars: "
+                               f"{', '.join(DTYPES)}", fld=ffld)
         types[tname] = tuple((str(f), str(d)) for f, d in fields.items())
     return types
 
 
-def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> CcclSpec:
-    types = types or {}
-    algo = e.get("algorithm")
-    if algo is None:
-        raise ctx.fail(e.line, "missing required field", spec=name, fld="algorithm")
-    if not isinstance(algo, str) or algo not in ALGORITHMS:
-        raise ctx.fail(e.key_lines["algorithm"], f"unknown algorithm {algo!r}{_hint(algo, ALGORITHMS)}; "
-                       f"known: {', '.join(ALGORITHMS)}", spec=name, fld="algorithm")
-    adef = ALGORITHMS[algo]
-    allowed = ("name", "algorithm", *adef.fields, *adef.optional)
-    for key in e:
-        if key not in allowed:
-            raise ctx.fail(e.key_lines[key], f"unknown field for {algo}{_hint(key, allowed)}; "
-                           f"allowed: {', '.join(allowed)}", spec=name, fld=str(key))
-    slots = {s.field: s for s in adef.ops}
-    params: dict[str, Any] = {}
-    used_types: dict[str, tuple] = {}
-    code: dict[str, str] = {}
-    for fld, default in {**adef.fields, **adef.optional}.items():
-        line = e.key_lines.get(fld, e.line)
-        if fld not in e:
-            if default is REQUIRED:
-                raise ctx.fail(e.line, f"missing required field for {algo}", spec=name, fld=fld)
-            if fld in adef.fields:
-                params[fld] = default
-            continue
-        value = e[fld]
-        if is_dtype_field(fld):
-            if isinstance(value, str) and value in types:
-                if fld not in adef.struct_fields:
-                    raise ctx.fail(line, f"{algo} takes a scalar {fld}, not the struct {value!r}; structs are "
-                                   f"accepted in: {', '.join(adef.struct_fields) or 'no field'}", spec=name, fld=fld)
-                used_types[value] = types[value]
-            elif value not in DTYPES:
-                known = list(DTYPES) + list(types)
-                raise ctx.fail(line, f"unknown dtype {value!r}{_hint(value, known)}; known: "
-                               f"{', '.join(known)}", spec=name, fld=fld)
-            elif fld in adef.choices and value not in adef.choices[fld]:
-                raise ctx.fail(line, f"{algo} takes a {fld} of {', '.join(adef.choices[fld])}, not {value!r}",
-                               spec=name, fld=fld)
-        elif fld in slots:
-            slot = slots[fld]
-            value = _check_op(ctx, line, name, value, slot.role, arity=slot.arity, fld=fld)
-            if is_code_ref(value):
-                code[value] = _code_digest(ctx, line, name, fld, value)
-        elif fld in adef.choices:
-            if value not in adef.choices[fld]:
-                raise ctx.fail(line, f"unknown {fld} {value!r}{_hint(value, adef.choices[fld])}; one of: "
-                               f"{', '.join(adef.choices[fld])}", spec=name, fld=fld)
-        elif fld in adef.int_ranges:
-            lo, hi = adef.int_ranges[fld]
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise ctx.fail(line, f"{fld} must be an integer in [{lo}, {hi}], got {value!r}", spec=name, fld=fld)
-        elif fld == "init":
-            value = _parse_init(ctx, line, name, value, e.get("dtype"), types)
-        if fld in adef.optional and value == default:
-            continue  # an optional field at its default is not recorded (content keys stay as they were)
-        params[fld] = value
-    if "init" in params and params["dtype"] not in types:
-        _check_init(ctx, e.key_lines["init"], name, params["init"], params["dtype"])
-    return CcclSpec(name=name, algorithm=algo, params=params, types=used_types, code=code)
-
-
-def _parse_init(ctx: _Ctx, line: int, name: str, value: Any, dtype: Any, types: dict) -> Any:
-    if isinstance(dtype, str) and dtype in types:
-        fields = types[dtype]
-        if not isinstance(value, list) or len(value) != len(fields):
-            raise ctx.fail(line, f"init of struct {dtype!r} must list {len(fields)} values, one per field "
-                           f"({', '.join(f for f, _ in fields)})", spec=name, fld="init")
-        out = [_parse_init(ctx, line, name, v, None, {}) for v in value]
-        for v, (f, dt) in zip(out, fields):
-            _check_init(ctx, line, name, v, dt)
-        return out
-    if isinstance(value, float) and value != value:
-        raise ctx.fail(line, "init is NaN; use a number or 'inf', '-inf', 'min', 'max'", spec=name, fld="init")
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        value = "inf" if value > 0 else "-inf"  # YAML .inf: stored as the portable string
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ctx.fail(line, f"init must be a number (or 'inf', '-inf', 'min', 'max'), got {value!r}",
-                       spec=name, fld="init")
-    if isinstance(value, str) and value not in ("inf", "-inf", "min", "max"):
-        try:  # YAML 1.1 reads '1e3' as a string
-            value = float(value)
-        except ValueError:
-            raise ctx.fail(line, f"init must be a number or one of 'inf', '-inf', 'min', 'max', "
-                           f"got {value!r}", spec=name, fld="init") from None
-    return value
-
-
-def _code_digest(ctx: _Ctx, line: int, name: str, fld: str, ref: str) -> str:
+def _code_digest(ref: str) -> str:
     """The source digest of an operator from code (the matrix being built may name any module)."""
     from .opref import OpRefError, source_digest
     try:
         return source_digest(ref)
     except OpRefError as err:
-        raise ctx.fail(line, str(err), spec=name, fld=fld) from None
+        raise SpecError(str(err), "op") from None
 
 
-def _check_init(ctx: _Ctx, line: int, name: str, init: Any, dtype: str) -> None:
-    """An init value must be representable in the spec's dtype (no silent wrap-around or truncation)."""
-    import numpy as np
-    if isinstance(init, str):
-        if "inf" in init and not dtype.startswith("float"):
-            raise ctx.fail(line, f"init {init!r} needs a float dtype, not {dtype}", spec=name, fld="init")
-        return
-    if dtype.startswith("float"):
-        if abs(float(init)) > float(np.finfo(dtype).max):
-            raise ctx.fail(line, f"init {init!r} is outside {dtype}'s range", spec=name, fld="init")
-        return
-    info = np.iinfo(dtype)
-    if isinstance(init, float) and not init.is_integer():
-        raise ctx.fail(line, f"init {init!r} is not a whole number, but dtype is {dtype}", spec=name, fld="init")
-    if not info.min <= int(init) <= info.max:
-        raise ctx.fail(line, f"init {init!r} is outside {dtype}'s range [{info.min}, {info.max}]",
-                       spec=name, fld="init")
+def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
+    """The shared validator (:func:`aot.spec.check_cccl`): a manifest's specs pass the very same checks;
+    the matrix adds its struct types and hashes operators from code."""
+    def digest(ref: str) -> str:
+        try:
+            return _code_digest(ref)
+        except SpecError as err:  # name the operator field that holds this reference
+            fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
+            raise SpecError(str(err), fld) from None
+    return check_cccl(e, types or {}, digest)
 
 
-def _check_op(ctx: _Ctx, line: int, name: str, value: Any, role: str, arity: int = 2, fld: str = "op") -> str:
-    if not isinstance(value, str):
-        raise ctx.fail(line, f"the {role} must be a built-in operator name or a 'lambda ...' source",
-                       spec=name, fld=fld)
-    value = value.strip()
-    if is_code_ref(value):
-        problem = code_ref_problem(value)
-        if problem:
-            raise ctx.fail(line, problem, spec=name, fld=fld)
-        return value
-    if value.startswith("lambda"):
-        import ast
-        problem = lambda_problem(value)
-        if problem:
-            raise ctx.fail(line, problem, spec=name, fld=fld)
-        tree = ast.parse(value, mode="eval")
-        n_args = len(tree.body.args.args)
-        if n_args != arity or tree.body.args.vararg or tree.body.args.kwarg:
-            raise ctx.fail(line, f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
-                           f"{arity}", spec=name, fld=fld)
-        return value
-    if value not in BUILTIN_OPS:
-        raise ctx.fail(line, f"unknown operator {value!r}{_hint(value, BUILTIN_OPS)}; built-ins: "
-                       f"{', '.join(BUILTIN_OPS)}, a 'lambda x: ...' source or a 'package.module:function'",
-                       spec=name, fld=fld)
-    return value
-
-
-_KERNEL_EXPR = re.compile(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*(<[\w\s:<>,*&().+-]*>)?")
-_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
-
-
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> NvrtcUnit:
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
     for key in e:
         if key not in NVRTC_KEYS:
-            raise ctx.fail(e.key_lines[key], f"unknown field{_hint(key, NVRTC_KEYS)}; allowed: "
+            raise ctx.fail(e.key_lines[key], f"unknown field{hint(key, NVRTC_KEYS)}; allowed: "
                            f"{', '.join(NVRTC_KEYS)}", spec=name, fld=str(key))
     src = e.get("source")
     if not isinstance(src, str) or not src:
         raise ctx.fail(e.key_lines.get("source", e.line), "missing or empty source path", spec=name, fld="source")
     src_path = resolve_source(ctx.path, src)
     try:
-        text = src_path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ctx.fail(e.key_lines["source"], f"cannot read source file {src_path}: {err.strerror or err}",
+        text = _read_bounded(src_path, MAX_SOURCE_LEN).decode("utf-8")
+    except ArtifactError as err:
+        raise ctx.fail(e.key_lines["source"], f"cannot read source file {src_path}: {err}",
                        spec=name, fld="source") from None
     except UnicodeDecodeError as err:
         raise ctx.fail(e.key_lines["source"], f"source file {src_path} is not UTF-8 text ({err.reason})",
                        spec=name, fld="source") from None
-    headers = _read_include_dirs(ctx, e, name)
-    kernels = e.get("kernels")
-    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) and k for k in kernels):
-        raise ctx.fail(e.key_lines.get("kernels", e.line), "kernels must be a non-empty list of kernel names "
-                       "or name expressions ('axpy<float>')", spec=name, fld="kernels")
-    if len(set(kernels)) != len(kernels):
-        raise ctx.fail(e.key_lines["kernels"], "kernels lists a name twice", spec=name, fld="kernels")
-    everything = "\n".join([text, *headers.values()])
-    for k in kernels:
-        if not _KERNEL_EXPR.fullmatch(k) or k.count("<") != k.count(">"):
-            raise ctx.fail(e.key_lines["kernels"], f"{k!r} is neither a kernel name nor a template name "
-                           f"expression like 'axpy<float>'", spec=name, fld="kernels")
-        base = k.split("<", 1)[0].split("::")[-1]
-        if base not in everything:
-            raise ctx.fail(e.key_lines["kernels"], f"kernel {base!r} does not appear in {src}"
-                           + (" or its include_dirs" if headers else ""), spec=name, fld="kernels")
-    options = e.get("options", {}) or {}
-    if not isinstance(options, dict):
-        raise ctx.fail(e.key_lines["options"], "options must be a mapping of cuda.core ProgramOptions fields",
-                       spec=name, fld="options")
-    for key in options:
-        if key not in NVRTC_OPTIONS:
-            raise ctx.fail(options.key_lines[key], f"unknown NVRTC option {key!r}{_hint(key, NVRTC_OPTIONS)}; "
-                           f"allowed: {', '.join(NVRTC_OPTIONS)}", spec=name, fld=f"options.{key}")
-    return NvrtcUnit(name=name, source_path=src, source=text, kernels=tuple(kernels),
-                     options={k: options[k] for k in sorted(options)}, headers=headers)
+    return check_nvrtc(e, text, _read_include_dirs(ctx, e, name))
 
 
 def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
@@ -435,12 +369,13 @@ def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
     headers: dict[str, str] = {}
     total = 0
     for d in dirs:
-        root = ctx.path.parent / d
         if Path(d).is_absolute() or ".." in Path(d).parts:
-            raise ctx.fail(line, f"include dir {d!r} must be relative to the matrix, without '..'", spec=name,
+            raise ctx.fail(line, f"include dir {short(d)} must be relative to the matrix, without '..'", spec=name,
                            fld="include_dirs")
+        root = ctx.path.parent / d
         if not root.is_dir():
-            raise ctx.fail(line, f"include dir {d!r} is not a directory ({root})", spec=name, fld="include_dirs")
+            raise ctx.fail(line, f"include dir {short(d)} is not a directory ({root})", spec=name,
+                           fld="include_dirs")
         for path in sorted(root.rglob("*")):
             if path.suffix not in _HEADER_SUFFIXES or path.is_symlink() or not path.is_file():
                 continue
@@ -451,11 +386,11 @@ def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
                 raise ctx.fail(line, f"more than {MAX_HEADERS} headers under include_dirs", spec=name,
                                fld="include_dirs")
             try:
-                headers[rel] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
+                headers[rel] = _read_bounded(path, MAX_HEADERS_LEN).decode("utf-8")
+            except (ArtifactError, UnicodeDecodeError) as err:
                 raise ctx.fail(line, f"cannot read header {path}: {err}", spec=name, fld="include_dirs") from None
             total += len(headers[rel])
-            if total > MAX_HEADER_BYTES:
-                raise ctx.fail(line, f"headers under include_dirs exceed {MAX_HEADER_BYTES} bytes", spec=name,
+            if total > MAX_HEADERS_LEN:
+                raise ctx.fail(line, f"headers under include_dirs exceed {MAX_HEADERS_LEN} characters", spec=name,
                                fld="include_dirs")
     return headers

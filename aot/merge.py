@@ -8,22 +8,22 @@ result equals an unsharded build of the same items byte for byte.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ._fs import atomic_write
 from .errors import ArtifactError, UsageError
-from .manifest import MANIFEST_NAME, load_manifest, remove_manifest, verify_files, write_manifest
+from .manifest import Manifest, load_manifest, remove_manifest, verify_files, write_manifest
 
 
-def _check_shards_complete(shards: Sequence[Path], raws: list[dict]) -> None:
+def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
     """Shards must be exactly 1/N..N/N of one N over one SM list: a missing shard would silently ship a
-    wheel without some specs. Whole (unsharded) outputs may be combined freely."""
-    labels = [raw.get("shard") for raw in raws]
-    if not any(labels):
+    wheel without some specs. Whole (unsharded) outputs may be combined freely. ``shard`` and ``sms`` were
+    type-checked by :func:`aot.manifest.load_manifest`."""
+    if not any(m.shard for m in manifests):
         return
-    if not all(labels):
+    labels = [m.shard for m in manifests if m.shard]
+    if len(labels) != len(manifests):
         raise ArtifactError("merge: mixing shard outputs with unsharded ones")
     try:
         parts = [tuple(int(x) for x in label.split("/")) for label in labels]
@@ -39,13 +39,25 @@ def _check_shards_complete(shards: Sequence[Path], raws: list[dict]) -> None:
         dup = sorted({k for k in got if got.count(k) > 1})
         raise ArtifactError(f"merge: need shards 1..{n} once each; missing {missing or 'none'}, "
                             f"repeated {dup or 'none'}")
-    sm_lists = {tuple(raw.get("sms", [])) for raw in raws}
+    sm_lists = {m.sms or () for m in manifests}
     if len(sm_lists) != 1:
         raise ArtifactError(f"merge: shards were built for different SM lists ({sorted(sm_lists)})")
 
 
-def merge(shards: Sequence[Path], out: Path) -> dict:
-    """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards)."""
+def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None] | None = None) -> dict:
+    """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards). ``on_copy(done,
+    total)`` follows the copying (the CLI's progress bar). Holds ``out``'s writer lock throughout: a build
+    or another merge into ``out`` is refused with :class:`~aot.errors.BusyError`."""
+    from ._outlock import output_lock
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, "merge"):
+        return _merge(shards, out, on_copy or (lambda done, total: None))
+
+
+def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
     if not shards:
         raise UsageError("merge: name at least one shard directory")
     manifests = []
@@ -62,12 +74,11 @@ def merge(shards: Sequence[Path], out: Path) -> dict:
     specs: dict = {}
     entries: dict = {}
     sms: set = set()
-    raws = [json.loads((m.root / MANIFEST_NAME).read_text()) for m in manifests]
-    _check_shards_complete(shards, raws)
-    for m, raw in zip(manifests, raws):
-        if raw.get("incomplete"):
-            raise ArtifactError(f"{m.root}: shard build was incomplete ({len(raw['incomplete'])} items failed)")
-        sms.update(raw.get("sms", []))
+    _check_shards_complete(manifests)
+    for m in manifests:
+        if m.incomplete:
+            raise ArtifactError(f"{m.root}: shard build was incomplete ({len(m.incomplete)} items failed)")
+        sms.update(m.sms or ())
         for name, d in m.specs.items():
             if name in specs and specs[name] != d:
                 raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
@@ -79,11 +90,13 @@ def merge(shards: Sequence[Path], out: Path) -> dict:
             entries[a["path"]] = (a, m.root)
     out.mkdir(parents=True, exist_ok=True)
     remove_manifest(out)
-    for path, (a, root) in entries.items():
+    for i, (path, (a, root)) in enumerate(entries.items()):
+        on_copy(i, len(entries))
         src, dst = root / path, out / path
         if src.resolve() != dst.resolve():
             dst.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(dst, src.read_bytes())
+    on_copy(len(entries), len(entries))
     write_manifest(out, producer=manifests[0].producer, specs=specs,
                    artifacts=[a for a, _ in entries.values()], extra={"sms": sorted(sms)})
     return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _ in entries.values()),

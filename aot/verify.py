@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import format as fmt
 from .errors import ArtifactError
@@ -64,12 +64,14 @@ class GpuRow:
 
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
-               package: str | None = None) -> list[GpuRow]:
+               package: str | None = None, on_spec: Callable[[str, bool], None] | None = None) -> list[GpuRow]:
     """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
 
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
     ``[tool.aot] checks`` names (``checks``: unit -> "pkg.mod:func", resolved only inside ``package``).
-    A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok"."""
+    A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok".
+    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
+    progress = on_spec or (lambda name, done: None)
     from cuda.core import Device
     from .reference import CheckContext, NoReference, check_cccl, check_kernel, resolve_check
     from .spec import CcclSpec
@@ -78,6 +80,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     device.set_current()
     rows: list[GpuRow] = []
     for name in (list(names) if names is not None else registry.names()):
+        progress(name, False)
         spec = registry.spec(name)
         cands = registry.packaged_candidates(spec, device_sm)
         targets = [(c.ref, c.sm, c.kind) for c in cands] or [(None, None, "loader")]
@@ -120,6 +123,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
                 rows.append(GpuRow(name, spec.family, sm, kind, source, False, (time.perf_counter() - t0) * 1e3,
                                    f"{type(e).__name__}: {e}"))
+        progress(name, True)
     return rows
 
 

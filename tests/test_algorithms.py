@@ -181,14 +181,14 @@ def test_definition_problems_from_a_manifest(matrix):
     bbox = next(s for s in matrix.specs if s.name == "t_reduce_bbox").definition()
     bad = [({**bbox, "code": {}}, "no recorded source digest"),
            ({**bbox, "types": {"bbox": [["x", "float128"]]}}, "each field must be"),
-           ({**bbox, "dtype": "point"}, "not a known dtype"),
-           ({**bbox, "init": [0]}, "one number per field")]
+           ({**bbox, "dtype": "point"}, "unknown dtype 'point'"),
+           ({**bbox, "init": [0]}, "must list 4 values, one per field")]
     for d, why in bad:
         with pytest.raises(ValueError, match=why):
             spec_from_definition(d)
     unit = next(s for s in matrix.specs if s.name == "test_templated")
     d = {**unit.definition(), "source": unit.source, "headers": {"../evil.h": "x"}}
-    with pytest.raises(ValueError, match="relative header paths"):
+    with pytest.raises(ValueError, match="is not a relative path"):
         spec_from_definition(d)
 
 

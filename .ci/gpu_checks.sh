@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Every GPU check of aot in one run, for the lent GPU machine (no network; see ../shared/gpu/README.md).
+#
+# Run from the repository root there, with these ignored folders carried from the build host:
+#   .whl/         Python 3.12 wheels the machine lacks (cuda-cccl, cuda-core, platformdirs, rich, PyYAML, ...),
+#                 this checkout's own wheel (pip wheel --no-deps -w .whl .) and the example wheels
+#                 (AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation -w .whl examples/<name>)
+#   .gpu/default/ the default matrix built on the driverless host (python -m aot build --sm 90 --out .gpu/default)
+#   .gpu/<name>/  further artifact sets to verify (each gets `aot verify --gpu`)
+#   .gpu/cu12/ + .whl-cu12/  the cu12 build of the default matrix and cuda-bindings 12.9 (.ci/gpu_cu12.sh)
+# Writes logs and JSON tables under $OUT (or /tmp/aot-gpu-out) and prints a summary table last.
+set -uo pipefail
+OUT=${OUT:-/tmp/aot-gpu-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1 \
+  || { cat "$OUT/pip.log"; exit 1; }
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+export AOT_CACHE_DIR=$(mktemp -d)  # a private, empty user cache: every fallback is observed from scratch
+summary=()
+step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, remember the exit code
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$OUT/$name.log"
+  summary+=("$(printf '%-28s rc=%s' "$name" "$rc")")
+}
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# The installed wheel's aot (not the checkout's): run from a folder without an aot/ package.
+here=$PWD
+cd /tmp
+for d in "$here"/.gpu/*/; do
+  name=$(basename "$d")
+  [ -f "$d/manifest.json" ] || continue
+  [ "$name" = cu12 ] && continue  # CUDA 12 artifacts need the CUDA 12 bindings: .ci/gpu_cu12.sh, below
+  step "verify-$name" python3 -m aot verify "$d" --gpu --json "$OUT/verify-$name.json"
+done
+for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level package ships artifacts
+  pkg=$(python3 -c "import sys, zipfile; n = {p.split('/')[0] for p in zipfile.ZipFile(sys.argv[1]).namelist() if p.endswith('/aot-package.json')}; print(*n)" "$whl")
+  for p in $pkg; do step "verify-package-$p" python3 -m aot verify --gpu --package "$p" --json "$OUT/package-$p.json"; done
+done
+cd "$here"
+# The checkout's GPU tests (fallbacks, warmup, security, lean runtime), over the default set.
+step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
+# cu12 artifacts with the lean runtime and cuda-bindings 12.9 from .whl-cu12 (a private install dir).
+[ -f .gpu/cu12/manifest.json ] && step cu12 bash .ci/gpu_cu12.sh
+for b in benchmarks/gpu_*.sh; do [ -f "$b" ] && step "$(basename "$b" .sh)" bash "$b"; done
+echo "== summary"
+printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"

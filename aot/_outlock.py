@@ -1,0 +1,65 @@
+"""One writer per output directory: builds and merges into one ``--out`` take an exclusive lock on it.
+
+Without it two builds into one directory each prune the other's artifacts and the last manifest names
+files that are gone (6 of 6 trials with different matrices). The lock is ``flock`` on ``DIR/.aot-lock``,
+opened with ``O_NOFOLLOW`` (a planted symlink cannot redirect it) and ``O_CLOEXEC`` (build workers do not
+inherit it); the kernel releases it when the holder exits, however it exits. A second writer does not
+wait: it refuses at once with a one-line :class:`BusyError` naming the directory and the holder's PID,
+so a CI job never blocks on a stuck sibling. The lock file stays (removing it would let a third process
+lock a different inode); wheels bundle only ``*.aot`` and ``manifest.json``, so it never ships.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+from typing import Iterator
+
+from ._log import get_logger
+from .errors import BusyError, UsageError
+
+LOCK_NAME = ".aot-lock"
+
+log = get_logger(__name__)
+
+
+def _holder(fd: int) -> str:
+    """What the lock file says about its holder (``PID <n> (<what>)``), or that it does not say."""
+    try:
+        text = os.pread(fd, 200, 0).decode("ascii", "replace").split()
+    except OSError:
+        text = []
+    if text and text[0].isascii() and text[0].isdigit():
+        return f"PID {text[0]}" + (f" ({text[1]})" if len(text) > 1 else "")
+    return "a process that has not written its PID yet"
+
+
+@contextlib.contextmanager
+def output_lock(out: Path, what: str) -> Iterator[None]:
+    """Hold ``out``'s writer lock for the duration; :class:`BusyError` at once if another process holds it."""
+    import fcntl
+    path = Path(out) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError(f"{path}: is a symbolic link; refusing to use it as the output lock") from None
+        raise
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BusyError(f"{out}: another aot {what} or merge is writing into it ({_holder(fd)}); "
+                            f"wait for it to finish or use another --out") from None
+        except OSError as e:  # ENOLCK / EOPNOTSUPP on some network file systems: go on, unprotected
+            log.warning("%s: cannot lock the output directory (%s); concurrent writers are not detected",
+                        out, e.strerror or e)
+        else:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
+            log.debug("%s: output lock taken by PID %d (%s)", out, os.getpid(), what)
+        yield
+    finally:
+        os.close(fd)  # releases the flock

@@ -1,0 +1,205 @@
+"""Load every kernel of a spec into the device ahead of its first call: what "warm" means.
+
+The driver loads kernels lazily (``CUDA_MODULE_LOADING=LAZY``, its default): ``cuLibraryLoadData`` only
+registers the image, and each kernel is loaded into the context at its first launch. Measured on an
+H100/H200 before this module: after ``request_warmup`` + ``ensure_warm``, the first call of each spec on
+2^20 items still cost 4-13 ms against 0.1-0.8 ms for the second. ``cuKernelGetFunction`` on a
+``CUkernel`` loads that kernel into the current context, so warming a spec here means: resolve its
+library for the current device, then ``cuKernelGetFunction`` on every kernel of it.
+
+* NVRTC units: :func:`warm_nvrtc` takes each kernel from the ``cuda.core.ObjectCode`` (``get_kernel``)
+  and calls ``cuKernelGetFunction`` on its handle.
+* cuda.compute objects: the ``CUlibrary`` lives in the C struct of the ``Device<Algo>BuildResult``
+  (``build_data.library``), which cuda-cccl does not expose to Python. :func:`cccl_library_handle` reads
+  it from the object's own memory at the offset found for the cuda-cccl versions in
+  :data:`VERIFIED_CCCL_VERSIONS` (``tests/test_warm.py`` finds it with a fake driver whose
+  ``cuLibraryLoadData`` returns sentinel handles, for every algorithm of the default matrix), and only
+  after self-checks that read nothing outside the object: the struct's ``payload_size`` equals the
+  length of the object's cubin, the result is loaded, the handle is non-zero. Then
+  ``cuLibraryEnumerateKernels`` + ``cuKernelGetFunction`` load all of its kernels.
+  On another cuda-cccl, or if a check fails, the kernels are not preloaded (they load at the first call,
+  as before) and the reason is reported: :class:`KernelsNotLoaded`.
+
+Everything here runs in the warmup threads, with the registry's device current.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+#: cuda-cccl versions whose ``Device<Algo>BuildResult`` layout :data:`LIBRARY_OFFSET` was found for.
+VERIFIED_CCCL_VERSIONS = ("1.2.1",)
+#: Byte offsets, from the start of the Python object (``PyObject_HEAD`` 16 bytes, Cython vtable pointer
+#: 8, then ``build_data``: ``int cc``, ``payload``, ``payload_size``, ..., ``CUlibrary library``). The
+#: same for every ``Device<Algo>BuildResult`` of cuda-cccl 1.2.1 (tests/test_warm.py checks all of them).
+PAYLOAD_SIZE_OFFSET = 40
+LIBRARY_OFFSET = 56
+_WORD = 8
+
+
+class KernelsNotLoaded(Exception):
+    """The kernels could not be preloaded (the reason is the message); they load at the first call."""
+
+
+@functools.lru_cache(maxsize=1)
+def _cccl_version() -> str:
+    from .compat import dist_version
+    return dist_version("cuda-cccl")
+
+
+def _check(result: tuple, what: str) -> tuple:
+    """cuda.bindings returns ``(CUresult, *values)``; raise with the driver's error name unless success."""
+    err = result[0]
+    if int(err) != 0:
+        raise KernelsNotLoaded(f"{what} failed: {getattr(err, 'name', err)}")
+    return result[1:]
+
+
+def build_result_of(obj: Any) -> Any:
+    """The ``Device<Algo>BuildResult`` of a cuda.compute algorithm object, loaded for the current device
+    (this also loads its library, what cuda.compute otherwise does at the first call)."""
+    holder = getattr(obj, "partitioner", obj)  # select wraps a three-way partition
+    results = getattr(holder, "build_results", None)
+    if results is None:
+        raise KernelsNotLoaded(f"{type(obj).__name__} has no build_results (another cuda.compute?)")
+    from cuda.compute._cccl_interop import resolve_build_result
+    return resolve_build_result(results)
+
+
+def cccl_library_handle(build_result: Any) -> int:
+    """The ``CUlibrary`` address held by a loaded ``Device<Algo>BuildResult``; KernelsNotLoaded with the
+    reason if it cannot be read safely (another cuda-cccl, an unloaded result, a layout check failing)."""
+    version = _cccl_version()
+    if version not in VERIFIED_CCCL_VERSIONS:
+        raise KernelsNotLoaded(f"the library handle's place is known for cuda-cccl "
+                               f"{', '.join(VERIFIED_CCCL_VERSIONS)}, not {version}")
+    cls = type(build_result)
+    # cuda-cccl 1.2.1 names the module "compute._bindings_impl"; the Cython class is what matters
+    if "_bindings" not in cls.__module__ or not cls.__name__.startswith("Device") \
+            or not hasattr(build_result, "_get_cubin"):
+        raise KernelsNotLoaded(f"{cls.__module__}.{cls.__name__} is not a cuda.compute build result")
+    if not getattr(build_result, "_loaded", False):
+        raise KernelsNotLoaded(f"{cls.__name__} is not loaded")
+    size = cls.__basicsize__
+    if size < LIBRARY_OFFSET + _WORD:
+        raise KernelsNotLoaded(f"{cls.__name__} is {size} bytes, too small for the known layout")
+    raw = ctypes.string_at(id(build_result), size)  # the object's own memory, nothing beyond it
+
+    def word(offset: int) -> int:
+        return int.from_bytes(raw[offset:offset + _WORD], sys.byteorder)
+
+    cubin_size = len(build_result._get_cubin())
+    if word(PAYLOAD_SIZE_OFFSET) != cubin_size:
+        raise KernelsNotLoaded(f"{cls.__name__}: layout check failed (payload size at offset "
+                               f"{PAYLOAD_SIZE_OFFSET} is not the cubin's {cubin_size} bytes)")
+    library = word(LIBRARY_OFFSET)
+    if library == 0:
+        raise KernelsNotLoaded(f"{cls.__name__}: the library handle is NULL")
+    return library
+
+
+def load_library_kernels(library: int) -> int:
+    """``cuKernelGetFunction`` on every kernel of ``library`` (current context); returns their count."""
+    from cuda.bindings import driver
+    lib = driver.CUlibrary(library)
+    (count,) = _check(driver.cuLibraryGetKernelCount(lib), "cuLibraryGetKernelCount")
+    (kernels,) = _check(driver.cuLibraryEnumerateKernels(count, lib), "cuLibraryEnumerateKernels")
+    for k in kernels:
+        _check(driver.cuKernelGetFunction(k), "cuKernelGetFunction")
+    return int(count)
+
+
+def warm_cccl(obj: Any) -> int:
+    """Load every kernel of a cuda.compute object into the current device; returns how many."""
+    return load_library_kernels(cccl_library_handle(build_result_of(obj)))
+
+
+def warm_nvrtc(code: Any, kernel_names: Iterable[str]) -> int:
+    """Load the named kernels of a ``cuda.core.ObjectCode`` into the current device; returns how many."""
+    from cuda.bindings import driver
+    n = 0
+    for name in kernel_names:
+        handle = int(code.get_kernel(name).handle)
+        _check(driver.cuKernelGetFunction(driver.CUkernel(handle)), f"cuKernelGetFunction({name})")
+        n += 1
+    return n
+
+
+def import_cuda_core() -> None:
+    """What every warmup task uses (cuda.core for the device and NVRTC units, the driver bindings)."""
+    import cuda.core  # noqa: F401
+    from cuda.bindings import driver  # noqa: F401
+
+
+def caller_device() -> int | None:
+    """The device current in the calling thread, without importing CUDA's Python packages (this runs in
+    ``request_warmup``, which must return within milliseconds): ``None`` when the driver library is not
+    loaded in this process yet or no context is current (the warmup then uses cuda.core's default)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    except OSError:
+        return None  # nothing in this process has touched the driver: no context can be current
+    dev = ctypes.c_int(-1)
+    try:
+        if lib.cuCtxGetDevice(ctypes.byref(dev)) != 0:
+            return None
+    except AttributeError:
+        return None
+    return dev.value if dev.value >= 0 else None
+
+
+# ------------------------------------------------------------------ the default registry's warmup
+#: Threads building the default registry for :func:`request_default_warmup`, and what they raised.
+_starters: list[threading.Thread] = []
+_start_errors: list[BaseException] = []
+_start_lock = threading.Lock()
+
+
+def request_default_warmup(names: Iterable[str] | None) -> None:
+    """``aot.request_warmup``: even the default registry (importing the loader, reading the manifest and
+    the specs: 20-90 ms) is built in a background thread, so the caller only pays for starting one."""
+    names = list(names) if names is not None else None
+    loader = sys.modules.get("aot.loader")
+    if loader is not None and loader._default is not None:
+        loader._default.request_warmup(names)  # built already: a few dict lookups, and names are checked now
+        return
+    device = caller_device()
+    go = threading.Event()
+
+    def start() -> None:
+        go.wait()  # the caller never waits for the GIL behind this thread
+        try:
+            from .loader import default_registry
+            reg = default_registry()
+            if reg._warm_device is None:
+                reg._warm_device = device
+            reg.request_warmup(names)
+        except BaseException as e:  # noqa: BLE001 - an unknown name, a bad manifest: raised by ensure_warm
+            with _start_lock:
+                _start_errors.append(e)
+
+    t = threading.Thread(target=start, name="aot-warmup-start", daemon=True)
+    with _start_lock:
+        _starters.append(t)
+    t.start()
+    go.set()
+
+
+def wait_default_started(deadline: float | None) -> None:
+    """Join the threads :func:`request_default_warmup` started; raise the first error one of them hit."""
+    with _start_lock:
+        starters = list(_starters)
+    for t in starters:
+        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    with _start_lock:
+        _starters[:] = [t for t in _starters if t.is_alive()]
+        errors, _start_errors[:] = list(_start_errors), []
+    if errors:
+        raise errors[0]

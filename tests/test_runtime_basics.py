@@ -1,0 +1,143 @@
+"""Runtime basics: a forced device SM never hangs on a driverless host, status() is safe under warmup,
+the ``aot`` logger records every source decision, and the error classes are exported from ``aot``.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import aot
+from aot import errors
+from aot.loader import Registry
+from aot.spec import NvrtcUnit
+from aot.toolchain import real_driver_present
+
+from conftest import ROOT, repo_env
+from hostile_util import fake_cuda
+
+driverless = pytest.mark.skipif(real_driver_present(), reason="needs a host without an NVIDIA driver")
+
+
+# ---------------------------------------------------------------------------- item 13: nothing hangs
+HANG_CHILD = textwrap.dedent("""
+    import sys, warnings
+    warnings.simplefilter("ignore")
+    from aot.compat import check_ptx_loadable
+    from aot.errors import NoDeviceError
+    from aot.loader import Registry
+    reg = Registry(sys.argv[1], device_sm=80)
+    for attempt in range(2):                       # the old code hung on the second driver call
+        try:
+            reg.kernel("morton", "morton_codes_2d")
+        except NoDeviceError as e:
+            print("kernel:", e)
+    try:
+        check_ptx_loadable({"nvrtc": "13.0"})
+    except NoDeviceError as e:
+        print("ptx:", e)
+    try:
+        Registry(sys.argv[1]).device_sm()
+    except NoDeviceError as e:
+        print("device:", e)
+""")
+
+
+@driverless
+def test_forced_sm_on_a_driverless_host_fails_fast(small_build):
+    """Registry(dir, device_sm=80).kernel(...) used to hang forever in cuDriverGetVersion."""
+    proc = subprocess.run([sys.executable, "-c", HANG_CHILD, str(small_build.out)], cwd=ROOT, env=repo_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["kernel", "kernel", "ptx", "device"], proc.stdout
+    assert all("needs an NVIDIA driver and none is installed" in ln for ln in lines)
+    assert lines[-1].startswith("device: no usable CUDA device: ")
+
+
+@driverless
+def test_no_driver_costs_no_artifact_warnings(small_build):
+    reg = Registry(small_build.out, device_sm=90)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing driver is not the artifact's fault
+        with pytest.raises(errors.NoDeviceError):
+            reg.kernel("morton", "morton_codes_2d")
+    assert reg.status()["morton"].errors == []
+
+
+# ---------------------------------------------------------------------- item 12: status() under warmup
+@driverless
+def test_status_is_safe_while_warmups_insert(tmp_path):
+    """Warmups of NVRTC units fail fast here (no driver) and each inserts into the status dict while this
+    thread keeps iterating it through status(): 'dictionary changed size during iteration' before."""
+    units = [NvrtcUnit(f"u{i:04d}", "u.cu", "", ("k",), {}) for i in range(3000)]
+    reg = Registry(tmp_path / "none", specs=units, device_sm=90)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    failures: list = []
+    try:
+        reg.request_warmup()
+        snapshots = 0
+        while True:
+            try:
+                st = reg.status()
+            except RuntimeError as e:
+                failures.append(e)
+                break
+            snapshots += 1
+            if len(st) == len(units) and all(s.errors for s in st.values()):
+                break
+        cold = reg.ensure_warm(timeout=60)
+    finally:
+        sys.setswitchinterval(old)
+    assert failures == []
+    assert snapshots > 1 and cold == sorted(u.name for u in units)
+    st = reg.status()
+    assert all(s.errors == [f"warmup: loading NVRTC unit {n!r} needs an NVIDIA driver and none is installed "
+                            f"(no libcuda.so.1)"] for n, s in st.items())
+    assert st["u0000"].errors is not reg._status["u0000"].errors  # a snapshot, not the live record
+
+
+# ------------------------------------------------------------------------------------------ the logger
+def test_logger_records_each_source_decision(small_build, tmp_path, caplog):
+    import shutil
+    root = tmp_path / "set"
+    shutil.copytree(small_build.out, root)
+    bad = root / "nvrtc/morton/sm_90.cubin.aot"
+    bad.write_bytes(bad.read_bytes()[:-1] + b"\x01")  # flipped: skipped, then the PTX candidate serves
+    caplog.set_level(logging.DEBUG, logger="aot")
+    with fake_cuda(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = Registry(root, device_sm=90)._load("morton")
+    assert loaded.kind == "ptx" and len(caught) == 1  # AotWarning stays for the skipped artifact
+    msgs = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("aot.loader", "DEBUG", "morton: device sm_90, 2 packaged candidate(s): cubin sm_90, ptx sm_80") in msgs
+    assert any(lvl == "DEBUG" and m.startswith(f"morton: candidate {bad} skipped: ") for _, lvl, m in msgs)
+    assert any(lvl == "DEBUG" and "compute_80.ptx.aot accepted in" in m for _, lvl, m in msgs)
+    assert any(lvl == "INFO" and m.startswith("morton: served from packaged (ptx sm_80, ") for _, lvl, m in msgs)
+
+
+def test_logger_is_silent_by_default():
+    code = ("import aot.loader, logging; h = logging.getLogger('aot').handlers; "
+            "print([type(x).__name__ for x in h])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "['NullHandler']", proc.stderr
+
+
+# ------------------------------------------------------------------------------------------- exports
+def test_error_classes_exported_without_cuda_or_logging():
+    for name in ("AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
+                 "ToolchainError", "UsageError", "VerificationError"):
+        assert name in aot.__all__ and getattr(aot, name) is getattr(errors, name)
+        assert issubclass(getattr(aot, name), aot.AotError)
+    code = ("import aot, sys; print(sorted(m for m in sys.modules if m.startswith(('cuda', 'numba', 'logging'))))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
