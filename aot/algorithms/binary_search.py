@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from ._base import REQUIRED, AlgorithmBase, Build, Check
 
@@ -12,8 +12,9 @@ class BinarySearch(AlgorithmBase):
     call_defaults = {"comp": None}  # the default (less) comparator, compiled in
     choices = {"index_dtype": ("uint64",)}  # cuda.compute 1.2.1 takes pointer-sized (np.uintp) indices only
 
-    def __init__(self, name: str, side: str):
-        self.name, self.factory, self.side = name, f"make_{name}", side
+    def __init__(self, name: str, side: Literal["left", "right"]):
+        self.name, self.factory = name, f"make_{name}"
+        self.side: Literal["left", "right"] = side
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
         dt = p["dtype"]
