@@ -41,8 +41,11 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None}
+        cai = {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
+               "strides": None}
+        if self.dtype.names:  # a struct: its fields, so consumers see more than opaque bytes
+            cai["descr"] = self.dtype.descr
+        return cai
 
     def close(self) -> None:
         self.buffer.close()

@@ -159,19 +159,22 @@ def _worker_init(stub_path: str | None) -> None:
     worker_setup(stub_path)
 
 
-def _work(item: Item) -> tuple[bytes, float]:
+def _work(item: Item) -> tuple[bytes, float, dict]:
     """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
-    from .compile import compile_cccl, compile_nvrtc
+    from .compile import compile_cccl, compile_nvrtc_item
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         saved = [os.dup(1), os.dup(2)]
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
+            extra: dict = {}
             if isinstance(item.spec, CcclSpec):
                 payload = compile_cccl(item.spec, item.sm)
             else:
-                payload = compile_nvrtc(item.spec, item.sm, item.kind)
+                payload, symbols = compile_nvrtc_item(item.spec, item.sm, item.kind)
+                if symbols:  # templated kernels: the loader maps "axpy<float>" to its lowered name
+                    extra["symbols"] = symbols
         except BaseException as e:
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
@@ -188,7 +191,7 @@ def _work(item: Item) -> tuple[bytes, float]:
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
-    return payload, time.perf_counter() - t0
+    return payload, time.perf_counter() - t0, extra
 
 
 # ------------------------------------------------------------------------------------------------ build
@@ -345,11 +348,11 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
                 it = pending.pop(fut)
                 res = it.result("failed")
                 try:
-                    payload, secs = fut.result()
+                    payload, secs, extra = fut.result()
                     header = fmt.make_header(family=it.spec.family, name=it.spec.name, content_key=keys[it],
                                              sm=it.sm, payload_kind=it.kind, payload=payload,
                                              producer={k: producer[k] for k in fmt.PRODUCER_FIELDS},
-                                             kernels=list(getattr(it.spec, "kernels", ())))
+                                             kernels=list(getattr(it.spec, "kernels", ())), extra=extra)
                     data = fmt.encode(header, payload)
                     atomic_write(out / it.rel_path, data)
                     res.status, res.seconds, res.bytes = "built", secs, len(data)

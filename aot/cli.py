@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                      "(Registry.from_package); its own NVRTC checks run with --gpu")
     ver.add_argument("--folder", default="artifacts", help="with --package: the folder (default: artifacts)")
     ver.add_argument("--matrix", type=Path, default=None, help="with --for-wheel: require every spec of this "
-                     "matrix (default: the specs the set records)")
+                     "matrix (default: the specs the set records); with --gpu: check the matrix's definitions "
+                     "(its operators from code may be imported)")
     ver.add_argument("--sm", default=None, help="with --for-wheel: require these SMs (default: the SM list the "
                      "set records)")
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
@@ -353,7 +354,13 @@ def _verify_gpu(root: Path, args) -> int:
     from rich.console import Console
     from rich.table import Table
     from .bundle import read_info
-    registry = Registry(root)  # verify_integrity has already required a manifest
+    # verify_integrity has already required a manifest. Operators from code are imported only for the
+    # matrix's own specs, or inside the package whose artifacts these are.
+    specs = None
+    if args.matrix is not None:
+        from .matrix import load_matrix
+        specs = load_matrix(args.matrix).specs
+    registry = Registry(root, specs=specs, owner=args.package)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     unknown = [n for n in names or () if n not in registry.names()]
     if unknown or names == []:

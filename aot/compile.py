@@ -10,42 +10,23 @@ answer; the options are still rendered by cuda.core's ``ProgramOptions``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import contextlib
+import functools
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
 
 from .spec import CcclSpec, NvrtcUnit
 
-#: cuda.compute factory and how each spec field maps onto its keyword arguments.
-_ALGO_FACTORY = {
-    "exclusive_scan": "make_exclusive_scan",
-    "inclusive_scan": "make_inclusive_scan",
-    "reduce": "make_reduce_into",
-    "segmented_reduce": "make_segmented_reduce",
-    "select": "make_select",
-    "lower_bound": "make_lower_bound",
-    "upper_bound": "make_upper_bound",
-    "radix_sort": "make_radix_sort",
-    "merge_sort": "make_merge_sort",
-    "unique_by_key": "make_unique_by_key",
-}
-
-
-def init_value(dtype: str, init: Any):
+def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
     """The spec's ``init`` as a 1-element numpy array of ``dtype`` ('inf', '-inf', 'min', 'max' allowed)."""
-    import numpy as np
-    dt = np.dtype(dtype)
-    if isinstance(init, str):
-        if init in ("inf", "-inf"):
-            value = float(init)
-        else:
-            info = np.finfo(dt) if dt.kind == "f" else np.iinfo(dt)
-            value = info.min if init == "min" else info.max
-    else:
-        value = init
-    return np.array([value], dtype=dt)
+    from .algorithms import init_value as _init_value
+    return _init_value(dtype, init, types)
 
 
 def operator(op: str):
-    """A built-in name -> ``cuda.compute.OpKind``; a lambda source -> the Python function."""
+    """A built-in name -> ``cuda.compute.OpKind``; a lambda source -> the Python function; an operator from
+    code (``"pkg.mod:func"``) -> that function (the caller decided the module may be imported: the matrix
+    being built, or the package that owns the artifacts, see :func:`aot.loader.code_op_allowed`)."""
     import cuda.compute as cc
     if op.startswith("lambda"):
         from .spec import lambda_problem
@@ -53,44 +34,19 @@ def operator(op: str):
         if problem:
             raise ValueError(f"refusing operator {op!r}: {problem}")
         return eval(compile(op, "<aot-op>", "eval"), {"__builtins__": {}})  # noqa: S307 - vetted above
+    from .spec import is_code_ref
+    if is_code_ref(op):
+        from .opref import resolve
+        return resolve(op)
     return cc.OpKind[op.upper()]
 
 
-def algorithm_kwargs(spec: CcclSpec, array: Callable[[str], Any]) -> tuple[str, dict[str, Any]]:
-    """The factory name and keyword arguments for ``spec``; ``array(dtype)`` makes each array argument
-    (``ProxyArray`` for AoT builds, real device arrays elsewhere)."""
-    import cuda.compute as cc
-    p: Mapping[str, Any] = spec.params
-    a = spec.algorithm
-    dt = p["dtype"]
-    if a in ("exclusive_scan", "inclusive_scan"):
-        kw = dict(d_in=array(dt), d_out=array(dt), op=operator(p["op"]), init_value=init_value(dt, p["init"]))
-    elif a == "reduce":
-        kw = dict(d_in=array(dt), d_out=array(dt), op=operator(p["op"]), h_init=init_value(dt, p["init"]))
-    elif a == "segmented_reduce":
-        kw = dict(d_in=array(dt), d_out=array(dt), start_offsets_in=array(p["offset_dtype"]),
-                  end_offsets_in=array(p["offset_dtype"]), op=operator(p["op"]), h_init=init_value(dt, p["init"]))
-    elif a == "select":
-        kw = dict(d_in=array(dt), d_out=array(dt), d_num_selected_out=array(p["count_dtype"]),
-                  cond=operator(p["op"]))
-    elif a in ("lower_bound", "upper_bound"):
-        kw = dict(d_data=array(dt), d_values=array(dt), d_out=array(p["index_dtype"]))
-    elif a == "radix_sort":
-        vd = p["value_dtype"]
-        kw = dict(d_in_keys=array(dt), d_out_keys=array(dt), d_in_values=array(vd) if vd else None,
-                  d_out_values=array(vd) if vd else None,
-                  order=cc.SortOrder[p["order"].upper()])
-    elif a == "merge_sort":
-        vd = p["value_dtype"]
-        kw = dict(d_in_keys=array(dt), d_in_values=array(vd) if vd else None, d_out_keys=array(dt),
-                  d_out_values=array(vd) if vd else None, op=operator(p["op"]))
-    elif a == "unique_by_key":
-        vd = p["value_dtype"]
-        kw = dict(d_in_keys=array(dt), d_in_items=array(vd), d_out_keys=array(dt), d_out_items=array(vd),
-                  d_out_num_selected=array(p["count_dtype"]), op=operator(p["op"]))
-    else:  # matrix validation makes this unreachable
-        raise ValueError(f"unknown algorithm {a!r}")
-    return _ALGO_FACTORY[a], kw
+def algorithm_kwargs(spec: CcclSpec, array: Callable[[Any], Any]) -> tuple[str, dict[str, Any]]:
+    """The factory name and keyword arguments for ``spec`` (see :mod:`aot.algorithms`); ``array(dtype)``
+    makes each array argument (``ProxyArray`` for AoT builds, real device arrays elsewhere)."""
+    from .algorithms import ALGORITHMS, Build
+    algo = ALGORITHMS[spec.algorithm]
+    return algo.factory, algo.factory_kwargs(spec.params, Build(array, spec.types))
 
 
 def build_cccl(spec: CcclSpec, sm: int):
@@ -100,6 +56,9 @@ def build_cccl(spec: CcclSpec, sm: int):
     cccl_ready()
     import cuda.compute as cc
     factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)))
+    if spec.code:
+        from .opref import check_digests
+        check_digests(spec)  # the source built is the source the content key names
     return getattr(cc, factory)(**kw, compute_capability=[sm])
 
 
@@ -110,32 +69,84 @@ def compile_cccl(spec: CcclSpec, sm: int) -> bytes:
     return normalize_internal_symbols(bytes(build_cccl(spec, sm).serialize()), os.getpid())[0]
 
 
-def program_options(unit: NvrtcUnit, arch: str):
+@functools.lru_cache(maxsize=1)
+def cccl_include_dirs() -> tuple[str, ...]:
+    """The installed cuda-cccl's device headers (``cub/``, ``cuda/std/``, ``thrust/``) and the CUDA headers
+    next to them: on every NVRTC unit's include path. Empty when cuda-cccl's headers cannot be found (a
+    unit that includes them then fails to compile, naming the header)."""
+    try:
+        from cuda.cccl.headers import get_include_paths
+        paths = get_include_paths()
+    except Exception:  # noqa: BLE001 - headers are optional for units that do not include them
+        return ()
+    out: list[str] = []
+    for p in (paths.libcudacxx, paths.cuda):
+        if p is not None and str(p) not in out:
+            out.append(str(p))
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def headers_dir(unit: NvrtcUnit) -> Iterator[str | None]:
+    """The unit's headers (from its definition, not from disk: a JIT elsewhere compiles the same bytes)
+    written into a fresh private directory for the compile; ``None`` when it has none."""
+    if not unit.headers:
+        yield None
+        return
+    import tempfile
+    from .spec import header_path_ok
+    with tempfile.TemporaryDirectory(prefix="aot-headers-") as tmp:
+        for rel, text in unit.headers.items():
+            if not header_path_ok(rel):  # the definition was validated; checked again before writing
+                raise ValueError(f"{unit.name}: refusing header path {rel!r}")
+            path = Path(tmp, *rel.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        yield tmp
+
+
+def program_options(unit: NvrtcUnit, arch: str, headers: str | None = None):
     from cuda.core import ProgramOptions
     opts = dict(unit.options)
     if "define_macro" in opts and isinstance(opts["define_macro"], dict):
         opts["define_macro"] = [(k, str(v)) for k, v in opts["define_macro"].items()]
-    return ProgramOptions(arch=arch, name=f"{unit.name}.cu", **opts)
+    include = ([headers] if headers else []) + list(cccl_include_dirs())
+    return ProgramOptions(arch=arch, name=f"{unit.name}.cu", include_path=include or None, **opts)
 
 
 def compile_nvrtc(unit: NvrtcUnit, sm: int, kind: str) -> bytes:
-    if kind == "cubin":
-        from cuda.core import Program
-        prog = Program(unit.source, "c++", program_options(unit, f"sm_{sm}"))
-        try:
-            import os
-            from .normalize import normalize_internal_symbols
-            return normalize_internal_symbols(bytes(prog.compile("cubin").code), os.getpid())[0]
-        finally:
-            prog.close()
-    if kind == "ptx":
-        return _nvrtc_ptx(unit, sm)
+    return compile_nvrtc_item(unit, sm, kind)[0]
+
+
+def compile_nvrtc_item(unit: NvrtcUnit, sm: int, kind: str) -> tuple[bytes, dict[str, str]]:
+    """(payload, symbols): ``symbols`` maps each templated kernel's name expression to its lowered
+    (mangled) name, which the artifact header records so the loader finds ``axpy<float>`` again."""
+    exprs = unit.name_expressions()
+    with headers_dir(unit) as hdr:
+        if kind == "cubin":
+            from cuda.core import Program
+            prog = Program(unit.source, "c++", program_options(unit, f"sm_{sm}", hdr))
+            try:
+                import os
+                from .normalize import normalize_internal_symbols
+                code = prog.compile("cubin", name_expressions=exprs)
+                symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
+                return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
+            finally:
+                prog.close()
+        if kind == "ptx":
+            return _nvrtc_ptx(unit, sm, hdr, exprs)
     raise ValueError(f"unknown NVRTC payload kind {kind!r}")
 
 
-def _nvrtc_ptx(unit: NvrtcUnit, sm: int) -> bytes:
+def _as_str(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _nvrtc_ptx(unit: NvrtcUnit, sm: int, hdr: str | None = None,
+               exprs: tuple[str, ...] = ()) -> tuple[bytes, dict[str, str]]:
     from cuda.bindings import nvrtc
-    options = program_options(unit, f"compute_{sm}").as_bytes("nvrtc", f"compute_{sm}")
+    options = program_options(unit, f"compute_{sm}", hdr).as_bytes("nvrtc", f"compute_{sm}")
 
     def check(result, what):
         err = result[0] if isinstance(result, tuple) else result
@@ -146,6 +157,8 @@ def _nvrtc_ptx(unit: NvrtcUnit, sm: int) -> bytes:
     (prog,) = check(nvrtc.nvrtcCreateProgram(unit.source.encode(), f"{unit.name}.cu".encode(), 0, [], []),
                     "create")
     try:
+        for e in exprs:
+            check(nvrtc.nvrtcAddNameExpression(prog, e.encode()), f"name expression {e!r}")
         err = nvrtc.nvrtcCompileProgram(prog, len(options), options)[0]
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
@@ -153,9 +166,11 @@ def _nvrtc_ptx(unit: NvrtcUnit, sm: int) -> bytes:
             check(nvrtc.nvrtcGetProgramLog(prog, log), "log")
             text = log.rstrip(b"\0").decode(errors="replace")
             raise RuntimeError(f"NVRTC compilation of {unit.source_path} failed:\n{text}")
+        symbols = {e: _as_str(check(nvrtc.nvrtcGetLoweredName(prog, e.encode()), f"lowered name of {e!r}")[0])
+                   for e in exprs}
         (size,) = check(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
         buf = b" " * size
         check(nvrtc.nvrtcGetPTX(prog, buf), "PTX")
-        return buf.rstrip(b"\0")
+        return buf.rstrip(b"\0"), symbols
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

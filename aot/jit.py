@@ -151,31 +151,36 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None
     from cuda.core import Program
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
     from ._env import CACHE_MAX_BYTES
-    from .compile import program_options
-    opts = program_options(unit, f"sm_{sm}")
-    cache = None
-    where = nvrtc_cache_dir(warn)
-    if where is not None:
+    from .compile import headers_dir, program_options
+    with headers_dir(unit) as hdr:
+        opts = program_options(unit, f"sm_{sm}", hdr)
+        exprs = unit.name_expressions()
+        cache = None
+        # cuda.core's cache refuses name expressions, and a unit's private header directory is a new
+        # path (so a new cache key) each time: such units compile without it.
+        where = nvrtc_cache_dir(warn) if not (exprs or hdr) else None
+        if where is not None:
+            try:
+                cache = FileStreamProgramCache(where, max_size_bytes=CACHE_MAX_BYTES.get() or None)
+            except OSError:
+                cache = None
+        source = "jit"
+        if cache is not None:
+            key = make_program_cache_key(code=unit.source, code_type="c++", options=opts, target_type="cubin")
+            try:
+                if cache.get(key) is not None:
+                    source = "cache"
+            except Exception:  # noqa: BLE001 - an unreadable entry just means "compile"
+                pass
+        prog = Program(unit.source, "c++", opts)
         try:
-            cache = FileStreamProgramCache(where, max_size_bytes=CACHE_MAX_BYTES.get() or None)
-        except OSError:
-            cache = None
-    source = "jit"
-    if cache is not None:
-        key = make_program_cache_key(code=unit.source, code_type="c++", options=opts, target_type="cubin")
-        try:
-            if cache.get(key) is not None:
-                source = "cache"
-        except Exception:  # noqa: BLE001 - an unreadable entry just means "compile"
-            pass
-    prog = Program(unit.source, "c++", opts)
-    try:
-        try:
-            code = prog.compile("cubin", cache=cache) if cache is not None else prog.compile("cubin")
-        except OSError:
-            code = prog.compile("cubin")  # cache dir unusable: compile in memory
-    finally:
-        prog.close()
+            try:
+                code = (prog.compile("cubin", cache=cache) if cache is not None
+                        else prog.compile("cubin", name_expressions=exprs))
+            except OSError:
+                code = prog.compile("cubin", name_expressions=exprs)  # cache dir unusable: compile in memory
+        finally:
+            prog.close()
     for k in unit.kernels:
         code.get_kernel(k)
     return code, source, str(where) if cache is not None else None

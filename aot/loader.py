@@ -94,10 +94,13 @@ class Registry:
     ``Registry(path)`` reads ``path/manifest.json``; ``Registry.from_package("pkg", "artifacts")`` does
     the same for a package's data folder, so downstream packages can ship their own artifacts. A missing
     manifest is not an error: the registry then serves from the user cache / JIT using ``specs``.
+
+    Operators from code (``op: "pkg.mod:func"``) are imported, to JIT or re-key a spec, only for the
+    caller's ``specs`` or inside ``owner`` (the package that owns the artifacts; ``from_package`` sets it).
     """
 
     def __init__(self, source: str | os.PathLike | None, *, specs: Iterable[Spec] | None = None,
-                 device_sm: int | None = None):
+                 device_sm: int | None = None, owner: str | None = None):
         self.root = Path(source) if source is not None else None
         self._device_sm = device_sm
         self._device_id: int | None = None  # the device the registry serves (warmup threads make it current)
@@ -129,8 +132,11 @@ class Registry:
             if len(skipped) > _MAX_SPEC_WARNINGS:
                 self._warn(f"{self.root / MANIFEST_NAME}: {len(skipped) - _MAX_SPEC_WARNINGS} more unusable "
                            f"specs skipped")
+        self._owner = owner  # the package that owns the artifacts: its operators from code may be imported
+        self._trusted: set[str] = set()  # specs the caller passed: their operators from code may be imported
         for s in specs or ():  # the caller's definition wins: packaged artifacts of another one are stale
             self._specs[s.name] = s
+            self._trusted.add(s.name)
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
@@ -141,7 +147,7 @@ class Registry:
         wheel built without artifacts); the registry then serves only specs passed in ``specs`` (JIT), and
         "unknown spec" errors say that no manifest was found."""
         root = package_artifact_dir(package, folder)
-        reg = cls(root, **kw)
+        reg = cls(root, owner=package, **kw)
         if not (root / MANIFEST_NAME).is_file() and not DISABLE_PACKAGED.get():
             what = "no such folder" if not root.is_dir() else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = f"no manifest was found at {root / MANIFEST_NAME} ({what})"
@@ -362,6 +368,9 @@ class Registry:
         device_sm = self.device_sm()
         if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
             require_driver(f"loading NVRTC unit {spec.name!r}")
+        refusal = None
+        if isinstance(spec, CcclSpec) and spec.code:
+            spec, refusal = self._code_spec(spec)
         cands = self.packaged_candidates(spec, device_sm)
         log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
                   ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
@@ -382,6 +391,9 @@ class Registry:
                 log.debug("%s: candidate %s accepted in %.1f ms", spec.name, path,
                           (time.perf_counter() - t0) * 1e3)
                 return loaded
+        if refusal is not None:  # packaged artifacts need no import; JIT would import the operator's module
+            self._warn(refusal)
+            raise AotError(refusal)
         log.debug("%s: no packaged artifact served; trying the user cache, then JIT for sm_%d", spec.name, device_sm)
         require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
         try:
@@ -399,6 +411,30 @@ class Registry:
             raise AotError(f"{spec.name}: no packaged artifact fits sm_{device_sm} and JIT failed "
                            f"({type(e).__name__}: {e})" + (f"; earlier: {'; '.join(st.errors[:-1])}"
                                                            if len(st.errors) > 1 else "")) from e
+
+    def _code_spec(self, spec: CcclSpec) -> tuple[CcclSpec, str | None]:
+        """A spec with operators from code, as it stands now. Importing a module runs it, so only the
+        caller's own specs (the matrix being built) or, for a manifest's, modules inside the package that
+        owns the artifacts are resolved; any other reference is refused with one AotWarning. A resolved
+        operator whose source changed re-keys the spec: its packaged artifacts are then stale and JIT
+        builds the edited one. Returns the spec and, when refused, why (packaged artifacts still serve:
+        loading one imports nothing)."""
+        from .opref import OpRefError, inside, source_digest
+        if spec.name not in self._trusted:
+            foreign = [r for r in spec.code if self._owner is None or not inside(r, self._owner)]
+            if foreign:
+                where = f"package {self._owner!r}" if self._owner else "the package that owns the artifacts"
+                return spec, (f"aot: {spec.name}: refusing to import operator {foreign[0]!r} named by "
+                              f"{self.root}/manifest.json: it is outside {where}; a manifest never makes aot "
+                              f"import other modules")
+        try:
+            now = {ref: source_digest(ref) for ref in spec.code}
+        except OpRefError as e:
+            return spec, f"aot: {spec.name}: {e}"
+        if now == dict(spec.code):
+            return spec, None
+        return CcclSpec(name=spec.name, algorithm=spec.algorithm, params=spec.params, types=spec.types,
+                        code=now), None
 
     def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
         if self.manifest is None:
@@ -426,11 +462,16 @@ class Registry:
             obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
             return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
         from cuda.core import ObjectCode
+        symbols = h.get("symbols") or None  # templated kernels: name expression -> lowered name
+        if symbols is not None and not (isinstance(symbols, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in symbols.items())):
+            raise ArtifactError("header field 'symbols' is not a mapping of names")
+        kw = {"symbol_mapping": symbols} if symbols else {}
         if art.kind == "ptx":
             check_ptx_loadable(h["producer"])
-            code = ObjectCode.from_ptx(art.payload, name=spec.name)
+            code = ObjectCode.from_ptx(art.payload, name=spec.name, **kw)
         else:
-            code = ObjectCode.from_cubin(art.payload, name=spec.name)
+            code = ObjectCode.from_cubin(art.payload, name=spec.name, **kw)
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
@@ -450,11 +491,6 @@ def _import_quietly(do_import: Callable[[], Any]) -> None:
         do_import()
     except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
         pass
-
-
-#: The keyword each algorithm's ``__call__`` takes its operator under.
-_OP_KEYWORD = {"exclusive_scan": "op", "inclusive_scan": "op", "reduce": "op", "segmented_reduce": "op",
-               "select": "cond", "merge_sort": "op", "unique_by_key": "op"}
 
 
 def _compiled_stateless_op():
@@ -478,25 +514,25 @@ class CcclAlgorithm:
     replaced by a stand-in carrying its empty state, so no numba JIT happens at call time).
     ``raw`` is the underlying cuda.compute object. Not thread-safe: one per thread (``Registry.cccl``)."""
 
-    __slots__ = ("spec", "raw", "_op_kw", "_op")
+    __slots__ = ("spec", "raw", "_ops", "_defaults")
 
     def __init__(self, spec: CcclSpec, raw):
+        from .algorithms import ALGORITHMS
+        from .spec import BUILTIN_OPS
         self.spec, self.raw = spec, raw
-        self._op_kw = _OP_KEYWORD.get(spec.algorithm)
-        self._op = None
-        if self._op_kw is not None:
-            op = spec.params["op"]
-            if op.startswith("lambda"):
-                self._op = _compiled_stateless_op()
-            else:
-                self._op = import_cuda_compute().OpKind[op.upper()]
+        algo = ALGORITHMS[spec.algorithm]
+        self._defaults = algo.bound_arguments(spec.params)  # compiled-in values, unless the caller passes them
+        self._ops = {}  # call keyword -> the operator compiled into the artifact
+        for slot in algo.ops:
+            op = spec.params[slot.field]
+            self._ops[slot.keyword] = (import_cuda_compute().OpKind[op.upper()] if op in BUILTIN_OPS
+                                       else _compiled_stateless_op())
 
     def __call__(self, **kwargs):
-        # The compiled operator is the spec's, whatever is passed: bind it (one dict store, no checks).
-        if self._op_kw is not None:
-            kwargs[self._op_kw] = self._op
-        elif "comp" not in kwargs and self.spec.algorithm in ("lower_bound", "upper_bound"):
-            kwargs["comp"] = None
+        # The compiled operators are the spec's, whatever is passed: bind them (no checks on the hot path).
+        if self._defaults:
+            kwargs = {**self._defaults, **kwargs}
+        kwargs.update(self._ops)
         return self.raw(**kwargs)
 
     def __repr__(self) -> str:

@@ -16,11 +16,13 @@ import yaml
 
 from .errors import ArtifactError, MatrixError
 from .format import _read_regular
-from .spec import (MAX_SOURCE_LEN, MAX_SPECS, MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name,
-                   check_nvrtc, hint, short)
+from .spec import (DTYPES, MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS,
+                   MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name, check_nvrtc, hint, short)
 
-TOP_KEYS = ("version", "cccl", "nvrtc")
-NVRTC_KEYS = ("name", "source", "kernels", "options")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc")
+NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")
+#: Header files under an NVRTC unit's include_dirs that become part of its definition.
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
 SUPPORTED_VERSIONS = (1,)
 
 #: Largest matrix file read (the default one is under 3 KB).
@@ -248,6 +250,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     if version not in SUPPORTED_VERSIONS:
         raise ctx.fail(doc.key_lines.get("version", 1), f"unsupported matrix version {short(version)}; "
                        f"this aot reads {', '.join(map(str, SUPPORTED_VERSIONS))}")
+    types = _parse_types(ctx, doc)
     specs: list[Spec] = []
     seen: dict[str, int] = {}
     for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc)):
@@ -271,7 +274,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                                f"{seen[name]})", spec=name, fld="name")
             seen[name] = entry.key_lines["name"]
             try:
-                specs.append(parse_one(ctx, entry, name))
+                specs.append(parse_one(ctx, entry, name, types))
             except SpecError as err:
                 raise ctx.spec_error(entry, err, name) from None
     if not specs:
@@ -281,12 +284,58 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     return Matrix(path=path, specs=tuple(specs))
 
 
-def _parse_cccl(ctx: _Ctx, e: _Map, name: str) -> Spec:
-    """The shared validator (:func:`aot.spec.check_cccl`): a manifest's specs pass the very same checks."""
-    return check_cccl(e)
+def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``types: {bbox: {xmin: float64, ...}}``: named structs of scalar fields, in the order written."""
+    raw = doc.get("types")
+    if raw is None:
+        return {}
+    if not isinstance(raw, _Map):
+        raise ctx.fail(doc.key_lines.get("types", 1), "types must map struct names to {field: dtype} mappings",
+                       fld="types")
+    types: dict[str, tuple[tuple[str, str], ...]] = {}
+    for tname, fields in raw.items():
+        line = raw.key_lines[tname]
+        where = f"types.{str(tname)[:64]}"
+        if not isinstance(tname, str) or len(tname) > 64 or not tname.isidentifier():
+            raise ctx.fail(line, f"struct type name {short(tname)} must be an identifier", fld=where)
+        if tname in DTYPES:
+            raise ctx.fail(line, f"struct type name {tname!r} is a scalar dtype's name", fld=where)
+        if not isinstance(fields, _Map) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
+            raise ctx.fail(line, f"a struct type maps 1 to {MAX_STRUCT_FIELDS} field names to scalar dtypes",
+                           fld=where)
+        for fname, dt in fields.items():
+            fline, ffld = fields.key_lines[fname], f"{where}.{str(fname)[:64]}"
+            if not isinstance(fname, str) or len(fname) > 64 or not fname.isidentifier():
+                raise ctx.fail(fline, f"field name {short(fname)} must be an identifier", fld=ffld)
+            if dt not in DTYPES:
+                raise ctx.fail(fline, f"unknown dtype {short(dt)}{hint(dt, DTYPES)}; struct fields are scalars: "
+                               f"{', '.join(DTYPES)}", fld=ffld)
+        types[tname] = tuple((str(f), str(d)) for f, d in fields.items())
+    return types
 
 
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> Spec:
+def _code_digest(ref: str) -> str:
+    """The source digest of an operator from code (the matrix being built may name any module)."""
+    from .opref import OpRefError, source_digest
+    try:
+        return source_digest(ref)
+    except OpRefError as err:
+        raise SpecError(str(err), "op") from None
+
+
+def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
+    """The shared validator (:func:`aot.spec.check_cccl`): a manifest's specs pass the very same checks;
+    the matrix adds its struct types and hashes operators from code."""
+    def digest(ref: str) -> str:
+        try:
+            return _code_digest(ref)
+        except SpecError as err:  # name the operator field that holds this reference
+            fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
+            raise SpecError(str(err), fld) from None
+    return check_cccl(e, types or {}, digest)
+
+
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
     for key in e:
         if key not in NVRTC_KEYS:
             raise ctx.fail(e.key_lines[key], f"unknown field{hint(key, NVRTC_KEYS)}; allowed: "
@@ -303,4 +352,45 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str) -> Spec:
     except UnicodeDecodeError as err:
         raise ctx.fail(e.key_lines["source"], f"source file {src_path} is not UTF-8 text ({err.reason})",
                        spec=name, fld="source") from None
-    return check_nvrtc(e, text)
+    return check_nvrtc(e, text, _read_include_dirs(ctx, e, name))
+
+
+def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
+    """``include_dirs: [include]``: directories relative to the matrix; every header file under them
+    (``.h``, ``.cuh``, ``.hpp``, ...) becomes part of the unit's definition (relative path -> text), so the
+    headers' bytes are in its content key and a JIT elsewhere compiles the same ones."""
+    dirs = e.get("include_dirs")
+    if dirs is None:
+        return {}
+    line = e.key_lines["include_dirs"]
+    if not isinstance(dirs, list) or not all(isinstance(d, str) and d for d in dirs):
+        raise ctx.fail(line, "include_dirs must be a list of directories (relative to the matrix)", spec=name,
+                       fld="include_dirs")
+    headers: dict[str, str] = {}
+    total = 0
+    for d in dirs:
+        if Path(d).is_absolute() or ".." in Path(d).parts:
+            raise ctx.fail(line, f"include dir {short(d)} must be relative to the matrix, without '..'", spec=name,
+                           fld="include_dirs")
+        root = ctx.path.parent / d
+        if not root.is_dir():
+            raise ctx.fail(line, f"include dir {short(d)} is not a directory ({root})", spec=name,
+                           fld="include_dirs")
+        for path in sorted(root.rglob("*")):
+            if path.suffix not in _HEADER_SUFFIXES or path.is_symlink() or not path.is_file():
+                continue
+            rel = path.relative_to(root).as_posix()
+            if rel in headers:
+                raise ctx.fail(line, f"header {rel!r} is in two include dirs", spec=name, fld="include_dirs")
+            if len(headers) >= MAX_HEADERS:
+                raise ctx.fail(line, f"more than {MAX_HEADERS} headers under include_dirs", spec=name,
+                               fld="include_dirs")
+            try:
+                headers[rel] = _read_bounded(path, MAX_HEADERS_LEN).decode("utf-8")
+            except (ArtifactError, UnicodeDecodeError) as err:
+                raise ctx.fail(line, f"cannot read header {path}: {err}", spec=name, fld="include_dirs") from None
+            total += len(headers[rel])
+            if total > MAX_HEADERS_LEN:
+                raise ctx.fail(line, f"headers under include_dirs exceed {MAX_HEADERS_LEN} characters", spec=name,
+                               fld="include_dirs")
+    return headers

@@ -19,8 +19,13 @@ class NoReference(Exception):
     pass
 
 
-def _rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
+def rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
     dt = np.dtype(dtype)
+    if dt.names:  # a struct: each field drawn on its own
+        out = np.zeros(n, dt)
+        for f in dt.names:
+            out[f] = rand(rng, dt.fields[f][0], n, small=small)
+        return out
     if dt.kind == "f":
         return rng.uniform(-1.0, 1.0, n).astype(dt)
     info = np.iinfo(dt)
@@ -107,6 +112,21 @@ def np_operator(op: str) -> Callable[..., Any]:
             with np.errstate(all="ignore"):
                 return _eval(tree.body, dict(zip(params, xs)))
         return f
+    from .spec import is_code_ref
+    if is_code_ref(op):  # an operator from code (the caller vetted its module): called element by element
+        from .opref import resolve
+        fn = resolve(op)
+
+        def g(*xs):
+            arrs = [np.asarray(x) for x in xs]
+            n = max(a.shape[0] if a.ndim else 1 for a in arrs)
+            rows = [a.view(np.recarray) if a.dtype.names else a for a in arrs]
+            out = [fn(*(r[i] if r.ndim else r for r in rows)) for i in range(n)]
+            like = next((a.dtype for a in arrs if a.dtype.names), None)
+            if like is not None and out and isinstance(out[0], tuple):  # a struct-valued operator
+                return np.array(out, dtype=like)
+            return np.array(out)
+        return g
     raise NoReference(f"no numpy reference for operator {op!r}")
 
 
@@ -175,7 +195,7 @@ def sorted_problem(op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in=N
     return None
 
 
-def _close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
+def close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
     if got.shape != want.shape:
         raise AssertionError(f"{what}: shape {got.shape} != {want.shape}")
     if got.dtype.kind == "f":
@@ -192,122 +212,26 @@ def _close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | 
 
 
 def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> None:
-    """Run ``obj`` (a loaded cuda.compute algorithm for ``spec``) on random data; raise on any mismatch."""
-    from ._devarray import DeviceArray as DA
-    from .compile import init_value, operator
-    rng = np.random.default_rng(seed)
-    p = spec.params
-    a = spec.algorithm
-    dt = p["dtype"]
-    up = lambda h: DA.from_host(h, device)  # noqa: E731
-    out = lambda m, d: DA(m, d, device)  # noqa: E731 - poisoned
+    """Run ``obj`` (a loaded cuda.compute algorithm for ``spec``) on seeded random data and raise on any
+    mismatch with numpy: the algorithm's own ``check`` (:mod:`aot.algorithms`). A raw cuda.compute object
+    (a JIT build) gets the spec's operators and compiled-in arguments bound as the loader binds them."""
+    from .algorithms import ALGORITHMS, Check
+    algo = ALGORITHMS.get(spec.algorithm)
+    if algo is None:
+        raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
+    from .loader import CcclAlgorithm
+    if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
+        obj = _bind(obj, spec)
+    algo.check(obj, spec.params, Check(device, n=n, seed=seed, types=spec.types))
 
-    def twice(call: Callable[..., Any]) -> None:
-        nbytes = call(None)
-        temp = DA(int(nbytes or 1), np.uint8, device, poison=False)
-        call(temp)
 
-    if a in ("exclusive_scan", "inclusive_scan", "reduce"):
-        x = _rand(rng, dt, n, small=True)
-        init = init_value(dt, p["init"])
-        op = operator(p["op"])
-        d_in = up(x)
-        if a == "reduce":
-            d_out = out(1, dt)
-            twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, num_items=n, op=op, h_init=init))
-            want = reduce_reference(p["op"], dt, np.concatenate([init, x]))
-            _close(d_out.to_host(), want, "reduce", scale=np.array([np.abs(x).sum() + 1]))
-            return
-        d_out = out(n, dt)
-        twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, op=op, init_value=init, num_items=n))
-        acc = scan_reference(p["op"], dt, np.concatenate([init, x]))
-        want = acc[:-1] if a == "exclusive_scan" else acc[1:]
-        _close(d_out.to_host(), want, a, scale=np.cumsum(np.abs(x)) + 1)
-        return
-    if a == "segmented_reduce":
-        sizes = rng.integers(0, 200, 2000)
-        sizes[::17] = 0  # empty segments must yield init
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(p["offset_dtype"])
-        x = _rand(rng, dt, int(offsets[-1]), small=True)
-        init = init_value(dt, p["init"])
-        m = len(sizes)
-        d_out = out(m, dt)
-        d_x, d_beg, d_end = up(x), up(offsets[:-1]), up(offsets[1:])
-        twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, num_segments=m, start_offsets_in=d_beg,
-                            end_offsets_in=d_end, op=operator(p["op"]), h_init=init))
-        want = np.concatenate([reduce_reference(p["op"], dt, np.concatenate([init, x[offsets[i]:offsets[i + 1]]]))
-                               for i in range(m)])
-        scale = np.array([np.abs(x[offsets[i]:offsets[i + 1]]).sum() + 1 for i in range(m)])
-        _close(d_out.to_host(), want, "segmented_reduce", scale=scale)
-        return
-    if a == "select":
-        x = _rand(rng, dt, n, small=True)
-        x[rng.random(n) < 0.5] = 0
-        pred = operator(p["op"])
-        keep = select_reference(p["op"], x)
-        d_out = out(n, dt)
-        d_cnt = out(1, p["count_dtype"])
-        d_x = up(x)
-        twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, d_num_selected_out=d_cnt, cond=pred,
-                            num_items=n))
-        cnt = int(d_cnt.to_host()[0])
-        if cnt != int(keep.sum()):
-            raise AssertionError(f"select: selected {cnt}, want {int(keep.sum())}")
-        _close(d_out.to_host()[:cnt], x[keep], "select")
-        return
-    if a in ("lower_bound", "upper_bound"):
-        data = np.sort(_rand(rng, dt, n, small=True))
-        values = np.concatenate([_rand(rng, dt, n // 2, small=True), data[::3]])
-        d_res = out(len(values), p["index_dtype"])
-        d_data, d_vals = up(data), up(values)
-        obj(d_data=d_data, num_items=n, d_values=d_vals, num_values=len(values), d_out=d_res, comp=None)
-        want = np.searchsorted(data, values, side="left" if a == "lower_bound" else "right")
-        _close(d_res.to_host(), want.astype(p["index_dtype"]), a)
-        return
-    if a in ("radix_sort", "merge_sort"):
-        keys = _rand(rng, dt, n)
-        keys[: n // 4] = keys[n // 2: n // 2 + n // 4]  # duplicates, to check stability
-        vd = p["value_dtype"]
-        vals = np.arange(n, dtype=vd) if vd else None
-        exact = a == "radix_sort" or p["op"] in ("less", "greater")  # else: a checked order, not an exact one
-        descending = (a == "radix_sort" and p["order"] == "descending") or (a == "merge_sort" and p["op"] == "greater")
-        d_keys, d_okeys = up(keys), out(n, dt)
-        d_vals, d_ovals = (up(vals), out(n, vd)) if vd else (None, None)
-        if a == "radix_sort":
-            twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_out_keys=d_okeys, d_in_values=d_vals,
-                                d_out_values=d_ovals, num_items=n))
-        else:
-            twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_in_values=d_vals, d_out_keys=d_okeys,
-                                d_out_values=d_ovals, num_items=n, op=operator(p["op"])))
-        if not exact:
-            problem = sorted_problem(p["op"], keys, d_okeys.to_host(), vals, d_ovals.to_host() if vd else None)
-            if problem:
-                raise AssertionError(f"merge_sort: {problem}")
-            return
-        if descending:
-            # stable descending (equal keys keep input order): sort the reversed input stably, reverse back
-            perm = n - 1 - np.argsort(keys[::-1], kind="stable")[::-1]
-        else:
-            perm = np.argsort(keys, kind="stable")
-        _close(d_okeys.to_host(), keys[perm], f"{a} keys")
-        if vd:
-            _close(d_ovals.to_host(), vals[perm], f"{a} values")
-        return
-    if a == "unique_by_key":
-        keys = np.sort(_rand(rng, dt, n, small=True))
-        vals = _rand(rng, p["value_dtype"], n)
-        first = unique_first(p["op"], keys)
-        d_ok, d_ov, d_cnt = out(n, dt), out(n, p["value_dtype"]), out(1, p["count_dtype"])
-        d_k, d_v = up(keys), up(vals)
-        twice(lambda t: obj(temp_storage=t, d_in_keys=d_k, d_in_items=d_v, d_out_keys=d_ok, d_out_items=d_ov,
-                            d_out_num_selected=d_cnt, op=operator(p["op"]), num_items=n))
-        cnt = int(d_cnt.to_host()[0])
-        if cnt != int(first.sum()):
-            raise AssertionError(f"unique_by_key: {cnt} unique, want {int(first.sum())}")
-        _close(d_ok.to_host()[:cnt], keys[first], "unique_by_key keys")
-        _close(d_ov.to_host()[:cnt], vals[first], "unique_by_key items")
-        return
-    raise NoReference(f"no reference for algorithm {a!r}")
+def _bind(raw, spec: CcclSpec):
+    from .algorithms import ALGORITHMS
+    from .compile import operator
+    algo = ALGORITHMS[spec.algorithm]
+    bound = {slot.keyword: operator(spec.params[slot.field]) for slot in algo.ops}
+    defaults = algo.bound_arguments(spec.params)
+    return lambda **kw: raw(**{**defaults, **kw, **bound})
 
 
 # ------------------------------------------------------------------------------------------ NVRTC units
@@ -363,7 +287,7 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         for s in range(m):
             a, b = offs[s], offs[s + 1]
             want[s] = (x[a:b].min(), y[a:b].min(), x[a:b].max(), y[a:b].max()) if b > a else (np.inf, np.inf, -np.inf, -np.inf)
-        _close(d_out.to_host(), want.ravel(), "point_set_bounds")
+        close(d_out.to_host(), want.ravel(), "point_set_bounds")
         return
     if unit.name == "morton":
         n = 100_003
@@ -384,7 +308,7 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
             v = (v | (v << 1)) & 0x55555555
             return v
         want = (spread(q(x, box[0], box[2])) | (spread(q(y, box[1], box[3])) << 1)).astype(np.uint32)
-        _close(d_codes.to_host(), want, "morton_codes_2d")
+        close(d_codes.to_host(), want, "morton_codes_2d")
         return
     if unit.name == "point_in_polygon":
         vx, vy, offs = _random_polygons(rng, 64)
@@ -394,7 +318,7 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         d_in = DA(n, np.uint8, device)
         _launch(get_kernel("point_in_polygon"), n, up(px).buffer, up(py).buffer, up(poly_of).buffer, i32(n),
                 up(vx).buffer, up(vy).buffer, up(offs).buffer, d_in.buffer)
-        _close(d_in.to_host(), _pip_reference(px, py, poly_of, vx, vy, offs), "point_in_polygon")
+        close(d_in.to_host(), _pip_reference(px, py, poly_of, vx, vy, offs), "point_in_polygon")
         return
     if unit.name == "segmented_compact":
         n = 100_003
@@ -405,7 +329,7 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         d_out = DA(kept, i32, device)
         _launch(get_kernel("compact_by_flags"), n, up(values).buffer, up(flags).buffer, up(positions).buffer,
                 i32(n), d_out.buffer)
-        _close(d_out.to_host(), values[flags != 0], "compact_by_flags")
+        close(d_out.to_host(), values[flags != 0], "compact_by_flags")
         sizes = rng.integers(0, 200, 1000)
         seg = np.concatenate([[0], np.cumsum(sizes)]).astype(i64)
         seg = np.minimum(seg, n)
@@ -413,7 +337,21 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         d_counts = DA(m, i32, device)
         _launch(get_kernel("segment_kept_counts"), m, up(flags).buffer, up(seg).buffer, i32(m), d_counts.buffer)
         want = np.array([flags[seg[s]:seg[s + 1]].sum() for s in range(m)], i32)
-        _close(d_counts.to_host(), want, "segment_kept_counts")
+        close(d_counts.to_host(), want, "segment_kept_counts")
+        return
+    if unit.name == "block_sums":  # block_sums<T, 256>: one sum per 256-element block
+        n = 100_003
+        blocks = (n + 255) // 256
+        for k in unit.kernels:
+            if not k.startswith("block_sums<"):
+                continue
+            t = {"float": np.float32, "double": np.float64, "int": np.int32}[k[len("block_sums<"):].split(",")[0].strip()]
+            x = rng.integers(-1000, 1000, n).astype(t) if t is np.int32 else rng.uniform(-1, 1, n).astype(t)
+            d_out = DA(blocks, t, device)
+            _launch(get_kernel(k), n, up(x).buffer, i32(n), d_out.buffer)
+            pad = np.concatenate([x, np.zeros(blocks * 256 - n, t)]).reshape(blocks, 256)
+            close(d_out.to_host(), pad.sum(axis=1, dtype=np.float64).astype(t), k,
+                  scale=np.abs(pad).sum(axis=1) + 1)
         return
     raise NoReference(f"no reference for NVRTC unit {unit.name!r}")
 
@@ -466,3 +404,6 @@ def resolve_check(target: str, package: str) -> Callable[[CheckContext], None]:
     if not callable(fn):
         raise NoReference(f"check {target!r}: {mod} has no callable {func!r}")
     return fn
+
+
+_rand, _close = rand, close  # the names older callers import

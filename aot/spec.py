@@ -15,48 +15,16 @@ import math
 import re
 import reprlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 #: Bumped whenever what a build produces from an unchanged spec changes (a patch, a recipe tweak):
 #: it is part of every content key, so such a change invalidates incremental builds and user caches.
 RECIPE_VERSION = 2  # 2: internal symbol names normalized
 
-DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+from .algorithms import ALGORITHMS, BUILTIN_OPS, DTYPES, REQUIRED, SORT_ORDERS, is_dtype_field  # noqa: E402,F401
 
-#: Built-in operators (cuda.compute ``OpKind`` members, lower-cased). Anything else must be a lambda.
-BUILTIN_OPS = ("plus", "minus", "multiplies", "minimum", "maximum", "less", "greater", "less_equal",
-               "greater_equal", "equal_to", "not_equal_to", "bit_and", "bit_or", "bit_xor")
-
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class AlgorithmDef:
-    """The fields an algorithm takes: ``fields`` maps name -> default (``REQUIRED`` if none)."""
-
-    fields: Mapping[str, Any]
-    op_role: str = "op"  # what the operator is for, for error messages
-
-
-ALGORITHMS: dict[str, AlgorithmDef] = {
-    "exclusive_scan": AlgorithmDef({"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED}),
-    "inclusive_scan": AlgorithmDef({"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED}),
-    "reduce": AlgorithmDef({"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED}),
-    "segmented_reduce": AlgorithmDef({"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED,
-                                      "offset_dtype": "int64"}),
-    "select": AlgorithmDef({"dtype": REQUIRED, "op": REQUIRED, "count_dtype": "int64"},
-                           op_role="predicate"),
-    "lower_bound": AlgorithmDef({"dtype": REQUIRED, "index_dtype": "uint64"}),
-    "upper_bound": AlgorithmDef({"dtype": REQUIRED, "index_dtype": "uint64"}),
-    "radix_sort": AlgorithmDef({"dtype": REQUIRED, "value_dtype": None, "order": "ascending"}),
-    "merge_sort": AlgorithmDef({"dtype": REQUIRED, "value_dtype": None, "op": "less"},
-                               op_role="comparator"),
-    "unique_by_key": AlgorithmDef({"dtype": REQUIRED, "value_dtype": REQUIRED, "op": "equal_to",
-                                   "count_dtype": "int64"}, op_role="equality"),
-}
-
-DTYPE_FIELDS = ("dtype", "value_dtype", "offset_dtype", "count_dtype", "index_dtype")
-SORT_ORDERS = ("ascending", "descending")
+#: Kept for callers of the old tables: every algorithm's dtype fields.
+DTYPE_FIELDS = tuple(sorted({f for a in ALGORITHMS.values() for f in a.fields if is_dtype_field(f)}))
 
 #: cuda.core ``ProgramOptions`` fields a unit may set (a subset that cannot break reproducibility).
 NVRTC_OPTIONS = ("std", "use_fast_math", "define_macro", "lineinfo", "ftz", "prec_div", "prec_sqrt",
@@ -90,6 +58,11 @@ MAX_SOURCE_LEN = 4 * 1024 * 1024
 #: bounds what validating a hostile manifest can cost (measured: well under a second for 1024 lambdas
 #: at the operator limit, on a loaded 2-core machine).
 MAX_SPECS = 1024
+
+#: Most fields of a struct type (``types:``).
+MAX_STRUCT_FIELDS = 64
+#: Most header files, and their total size, an NVRTC unit's include_dirs may bring into its definition.
+MAX_HEADERS, MAX_HEADERS_LEN = 256, 4 * 1024 * 1024
 
 INIT_WORDS = ("inf", "-inf", "min", "max")
 _OPERATOR_CHARS = str.maketrans("", "", "-+*/%<>=!&|^~@([{:,")
@@ -219,26 +192,46 @@ def lambda_problem(source: str) -> str | None:
     return f"the lambda {problem}" if problem else _lambda_check(source)[1]
 
 
-def check_op(value: Any, role: str, arity: int) -> str:
-    """A built-in operator name or an acceptable lambda taking ``arity`` arguments (stripped), else
-    :class:`SpecError` on field ``op``. ``role`` names what the operator is for, for messages."""
+def code_ref_problem(op: str) -> str | None:
+    """Why ``op`` is not an operator-from-code reference ``"pkg.module:function"``, or ``None``."""
+    mod, sep, func = op.partition(":")
+    if (not sep or len(op) > 256 or not func.isidentifier() or not mod
+            or not all(p.isidentifier() for p in mod.split("."))):
+        return f"{short(op)} is not a 'package.module:function' reference"
+    return None
+
+
+def is_code_ref(op: Any) -> bool:
+    """Whether an operator names a function in code (``"pkg.mod:func"``) rather than a built-in or lambda."""
+    return isinstance(op, str) and ":" in op and not op.lstrip().startswith("lambda")
+
+
+def check_op(value: Any, role: str, arity: int, fld: str = "op") -> str:
+    """A built-in operator name, an acceptable lambda taking ``arity`` arguments (stripped), or an operator
+    from code's reference (its shape: the caller resolves it), else :class:`SpecError` on ``fld``. ``role``
+    names what the operator is for, for messages."""
     if not isinstance(value, str):
-        raise SpecError(f"the {role} must be a built-in operator name or a 'lambda ...' source", "op")
+        raise SpecError(f"the {role} must be a built-in operator name or a 'lambda ...' source", fld)
     problem = _text_problem(value, MAX_LAMBDA_LEN)
     if problem:
-        raise SpecError(f"the {role} {problem}", "op")
+        raise SpecError(f"the {role} {problem}", fld)
     value = value.strip()
     if value.startswith("lambda"):
         n_args, problem = _lambda_check(value)
         if problem:
-            raise SpecError(problem, "op")
+            raise SpecError(problem, fld)
         if n_args != arity:
             raise SpecError(f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
-                            f"{arity}", "op")
+                            f"{arity}", fld)
+        return value
+    if is_code_ref(value):
+        problem = code_ref_problem(value)
+        if problem:
+            raise SpecError(problem, fld)
         return value
     if value not in BUILTIN_OPS:
         raise SpecError(f"unknown operator {short(value)}{hint(value, BUILTIN_OPS)}; built-ins: "
-                        f"{', '.join(BUILTIN_OPS)}, or a 'lambda x: ...' source", "op")
+                        f"{', '.join(BUILTIN_OPS)}, a 'lambda x: ...' source or a 'package.module:function'", fld)
     return value
 
 
@@ -252,12 +245,19 @@ def _int_range(dtype: str) -> tuple[int, int]:
     return (0, 2 ** bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
-def check_init(value: Any, dtype: str) -> int | float | str:
+def check_init(value: Any, dtype: str, types: Mapping[str, Any] | None = None) -> Any:
     """An init value (normalized: YAML ``.inf`` -> ``'inf'``, ``'1e3'`` -> ``1000.0``) that is finite or one
-    of :data:`INIT_WORDS` and representable in ``dtype`` (no silent wrap-around or truncation).
+    of :data:`INIT_WORDS` and representable in ``dtype`` (no silent wrap-around or truncation); for a
+    struct type, a list of such values, one per field.
 
     Pure Python (no numpy): the loader runs this on every manifest spec, and reading a manifest must stay
     cheap and dependency-free."""
+    if types and dtype in types:
+        fields = types[dtype]
+        if not isinstance(value, list) or len(value) != len(fields):
+            raise SpecError(f"init of struct {dtype!r} must list {len(fields)} values, one per field "
+                            f"({', '.join(f for f, _ in fields)})", "init")
+        return [check_init(v, t) for v, (_, t) in zip(value, fields, strict=True)]
     if isinstance(value, float) and value != value:
         raise SpecError("init is NaN; use a number or 'inf', '-inf', 'min', 'max'", "init")
     if isinstance(value, float) and value in (float("inf"), float("-inf")):
@@ -304,9 +304,39 @@ def check_name(name: Any) -> str:
     return name
 
 
-def check_cccl(d: Mapping[str, Any]) -> CcclSpec:
+def check_types(types: Any) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Struct types as a definition stores them (``{name: [[field, scalar dtype], ...]}``), checked."""
+    if not isinstance(types, dict) or len(types) > MAX_LIST_LEN:
+        raise SpecError("types must be a mapping of struct names to field lists", "types")
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for tname, fields in types.items():
+        fld = f"types.{str(tname)[:64]}"
+        if not isinstance(tname, str) or len(tname) > 64 or not tname.isidentifier() or tname in DTYPES:
+            raise SpecError(f"struct type name {short(tname)} must be an identifier that is not a scalar dtype", fld)
+        if not isinstance(fields, (list, tuple)) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
+            raise SpecError(f"a struct type has 1 to {MAX_STRUCT_FIELDS} fields", fld)
+        seen: set[str] = set()
+        for f in fields:
+            if (not isinstance(f, (list, tuple)) or len(f) != 2 or not isinstance(f[0], str) or len(f[0]) > 64
+                    or not f[0].isidentifier() or f[1] not in DTYPES or f[0] in seen):
+                raise SpecError(f"each field must be a distinct [name, scalar dtype], got {short(f)}", fld)
+            seen.add(f[0])
+        out[tname] = tuple((str(f[0]), str(f[1])) for f in fields)
+    return out
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+               digest: Callable[[str], str] | None = None) -> CcclSpec:
     """The CCCL spec a mapping (a matrix entry, a manifest definition) describes, every field checked
-    and defaults filled in; else :class:`SpecError` naming the first field at fault."""
+    and defaults filled in; else :class:`SpecError` naming the first field at fault.
+
+    A matrix entry comes with the matrix's ``types`` and a ``digest`` that hashes an operator from code's
+    source (importing its module: the matrix is the user's own file). A manifest definition (both
+    ``None``) carries its own ``types`` and ``code`` digests, checked here and never imported."""
     name = check_name(d.get("name"))
     algo = d.get("algorithm")
     if algo is None:
@@ -315,32 +345,67 @@ def check_cccl(d: Mapping[str, Any]) -> CcclSpec:
         raise SpecError(f"unknown algorithm {short(algo)}{hint(algo, ALGORITHMS)}; known: "
                         f"{', '.join(ALGORITHMS)}", "algorithm")
     adef = ALGORITHMS[algo]
-    allowed = ("name", "algorithm", *adef.fields)
+    from_manifest = types is None and digest is None
+    allowed = ("name", "algorithm", *adef.fields, *adef.optional) + (("types", "code") if from_manifest else ())
     for key in d:
         if key not in allowed:
             raise SpecError(f"unknown field for {algo}{hint(key, allowed)}; allowed: {', '.join(allowed)}",
                             str(key))
+    recorded: dict[str, str] = {}
+    if from_manifest:
+        types = check_types(d.get("types", {}))
+        recorded = d.get("code", {})
+        if not isinstance(recorded, dict) or len(recorded) > MAX_LIST_LEN:
+            raise SpecError("code must map operator references to source digests", "code")
+    types = types or {}
+    slots = {s.field: s for s in adef.ops}
     params: dict[str, Any] = {}
-    for fld, default in adef.fields.items():
+    used_types: dict[str, tuple[tuple[str, str], ...]] = {}
+    code: dict[str, str] = {}
+    for fld, default in {**adef.fields, **adef.optional}.items():
         if fld not in d:
             if default is REQUIRED:
                 raise SpecError(f"missing required field for {algo}", fld)
-            params[fld] = default
+            if fld in adef.fields:
+                params[fld] = default
             continue
         value = d[fld]
-        if fld in DTYPE_FIELDS:
-            if not (value is None and default is None) and not (isinstance(value, str) and value in DTYPES):
-                raise SpecError(f"unknown dtype {short(value)}{hint(value, DTYPES)}; known: {', '.join(DTYPES)}",
-                                fld)
-        elif fld == "op":
-            value = check_op(value, adef.op_role, arity=1 if algo == "select" else 2)
-        elif fld == "order":
-            if not (isinstance(value, str) and value in SORT_ORDERS):
-                raise SpecError(f"unknown order {short(value)}{hint(value, SORT_ORDERS)}", fld)
+        if is_dtype_field(fld):
+            if value is None and default is None:
+                pass
+            elif isinstance(value, str) and value in types:
+                if fld not in adef.struct_fields:
+                    raise SpecError(f"{algo} takes a scalar {fld}, not the struct {value!r}; structs are accepted "
+                                    f"in: {', '.join(adef.struct_fields) or 'no field'}", fld)
+                used_types[value] = types[value]
+            elif not (isinstance(value, str) and value in DTYPES):
+                known = [*DTYPES, *types]
+                raise SpecError(f"unknown dtype {short(value)}{hint(value, known)}; known: {', '.join(known)}", fld)
+            elif fld in adef.choices and value not in adef.choices[fld]:
+                raise SpecError(f"{algo} takes a {fld} of {', '.join(adef.choices[fld])}, not {value!r}", fld)
+        elif fld in slots:
+            value = check_op(value, slots[fld].role, slots[fld].arity, fld)
+            if is_code_ref(value):
+                if digest is not None:
+                    code[value] = digest(value)
+                elif _is_digest(recorded.get(value)):
+                    code[value] = recorded[value]
+                else:
+                    raise SpecError(f"operator {short(value)} has no recorded source digest", "code")
+        elif fld in adef.choices:
+            if not (isinstance(value, str) and value in adef.choices[fld]):
+                raise SpecError(f"unknown {fld} {short(value)}{hint(value, adef.choices[fld])}; one of: "
+                                f"{', '.join(adef.choices[fld])}", fld)
+        elif fld in adef.int_ranges:
+            lo, hi = adef.int_ranges[fld]
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise SpecError(f"{fld} must be an integer in [{lo}, {hi}], got {short(value)}", fld)
+        if fld in adef.optional and value == default:
+            continue  # an optional field at its default is not recorded (content keys stay as they were)
         params[fld] = value
     if "init" in params:
-        params["init"] = check_init(params["init"], params["dtype"])
-    return CcclSpec(name=name, algorithm=algo, params=params)
+        params["init"] = check_init(params["init"], params["dtype"], types)
+    return CcclSpec(name=name, algorithm=algo, params=params, types=used_types, code=code)
 
 
 def _check_option(key: str, value: Any) -> Any:
@@ -383,23 +448,57 @@ def _check_macros(value: Any, fld: str) -> None:
             raise SpecError(f"a macro value must be a string or a number, got {short(item)}", fld)
 
 
-def check_nvrtc(d: Mapping[str, Any], source: str) -> NvrtcUnit:
+_KERNEL_EXPR = re.compile(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*(<[\w\s:<>,*&().+-]*>)?")
+
+
+def header_path_ok(rel: Any) -> bool:
+    """A header's recorded path: relative, no ``..``, no empty parts (it is written under a private
+    directory at JIT time, so it must not point outside it)."""
+    if not isinstance(rel, str) or _text_problem(rel, 1024):
+        return False
+    return not rel.startswith("/") and "\\" not in rel and all(p not in ("", ".", "..") for p in rel.split("/"))
+
+
+def check_headers(headers: Any) -> dict[str, str]:
+    """An NVRTC unit's headers (relative path -> text), bounded in number and size."""
+    if not isinstance(headers, dict) or len(headers) > MAX_HEADERS:
+        raise SpecError(f"headers must map at most {MAX_HEADERS} relative header paths to their text", "headers")
+    total = 0
+    for rel, text in headers.items():
+        if not header_path_ok(rel) or not isinstance(text, str) or _text_problem(text, MAX_HEADERS_LEN):
+            raise SpecError(f"header {short(rel)} is not a relative path (no '..') with UTF-8 text", "headers")
+        total += len(text)
+    if total > MAX_HEADERS_LEN:
+        raise SpecError(f"headers hold {total} characters, over the limit of {MAX_HEADERS_LEN}", "headers")
+    return dict(headers)
+
+
+def check_nvrtc(d: Mapping[str, Any], source: str, headers: Mapping[str, str] | None = None) -> NvrtcUnit:
     """The NVRTC unit a mapping describes (``source`` is the file's text, ``d["source_path"]`` or, for a
-    matrix entry, ``d["source"]`` where it came from); else :class:`SpecError` naming the field."""
+    matrix entry, ``d["source"]`` where it came from; ``headers`` what its include_dirs hold); else
+    :class:`SpecError` naming the field. Kernels are names or template name expressions
+    (``"axpy<float>"``), whose template must appear in the source or a header."""
     name = check_name(d.get("name"))
     path = d.get("source_path", d.get("source"))
     problem = _text_problem(source, MAX_SOURCE_LEN) if isinstance(source, str) else "is not a string"
     if problem:
         raise SpecError(f"the source text {problem}", "source")
+    headers = check_headers(headers or {})
     kernels = d.get("kernels")
     if not isinstance(kernels, list) or not kernels or len(kernels) > MAX_LIST_LEN or \
             not all(isinstance(k, str) and k and not _text_problem(k, MAX_TEXT_LEN) for k in kernels):
-        raise SpecError(f"kernels must be a non-empty list of at most {MAX_LIST_LEN} kernel names", "kernels")
+        raise SpecError(f"kernels must be a non-empty list of at most {MAX_LIST_LEN} kernel names or name "
+                        f"expressions ('axpy<float>')", "kernels")
     if len(set(kernels)) != len(kernels):
         raise SpecError("kernels lists a name twice", "kernels")
     for k in kernels:
-        if k not in source:
-            raise SpecError(f"kernel {short(k)} does not appear in {str(path)[:200]}", "kernels")
+        if not _KERNEL_EXPR.fullmatch(k) or k.count("<") != k.count(">"):
+            raise SpecError(f"{short(k)} is neither a kernel name nor a template name expression like "
+                            f"'axpy<float>'", "kernels")
+        base = k.split("<", 1)[0].split("::")[-1]
+        if base not in source and not any(base in h for h in headers.values()):
+            raise SpecError(f"kernel {short(base)} does not appear in {str(path)[:200]}"
+                            + (" or its include_dirs" if headers else ""), "kernels")
     options = d.get("options", {}) or {}
     if not isinstance(options, dict):
         raise SpecError("options must be a mapping of cuda.core ProgramOptions fields", "options")
@@ -409,7 +508,7 @@ def check_nvrtc(d: Mapping[str, Any], source: str) -> NvrtcUnit:
                             f"{', '.join(NVRTC_OPTIONS)}", f"options.{str(key)[:64]}")
         _check_option(key, options[key])
     return NvrtcUnit(name=name, source_path=path, source=source, kernels=tuple(kernels),
-                     options={k: options[k] for k in sorted(options)})
+                     options={k: options[k] for k in sorted(options)}, headers=headers)
 
 
 def _key(*parts: tuple[str, bytes | str]) -> str:
@@ -427,15 +526,27 @@ def _canonical(obj: Any) -> str:
 
 @dataclass(frozen=True)
 class CcclSpec:
-    """One cuda.compute algorithm instance: algorithm, dtypes, operator, init value."""
+    """One cuda.compute algorithm instance: algorithm, dtypes, operator, init value.
+
+    ``types``: the struct types (``types:`` of the matrix) this spec names, as ``{name: ((field, dtype),
+    ...)}``; ``code``: its operators from code, ``{"pkg.mod:func": sha256 of the function's source}``.
+    Both enter the definition (and so the content key) only when used, so specs without them keep the
+    keys they always had."""
 
     name: str
     algorithm: str
     params: Mapping[str, Any]  # every field of ALGORITHMS[algorithm], defaults filled in
+    types: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    code: Mapping[str, str] = field(default_factory=dict)
     family: str = field(default="cccl", init=False)
 
     def definition(self) -> dict[str, Any]:
-        return {"name": self.name, "algorithm": self.algorithm, **dict(self.params)}
+        d = {"name": self.name, "algorithm": self.algorithm, **dict(self.params)}
+        if self.types:
+            d["types"] = {n: [list(f) for f in fs] for n, fs in self.types.items()}
+        if self.code:
+            d["code"] = dict(self.code)
+        return d
 
     def content_key(self) -> str:
         d = self.definition()
@@ -447,22 +558,38 @@ class CcclSpec:
 
 @dataclass(frozen=True)
 class NvrtcUnit:
-    """One CUDA C source compiled with NVRTC; ``source`` is its text, ``source_path`` where it came from."""
+    """One CUDA C source compiled with NVRTC; ``source`` is its text, ``source_path`` where it came from.
+
+    ``kernels`` are names or name expressions (``axpy<float>``: a template instantiated by NVRTC and
+    looked up by the same expression). ``headers`` maps each file under ``include_dirs`` the unit may
+    include (path relative to its include dir) to its text: they ship with the definition, so a JIT
+    elsewhere compiles the same bytes, and they are part of the content key."""
 
     name: str
     source_path: str
     source: str
     kernels: tuple[str, ...]
     options: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
     family: str = field(default="nvrtc", init=False)
 
     def definition(self) -> dict[str, Any]:
-        return {"name": self.name, "source_path": self.source_path, "kernels": list(self.kernels),
-                "options": dict(self.options)}
+        d = {"name": self.name, "source_path": self.source_path, "kernels": list(self.kernels),
+             "options": dict(self.options)}
+        if self.headers:
+            d["headers"] = dict(self.headers)
+        return d
 
     def content_key(self) -> str:
-        return _key(("family", "nvrtc"), ("recipe", str(RECIPE_VERSION)), ("source", self.source),
-                    ("kernels", _canonical(list(self.kernels))), ("options", _canonical(dict(self.options))))
+        parts = [("family", "nvrtc"), ("recipe", str(RECIPE_VERSION)), ("source", self.source),
+                 ("kernels", _canonical(list(self.kernels))), ("options", _canonical(dict(self.options)))]
+        if self.headers:
+            parts.append(("headers", _canonical(dict(self.headers))))
+        return _key(*parts)
+
+    def name_expressions(self) -> tuple[str, ...]:
+        """The kernels that need NVRTC name expressions (templates); plain ``extern "C"`` names need none."""
+        return tuple(k for k in self.kernels if not k.isidentifier())
 
 
 Spec = Union[CcclSpec, NvrtcUnit]
@@ -475,7 +602,7 @@ def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str
 
 
 #: The fields of an NVRTC unit as a manifest stores it (``definition()`` plus its source text).
-NVRTC_DEFINITION_FIELDS = ("name", "source_path", "source", "kernels", "options")
+NVRTC_DEFINITION_FIELDS = ("name", "source_path", "source", "kernels", "options", "headers")
 
 
 def spec_from_definition(d: Any) -> Spec:
@@ -495,4 +622,4 @@ def spec_from_definition(d: Any) -> Spec:
         value = d.get(key)
         if not isinstance(value, str) or (key == "source_path" and (not value or _text_problem(value, MAX_TEXT_LEN))):
             raise SpecError(f"an NVRTC unit needs a string {key}", key)
-    return check_nvrtc(d, d["source"])
+    return check_nvrtc(d, d["source"], d.get("headers"))

@@ -96,6 +96,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     source, sm, kind = loaded.source, loaded.sm, loaded.kind
                     obj = registry.cccl(name) if isinstance(spec, CcclSpec) else loaded.obj
                 if isinstance(spec, CcclSpec):
+                    if spec.code:  # the numpy reference calls the operator: import only what the loader would
+                        refusal = registry._code_spec(spec)[1]
+                        if refusal:
+                            raise NoReference(refusal)
                     from .loader import CcclAlgorithm
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)

@@ -6,8 +6,15 @@ layer (``cccl.c.parallel``) reads a pointer iterator with NULL state as *absent*
 * ``radix_sort`` with values: the values iterator looks absent, so the keys-only kernels are compiled.
   The blob sorts keys and never writes the values output (seen on an H200: values stayed zero).
   Evidence: the patched sm_90 ``radix_sort_pairs_u64_i32`` blob is 646 KB, the unpatched 624 KB.
+* ``segmented_sort`` with values: the same as radix sort. Evidence (sm_90, int32 keys and values, int64
+  offsets): unpatched, the pairs blob is 1,056,839 bytes, byte-for-byte the size of the keys-only blob;
+  patched it is 1,089,002 (the pairs kernels). The check in :mod:`aot.algorithms.sort` verifies values.
 * ``merge_sort`` with values: the keys iterator is taken for ``cub::NullType*`` and NVRTC fails with
   ``KeyInputIteratorT=cub::NullType*`` ("cannot be called with the given argument list").
+
+Checked and unaffected (same blob size patched and unpatched, sm_90): ``three_way_partition``,
+``unary_transform``, ``binary_transform``, ``histogram_even`` (their placeholders are all required
+arguments the C layer never tests for NULL).
 
 The fix (:func:`apply`): a ``ProxyArray`` becomes a pointer iterator whose state is a dummy, non-NULL,
 aligned address (:data:`PLACEHOLDER_ADDRESS`). It is never dereferenced (a proxy-built algorithm is

@@ -216,7 +216,7 @@ def test_default_matrix_loads():
     assert len(set(m.names())) == len(m.specs)
     assert len({s.content_key() for s in m.specs}) == len(m.specs)
     for u in nvrtc:
-        assert u.source and all(k in u.source for k in u.kernels)
+        assert u.source and all(k.split("<")[0] in u.source for k in u.kernels)  # templates: the base name
 
 
 # ------------------------------------------------------------------------------------------ the CLI

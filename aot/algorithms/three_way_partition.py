@@ -1,0 +1,51 @@
+"""``three_way_partition``: elements where ``first_op`` holds, then (of the rest) where ``second_op`` holds,
+then the others, each part in input order; ``d_num_selected_out`` gets the first two parts' sizes."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ._base import INPUTS, REQUIRED, AlgorithmBase, Build, Check, OpSlot
+
+
+class ThreeWayPartition(AlgorithmBase):
+    name = "three_way_partition"
+    factory = "make_three_way_partition"
+    fields = {"dtype": REQUIRED, "first_op": REQUIRED, "second_op": REQUIRED, "count_dtype": "int64"}
+    optional = {"input": "array"}
+    ops = (OpSlot("first_op", "select_first_part_op", role="first predicate", arity=1),
+           OpSlot("second_op", "select_second_part_op", role="second predicate", arity=1))
+    choices = {"input": INPUTS}
+    struct_fields = ("dtype",)
+
+    def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
+        dt = p["dtype"]
+        return dict(d_in=b.input(p, dt), d_first_part_out=b.array(dt), d_second_part_out=b.array(dt),
+                    d_unselected_out=b.array(dt), d_num_selected_out=b.array(p["count_dtype"]),
+                    select_first_part_op=b.op(p["first_op"]), select_second_part_op=b.op(p["second_op"]))
+
+    def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
+        import numpy as np
+        from ..reference import close, select_reference
+        dt, n = p["dtype"], c.n
+        if p.get("input", "array") == "counting":
+            x, d_x = np.arange(n, dtype=dt), c.counting(dt)
+        else:
+            x = c.rand(dt, n, small=True)
+            d_x = c.up(x)
+        first = select_reference(p["first_op"], x)
+        second = select_reference(p["second_op"], x) & ~first
+        rest = ~(first | second)
+        d_1, d_2, d_3, d_cnt = c.out(n, dt), c.out(n, dt), c.out(n, dt), c.out(2, p["count_dtype"])
+        c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_first_part_out=d_1, d_second_part_out=d_2,
+                              d_unselected_out=d_3, d_num_selected_out=d_cnt, num_items=n))
+        cnt = d_cnt.to_host()
+        want_cnt = (int(first.sum()), int(second.sum()))
+        if (int(cnt[0]), int(cnt[1])) != want_cnt:
+            raise AssertionError(f"three_way_partition: part sizes {tuple(int(v) for v in cnt)}, want {want_cnt}")
+        close(d_1.to_host()[:want_cnt[0]], x[first], "three_way_partition first part")
+        close(d_2.to_host()[:want_cnt[1]], x[second], "three_way_partition second part")
+        close(d_3.to_host()[:int(rest.sum())], x[rest], "three_way_partition unselected part")
+
+
+THREE_WAY_PARTITION = ThreeWayPartition()
