@@ -8,10 +8,14 @@
 #   .gpu/default/ the default matrix built on the driverless host (python -m aot build --sm 90 --out .gpu/default)
 #   .gpu/<name>/  further artifact sets to verify (each gets `aot verify --gpu`)
 #   .gpu/cu12/ + .whl-cu12/  the cu12 build of the default matrix and cuda-bindings 12.9 (.ci/gpu_cu12.sh)
-# Writes logs and JSON tables under $OUT (or /tmp/aot-gpu-out) and prints a summary table last.
+#   .gpu/algo/    tests/data/algorithms/build_matrix.yaml built the same way (operators from code: built with
+#                 PYTHONPATH=tests/data), checked by tests/test_gpu_algorithms.py
+# Writes every log and JSON table into $OUT/gpu-logs.tgz (the device tool returns at most 8 files) plus
+# $OUT/summary.txt, and prints a summary table last.
 set -uo pipefail
-OUT=${OUT:-/tmp/aot-gpu-out}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/aot-gpu-out}
+mkdir -p "$FINAL"
+export OUT=$(mktemp -d)  # the sub-scripts write here too
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1 \
   || { cat "$OUT/pip.log"; exit 1; }
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -33,6 +37,7 @@ for d in "$here"/.gpu/*/; do
   name=$(basename "$d")
   [ -f "$d/manifest.json" ] || continue
   [ "$name" = cu12 ] && continue  # CUDA 12 artifacts need the CUDA 12 bindings: .ci/gpu_cu12.sh, below
+  [ "$name" = algo ] && continue  # operators from code: tests/test_gpu_algorithms.py, below
   step "verify-$name" python3 -m aot verify "$d" --gpu --json "$OUT/verify-$name.json"
 done
 for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level package ships artifacts
@@ -41,9 +46,11 @@ for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level
 done
 cd "$here"
 # The checkout's GPU tests (fallbacks, warmup, security, lean runtime), over the default set.
-step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" python3 -m pytest -m gpu -q -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
+step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" AOT_GPU_ALGO_ARTIFACTS="$here/.gpu/algo" \
+  python3 -m pytest -m gpu -v -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
 # cu12 artifacts with the lean runtime and cuda-bindings 12.9 from .whl-cu12 (a private install dir).
 [ -f .gpu/cu12/manifest.json ] && step cu12 bash .ci/gpu_cu12.sh
 for b in benchmarks/gpu_*.sh; do [ -f "$b" ] && step "$(basename "$b" .sh)" bash "$b"; done
 echo "== summary"
-printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt" "$FINAL/summary.txt"
+tar czf "$FINAL/gpu-logs.tgz" -C "$OUT" .
