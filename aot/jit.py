@@ -146,8 +146,29 @@ def nvrtc_cache_dir(warn: Callable[[str], None] | None = None):
     return None
 
 
+def _include_digest(opts) -> bytes:
+    """What the include path of a unit without private headers contributes to its cache key: the cuda-cccl
+    version whose headers it names (pinned exactly; a different install is a different digest) and the
+    directories themselves."""
+    import hashlib
+    from .compat import dist_version
+    h = hashlib.sha256(b"aot-nvrtc-include-v1\0" + dist_version("cuda-cccl").encode())
+    for d in opts.include_path or ():
+        h.update(b"\0" + str(d).encode())
+    return h.digest()
+
+
 def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
-    """(ObjectCode, source, path) through cuda.core's own FileStreamProgramCache."""
+    """(ObjectCode, source, path) through cuda.core's own FileStreamProgramCache, every kernel loaded."""
+    code, source, where = nvrtc_compile_cached(unit, sm, warn)
+    for k in unit.kernels:
+        code.get_kernel(k)
+    return code, source, where
+
+
+def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
+    """(ObjectCode, "jit" | "cache", cache path or None): the unit's cubin for ``sm`` from cuda.core's
+    cache, else compiled now and stored there. Needs no driver (nothing is loaded)."""
     from cuda.core import Program
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
     from ._env import CACHE_MAX_BYTES
@@ -165,22 +186,30 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None
             except OSError:
                 cache = None
         source = "jit"
+        code = None
+        key = None
         if cache is not None:
-            key = make_program_cache_key(code=unit.source, code_type="c++", options=opts, target_type="cubin")
+            # cuda.core refuses to key a compile whose include path it cannot hash (every unit has the
+            # installed cuda-cccl's headers on it): the manual pattern, with those headers named by the
+            # exact cuda-cccl version that ships them.
+            key = make_program_cache_key(code=unit.source, code_type="c++", options=opts, target_type="cubin",
+                                         extra_digest=_include_digest(opts))
             try:
-                if cache.get(key) is not None:
-                    source = "cache"
+                data = cache.get(key)
             except Exception:  # noqa: BLE001 - an unreadable entry just means "compile"
-                pass
-        prog = Program(unit.source, "c++", opts)
-        try:
+                data = None
+            if data is not None:
+                from cuda.core import ObjectCode
+                code, source = ObjectCode.from_cubin(bytes(data), name=f"{unit.name}.cu"), "cache"
+        if code is None:
+            prog = Program(unit.source, "c++", opts)
             try:
-                code = (prog.compile("cubin", cache=cache) if cache is not None
-                        else prog.compile("cubin", name_expressions=exprs))
-            except OSError:
-                code = prog.compile("cubin", name_expressions=exprs)  # cache dir unusable: compile in memory
-        finally:
-            prog.close()
-    for k in unit.kernels:
-        code.get_kernel(k)
+                code = prog.compile("cubin", name_expressions=exprs)
+            finally:
+                prog.close()
+            if cache is not None and key is not None:
+                try:
+                    cache[key] = code
+                except OSError:
+                    pass  # cache dir unusable: the compile result serves from memory
     return code, source, str(where) if cache is not None else None

@@ -462,10 +462,7 @@ class Registry:
             obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
             return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
         from cuda.core import ObjectCode
-        symbols = h.get("symbols") or None  # templated kernels: name expression -> lowered name
-        if symbols is not None and not (isinstance(symbols, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in symbols.items())):
-            raise ArtifactError("header field 'symbols' is not a mapping of names")
+        symbols = symbol_mapping(h)
         kw = {"symbol_mapping": symbols} if symbols else {}
         if art.kind == "ptx":
             check_ptx_loadable(h["producer"])
@@ -475,6 +472,20 @@ class Registry:
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
+
+
+def symbol_mapping(header: Mapping[str, Any]) -> dict[str, bytes] | None:
+    """A templated unit's ``symbols`` header field (name expression -> lowered name) in the shape
+    ``cuda.core.ObjectCode`` wants, the one ``Program.compile(name_expressions=...)`` produces: ``str``
+    expressions to ``bytes`` lowered names (a ``str`` value fails at ``get_kernel``). Lowered names are
+    mangled C++ symbols, so ASCII; anything else is a damaged header."""
+    symbols = header.get("symbols") or None
+    if symbols is None:
+        return None
+    if not (isinstance(symbols, dict) and all(isinstance(k, str) and isinstance(v, str) and v.isascii()
+                                              for k, v in symbols.items())):
+        raise ArtifactError("header field 'symbols' is not a mapping of names")
+    return {k: v.encode("ascii") for k, v in symbols.items()}
 
 
 def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:

@@ -261,3 +261,36 @@ def test_subset_builds_for_two_sms(tmp_path):
 def test_full_test_matrix_builds_for_two_sms(tmp_path):
     out, specs = _build(tmp_path, load_matrix(MATRIX).names(), SMS)
     _check_artifacts(out, specs)
+
+
+def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
+    """A templated unit's artifact header stores lowered names as text; the loader must hand
+    ``ObjectCode`` what ``Program.compile(name_expressions=...)`` itself produces (str -> bytes), else
+    ``get_kernel`` fails on the GPU ("expected bytes, str found", seen on the H100)."""
+    from cuda.core import Program
+    from aot.compile import compile_nvrtc_item, headers_dir, program_options
+    from aot.loader import symbol_mapping
+    unit = next(s for s in matrix.specs if s.name == "test_templated")
+    _, symbols = compile_nvrtc_item(unit, 90, "cubin")
+    with headers_dir(unit) as hdr:
+        prog = Program(unit.source, "c++", program_options(unit, "sm_90", hdr))
+        try:
+            want = prog.compile("cubin", name_expressions=unit.name_expressions()).symbol_mapping
+        finally:
+            prog.close()
+    assert symbol_mapping({"symbols": symbols}) == want
+    assert all(isinstance(v, bytes) for v in want.values())
+    with pytest.raises(Exception, match="not a mapping of names"):
+        symbol_mapping({"symbols": {"k<float>": "\u00e9"}})
+
+
+def test_nvrtc_jit_uses_the_cuda_core_cache_despite_the_cccl_include_path(tmp_path, monkeypatch):
+    """Every unit has cuda-cccl's headers on its include path, which cuda.core's ``compile(cache=...)``
+    refuses to key; the JIT path keys it by hand: the first call compiles, the next is a cache hit."""
+    from aot.jit import nvrtc_compile_cached
+    monkeypatch.setenv("AOT_CACHE_DIR", str(tmp_path / "cache"))
+    unit = load_matrix().select(["morton"])[0]
+    a, first, where = nvrtc_compile_cached(unit, 90)
+    b, second, _ = nvrtc_compile_cached(unit, 90)
+    assert (first, second) == ("jit", "cache") and where is not None
+    assert bytes(a.code) == bytes(b.code)
