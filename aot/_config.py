@@ -119,6 +119,10 @@ def load_config(project: str | Path) -> AotConfig:
             raise fail(key, f"must be a non-empty string, got {v!r}")
         return v
 
+    def string_or_default(key: str, default: str) -> str:
+        v = string(key, default)
+        return default if v is None else v
+
     package = string("package", None)
     if package is None:
         raise fail("package", "missing: name the import package that receives the artifacts, e.g. "
@@ -130,10 +134,10 @@ def load_config(project: str | Path) -> AotConfig:
     package_dir = next((c for c in candidates if c.is_dir()), None)
     if package_dir is None:
         raise fail("package", f"no folder {rel} or src/{rel} in {project}")
-    folder = string("folder", "artifacts")
+    folder = string_or_default("folder", "artifacts")
     if "/" in folder or "\\" in folder or folder in (".", "..") or not _IDENT.fullmatch(folder):
         raise fail("folder", f"{folder!r} must be a plain folder name (letters, digits, '_')")
-    matrix = project / string("matrix", "build_matrix.yaml")
+    matrix = project / string_or_default("matrix", "build_matrix.yaml")
     if not matrix.is_file():
         raise fail("matrix", f"{matrix} does not exist")
     sm: Any = tool.get("sm", "all")

@@ -296,7 +296,7 @@ def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict
 
 
 def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, producer: dict,
-            sms: Sequence[int], kept: list[tuple[dict, dict]] = ()) -> None:
+            sms: Sequence[int], kept: Sequence[tuple[dict, dict]] = ()) -> None:
     """Write the manifest (last: it is the commit marker) for the items that are in place, plus the
     entries an ``--only`` build kept from the previous manifest."""
     from .manifest import file_sha256

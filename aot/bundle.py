@@ -151,7 +151,8 @@ def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bo
                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
 
 
-def write_package_folder(src: Path, out: Path, info: Mapping[str, Any], names: set[str] | None = None) -> tuple[int, int]:
+def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
+                         names: set[str] | None = None) -> tuple[int, int]:
     """Copy ``src``'s manifest and the artifacts it names (only those of ``names``) into ``out``, plus
     ``aot-package.json``: into a sibling temporary folder first, then swapped in, so a reader never sees a
     half-written folder. Nothing else (reports, stray files) is copied. Returns (artifacts, bytes)."""

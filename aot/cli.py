@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 from . import __version__
 from .errors import AotError, UsageError
@@ -176,9 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_validate(args) -> int:
     from .matrix import load_matrix
+    from .spec import CcclSpec
     m = load_matrix(args.matrix)
     for s in m.specs:
-        what = s.algorithm if s.family == "cccl" else ", ".join(s.kernels)
+        what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
         print(f"{s.family:6} {s.name:32} {what}")
     print(f"{m.path}: {len(m.specs)} specs OK")
     return 0
@@ -262,8 +263,10 @@ def _print_report_file(out: Path, console, quiet: bool) -> None:
 def _print_report(report, console) -> None:
     from rich.table import Table
     t = Table(title=f"aot build -> {report.out}", show_lines=False)
-    for col, just in (("item", "left"), ("SM", "right"), ("kind", "left"), ("seconds", "right"),
-                      ("bytes", "right"), ("result", "left")):
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("item", "left"), ("SM", "right"), ("kind", "left"), ("seconds", "right"), ("bytes", "right"),
+        ("result", "left"))
+    for col, just in columns:
         t.add_column(col, justify=just)
     style = {"hit": "cyan", "built": "green", "failed": "red", "cancelled": "yellow"}
     for r in sorted(report.items, key=lambda r: (r.name, r.kind, r.sm)):
@@ -412,9 +415,9 @@ def cmd_inspect(args) -> int:
             _inspect_one(root, f"package {args.package} ({root})")
             return 0
         target = _target_or_build_output(args.target, "inspect")
+        wheel = Path(target).name if target is not None and str(target).endswith(".whl") else None
         for root in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
-            wheel = target is not None and str(target).endswith(".whl")
-            _inspect_one(root, f"{Path(target).name}: {root.name}" if wheel else str(root))
+            _inspect_one(root, f"{wheel}: {root.name}" if wheel else str(root))
     return 0
 
 
@@ -493,7 +496,8 @@ def _cache_parser(sub) -> None:
                    "aot version (and idle lock files, old temp files, other stand-in builds)")
 
 
-def _size(n: int) -> str:
+def _size(nbytes: int) -> str:
+    n = float(nbytes)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

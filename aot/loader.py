@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 from . import _warm
 from . import format as fmt
@@ -114,23 +114,26 @@ class Registry:
         self._pool: ThreadPoolExecutor | None = None
         self._futures: dict[str, Any] = {}
         self.manifest: Manifest | None = None
+        self._no_manifest: str | None = None  # from_package: why the package ships no artifacts
         self._specs: dict[str, Spec] = {}
-        if self.root is not None and (self.root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
+        root = self.root
+        if root is not None and (root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
             try:
-                self.manifest = load_manifest(self.root, skip_bad_specs=True)
+                self.manifest = load_manifest(root, skip_bad_specs=True)
             except ArtifactError as e:
                 self._warn(f"ignoring packaged artifacts: {e}")
             except Exception as e:  # noqa: BLE001 - a crafted manifest must never crash the host application
-                self._warn(f"ignoring packaged artifacts: {self.root / MANIFEST_NAME}: unreadable "
+                self._warn(f"ignoring packaged artifacts: {root / MANIFEST_NAME}: unreadable "
                            f"({type(e).__name__})")
         if self.manifest is not None:
+            assert root is not None  # a manifest was read from it
             self._specs.update(self.manifest.built)  # checked by the matrix's own validator, once
             skipped = self.manifest.skipped
             for name, why in skipped[:_MAX_SPEC_WARNINGS]:
-                self._warn(f"{self.root / MANIFEST_NAME}: spec {short(name)} skipped ({why}); it can only JIT "
+                self._warn(f"{root / MANIFEST_NAME}: spec {short(name)} skipped ({why}); it can only JIT "
                            f"if the caller's specs define it")
             if len(skipped) > _MAX_SPEC_WARNINGS:
-                self._warn(f"{self.root / MANIFEST_NAME}: {len(skipped) - _MAX_SPEC_WARNINGS} more unusable "
+                self._warn(f"{root / MANIFEST_NAME}: {len(skipped) - _MAX_SPEC_WARNINGS} more unusable "
                            f"specs skipped")
         self._owner = owner  # the package that owns the artifacts: its operators from code may be imported
         self._trusted: set[str] = set()  # specs the caller passed: their operators from code may be imported
@@ -150,8 +153,9 @@ class Registry:
         reg = cls(root, owner=package, **kw)
         if not (root / MANIFEST_NAME).is_file() and not DISABLE_PACKAGED.get():
             what = "no such folder" if not root.is_dir() else f"no {MANIFEST_NAME} in it"
-            reg._no_manifest = f"no manifest was found at {root / MANIFEST_NAME} ({what})"
-            reg._warn(f"aot: package {package!r} ships no artifacts: {reg._no_manifest}")
+            why = f"no manifest was found at {root / MANIFEST_NAME} ({what})"
+            reg._no_manifest = why
+            reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
         return reg
 
     # ------------------------------------------------------------------ introspection
@@ -165,7 +169,7 @@ class Registry:
             import difflib
             close = difflib.get_close_matches(name, self._specs, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            note = getattr(self, "_no_manifest", None)
+            note = self._no_manifest
             raise AotError(f"unknown spec {name!r}{hint}" + (f"; {note}" if note else "")) from None
 
     def device_sm(self) -> int:
@@ -375,7 +379,8 @@ class Registry:
         log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
                   ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
         for cand in cands:
-            entry = cand.ref
+            entry = cast(Mapping[str, Any], cand.ref)  # packaged_candidates puts manifest entries there
+            assert self.manifest is not None  # candidates come only from a manifest
             path = self.manifest.path_of(entry)
             t0 = time.perf_counter()
             try:
@@ -455,6 +460,8 @@ class Registry:
         if h["content_key"] != entry["content_key"]:
             raise ArtifactError("content key differs from the manifest's")
         from .spec import item_key
+        if self.manifest is None:
+            raise ArtifactError("no manifest: packaged artifacts are opened only through one")
         if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], self.manifest.producer):
             raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
         check_producer(h["producer"], h["family"])
@@ -469,6 +476,7 @@ class Registry:
             code = ObjectCode.from_ptx(art.payload, name=spec.name, **kw)
         else:
             code = ObjectCode.from_cubin(art.payload, name=spec.name, **kw)
+        assert isinstance(spec, NvrtcUnit)  # the CCCL family returned above
         for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
             code.get_kernel(k)
         return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)

@@ -14,7 +14,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ._fs import atomic_write
 from .errors import ArtifactError
@@ -84,7 +84,7 @@ def file_sha256(path: Path) -> str:
 
 
 def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[str, Mapping[str, Any]],
-                   artifacts: list[Mapping[str, Any]], extra: Mapping[str, Any] | None = None) -> Path:
+                   artifacts: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None) -> Path:
     doc = {
         "format": MANIFEST_FORMAT,
         "manifest_version": MANIFEST_VERSION,
@@ -129,7 +129,8 @@ def _build_spec(name: Any, d: Any) -> Spec:
         raise SpecError(f"unreadable ({type(e).__name__})") from None
 
 
-def _check_build_fields(path: Path, doc: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, tuple[str, ...], str | None]:
+def _check_build_fields(path: Path, doc: Mapping[str, Any]
+                        ) -> tuple[tuple[int, ...] | None, tuple[str, ...], str | None]:
     """``sms`` (a list of SM numbers), ``incomplete`` (a list of paths) and ``shard`` (``"K/N"`` or null):
     what ``aot merge`` and the wheel check rely on, typed here so they never see anything else."""
     sms = doc.get("sms")

@@ -60,7 +60,7 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
 def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
     if not shards:
         raise UsageError("merge: name at least one shard directory")
-    manifests = []
+    manifests: list[Manifest] = []
     for d in shards:
         m = load_manifest(d)
         problems = verify_files(m)
@@ -79,10 +79,10 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if m.incomplete:
             raise ArtifactError(f"{m.root}: shard build was incomplete ({len(m.incomplete)} items failed)")
         sms.update(m.sms or ())
-        for name, d in m.specs.items():
-            if name in specs and specs[name] != d:
+        for name, definition in m.specs.items():
+            if name in specs and specs[name] != definition:
                 raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
-            specs[name] = d
+            specs[name] = definition
         for a in m.artifacts:
             prev = entries.get(a["path"])
             if prev is not None and prev[0]["sha256"] != a["sha256"]:
@@ -90,7 +90,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
             entries[a["path"]] = (a, m.root)
     out.mkdir(parents=True, exist_ok=True)
     remove_manifest(out)
-    for i, (path, (a, root)) in enumerate(entries.items()):
+    for i, (path, (_entry, root)) in enumerate(entries.items()):
         on_copy(i, len(entries))
         src, dst = root / path, out / path
         if src.resolve() != dst.resolve():

@@ -19,12 +19,12 @@ class NoReference(Exception):
     pass
 
 
-def rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
+def rand(rng: np.random.Generator, dtype: Any, n: int, *, small: bool = False) -> np.ndarray:
     dt = np.dtype(dtype)
     if dt.names:  # a struct: each field drawn on its own
         out = np.zeros(n, dt)
         for f in dt.names:
-            out[f] = rand(rng, dt.fields[f][0], n, small=small)
+            out[f] = rand(rng, dt[f], n, small=small)
         return out
     if dt.kind == "f":
         return rng.uniform(-1.0, 1.0, n).astype(dt)
@@ -36,7 +36,7 @@ def rand(rng: np.random.Generator, dtype: str, n: int, *, small: bool = False) -
     return rng.integers(lo, hi, n, dtype=dt, endpoint=True)
 
 
-_UFUNCS: dict[str, Callable] = {
+_UFUNCS: dict[str, np.ufunc] = {
     "plus": np.add, "minus": np.subtract, "multiplies": np.multiply, "minimum": np.minimum,
     "maximum": np.maximum, "less": np.less, "greater": np.greater, "less_equal": np.less_equal,
     "greater_equal": np.greater_equal, "equal_to": np.equal, "not_equal_to": np.not_equal,
@@ -106,6 +106,7 @@ def np_operator(op: str) -> Callable[..., Any]:
         if problem:
             raise NoReference(f"operator {op!r}: {problem}")
         tree = ast.parse(op, mode="eval").body
+        assert isinstance(tree, ast.Lambda)  # lambda_problem accepted it: a single lambda expression
         params = [a.arg for a in tree.args.args]
 
         def f(*xs):
@@ -191,7 +192,8 @@ def sorted_problem(op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in=N
         bad = np.flatnonzero(_as(_truthy(np_operator(op)(keys_out[1:], keys_out[:-1])), bool, len(keys_out) - 1))
         if bad.size:
             i = int(bad[0]) + 1
-            return f"not sorted under {op!r}: element [{i}] = {keys_out[i]!r} sorts before [{i - 1}] = {keys_out[i - 1]!r}"
+            return (f"not sorted under {op!r}: element [{i}] = {keys_out[i]!r} sorts before "
+                    f"[{i - 1}] = {keys_out[i - 1]!r}")
     return None
 
 
@@ -286,7 +288,8 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         want = np.empty((m, 4))
         for s in range(m):
             a, b = offs[s], offs[s + 1]
-            want[s] = (x[a:b].min(), y[a:b].min(), x[a:b].max(), y[a:b].max()) if b > a else (np.inf, np.inf, -np.inf, -np.inf)
+            want[s] = ((x[a:b].min(), y[a:b].min(), x[a:b].max(), y[a:b].max()) if b > a
+                       else (np.inf, np.inf, -np.inf, -np.inf))
         close(d_out.to_host(), want.ravel(), "point_set_bounds")
         return
     if unit.name == "morton":
@@ -345,7 +348,8 @@ def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed
         for k in unit.kernels:
             if not k.startswith("block_sums<"):
                 continue
-            t = {"float": np.float32, "double": np.float64, "int": np.int32}[k[len("block_sums<"):].split(",")[0].strip()]
+            tname = k[len("block_sums<"):].split(",")[0].strip()
+            t = {"float": np.float32, "double": np.float64, "int": np.int32}[tname]
             x = rng.integers(-1000, 1000, n).astype(t) if t is np.int32 else rng.uniform(-1, 1, n).astype(t)
             d_out = DA(blocks, t, device)
             _launch(get_kernel(k), n, up(x).buffer, i32(n), d_out.buffer)

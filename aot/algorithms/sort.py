@@ -124,7 +124,8 @@ class SegmentedSort(AlgorithmBase):
             want = np.concatenate([want[offsets[i]:offsets[i + 1]][::-1] for i in range(m)])
         got = d_okeys.to_host()
         close(got, want, "segmented_sort keys")
-        if d_ovals is not None and vals is not None:  # not stable: the (segment, key, value) triples must be the input's, in any order of equal keys
+        # not stable: the (segment, key, value) triples must be the input's, in any order of equal keys
+        if d_ovals is not None and vals is not None:
             gv = d_ovals.to_host()
             a, b = np.lexsort((vals, keys, seg)), np.lexsort((gv, got, seg))
             if not (np.array_equal(keys[a], got[b]) and np.array_equal(vals[a].view(np.uint8),
