@@ -131,8 +131,12 @@ def open_trusted_root(path: str | os.PathLike, *, create: bool) -> int:
     if link and lst.st_uid not in (os.geteuid(), 0):
         raise UnsafePath(f"{path} is a symbolic link owned by uid {lst.st_uid}")
     fd = os.open(path, DIR_FLAGS)
+    return _trusted_or_closed(fd, f"{path} (-> {os.path.realpath(path)})" if link else str(path))
+
+
+def _trusted_or_closed(fd: int, what: str) -> int:
+    """``fd`` once the file it is open on passed :func:`trust_problem`; else closed, and UnsafePath."""
     try:
-        what = f"{path} (-> {os.path.realpath(path)})" if link else str(path)
         why = trust_problem(os.fstat(fd), what)
         if why:
             raise UnsafePath(why)
@@ -170,14 +174,7 @@ def open_trusted_subdir(dir_fd: int, name: str, *, create: bool, what: str) -> i
             except FileNotFoundError:
                 pass
         raise
-    try:
-        why = trust_problem(os.fstat(fd), what)
-        if why:
-            raise UnsafePath(why)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _trusted_or_closed(fd, what)
 
 
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:
