@@ -87,6 +87,22 @@ def small_build_copy(small_build, tmp_path) -> Path:
     return dst
 
 
+# ------------------------------------------------------------------------------------------ gpu artifacts
+#: The full artifact set GPU tests run over: built on a driverless host and carried to the GPU machine
+#: (``.ci/gpu_checks.sh`` sets it; default ``.gpu/default``).
+GPU_ARTIFACTS = Path(os.environ.get("AOT_GPU_ARTIFACTS", ROOT / ".gpu" / "default"))
+
+
+@pytest.fixture()
+def gpu_artifacts(tmp_path) -> Path:
+    """A private copy of :data:`GPU_ARTIFACTS` (tests delete or damage files in it); skips without one."""
+    if not (GPU_ARTIFACTS / "manifest.json").exists():
+        pytest.skip(f"no artifact set at {GPU_ARTIFACTS}")
+    dst = tmp_path / "artifacts"
+    shutil.copytree(GPU_ARTIFACTS, dst)
+    return dst
+
+
 # ------------------------------------------------------------------------------------------ gpu marker
 def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]

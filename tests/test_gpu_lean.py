@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,6 @@ from aot.toolchain import native_sm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
-ARTIFACTS = Path(os.environ.get("AOT_GPU_ARTIFACTS", Path(__file__).resolve().parent.parent / ".gpu" / "default"))
 
 RUN_ALL = textwrap.dedent("""
     import json, re, sys
@@ -53,15 +51,6 @@ NO_FIT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture()
-def artifacts(tmp_path) -> Path:
-    if not (ARTIFACTS / "manifest.json").exists():
-        pytest.skip(f"no artifact set at {ARTIFACTS}")
-    dst = tmp_path / "artifacts"
-    shutil.copytree(ARTIFACTS, dst)
-    return dst
-
-
 def _run(code: str, *args: str, cache: Path) -> dict:
     env = dict(os.environ, AOT_FORCE_STUB_TOOLCHAIN="1", AOT_CACHE_DIR=str(cache))
     r = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=540, check=False)
@@ -69,14 +58,14 @@ def _run(code: str, *args: str, cache: Path) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_every_packaged_spec_runs_and_never_calls_the_stand_ins(artifacts, tmp_path):
-    out = _run(RUN_ALL, str(artifacts), cache=tmp_path / "cache")
+def test_every_packaged_spec_runs_and_never_calls_the_stand_ins(gpu_artifacts, tmp_path):
+    out = _run(RUN_ALL, str(gpu_artifacts), cache=tmp_path / "cache")
     rows = out["rows"]
     assert rows, "no artifact fits this GPU"
     failed = [r for r in rows if not r[4]]
     assert not failed, failed
     assert all(r[3] == "packaged" for r in rows), rows
-    specs = json.loads((artifacts / "manifest.json").read_text())["specs"]
+    specs = json.loads((gpu_artifacts / "manifest.json").read_text())["specs"]
     assert {r[0] for r in rows} == set(specs)  # every spec of the set, each from a packaged artifact
     assert out["stand_ins"] == ["cudart", "nvJitLink", "nvrtc"], out["stand_ins"]
     assert out["real_mapped"] == [], out["real_mapped"]
@@ -84,10 +73,10 @@ def test_every_packaged_spec_runs_and_never_calls_the_stand_ins(artifacts, tmp_p
     print(f"{len(rows)} artifacts ran with stand-ins; stand-in calls {out['calls']}")
 
 
-def test_no_fitting_artifact_without_toolkit_is_one_error(artifacts, tmp_path):
+def test_no_fitting_artifact_without_toolkit_is_one_error(gpu_artifacts, tmp_path):
     sm = native_sm()
-    for p in (artifacts / "cccl" / "reduce_sum_f64").glob("*.aot"):
+    for p in (gpu_artifacts / "cccl" / "reduce_sum_f64").glob("*.aot"):
         p.unlink()
-    out = _run(NO_FIT, str(artifacts), "reduce_sum_f64", cache=tmp_path / "cache")
+    out = _run(NO_FIT, str(gpu_artifacts), "reduce_sum_f64", cache=tmp_path / "cache")
     err = out["error"]
     assert err and "reduce_sum_f64" in err and f"sm_{sm}" in err and "[jit]'" in err, err

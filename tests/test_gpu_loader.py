@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,6 @@ from aot.toolchain import native_sm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
-ARTIFACTS = Path(os.environ.get("AOT_GPU_ARTIFACTS", Path(__file__).resolve().parent.parent / ".gpu" / "default"))
 
 PROBE = textwrap.dedent("""
     import json, sys, warnings
@@ -54,19 +52,10 @@ def probe(root: Path, name: str, cache: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture()
-def artifacts(tmp_path) -> Path:
-    if not (ARTIFACTS / "manifest.json").exists():
-        pytest.skip(f"no artifact set at {ARTIFACTS}")
-    dst = tmp_path / "artifacts"
-    shutil.copytree(ARTIFACTS, dst)
-    return dst
-
-
-def test_every_packaged_artifact_matches_numpy(artifacts):
+def test_every_packaged_artifact_matches_numpy(gpu_artifacts):
     from aot.loader import Registry
     from aot.verify import verify_gpu
-    rows = verify_gpu(Registry(artifacts))
+    rows = verify_gpu(Registry(gpu_artifacts))
     failed = [r for r in rows if not r.ok]
     assert rows and not failed, failed
 
@@ -79,48 +68,48 @@ _HAS_NUMBA_MLIR = importlib.util.find_spec("numba_cuda_mlir") is not None
 @pytest.mark.parametrize("name", ["reduce_sum_f64", "radix_sort_pairs_u64_i32", pytest.param(
     "select_nonzero_i32", marks=pytest.mark.skipif(not _HAS_NUMBA_MLIR, reason="lambda JIT needs numba-cuda-mlir "
                                                    "(the [jit] extra)"))])
-def test_missing_artifact_jits_then_user_cache(artifacts, tmp_path, name):
+def test_missing_artifact_jits_then_user_cache(gpu_artifacts, tmp_path, name):
     sm = native_sm()
-    (artifacts / "cccl" / name / f"sm_{sm}.aot").unlink()
-    first = probe(artifacts, name, tmp_path / "cache")
+    (gpu_artifacts / "cccl" / name / f"sm_{sm}.aot").unlink()
+    first = probe(gpu_artifacts, name, tmp_path / "cache")
     assert first["source"] == "jit" and first["sm"] == sm
     assert any("skipping" in w for w in first["warnings"])
-    second = probe(artifacts, name, tmp_path / "cache")
+    second = probe(gpu_artifacts, name, tmp_path / "cache")
     assert second["source"] == "cache", second
 
 
-def test_flipped_byte_falls_back_with_one_warning(artifacts, tmp_path):
+def test_flipped_byte_falls_back_with_one_warning(gpu_artifacts, tmp_path):
     sm = native_sm()
-    p = artifacts / "cccl" / "reduce_sum_i32" / f"sm_{sm}.aot"
+    p = gpu_artifacts / "cccl" / "reduce_sum_i32" / f"sm_{sm}.aot"
     data = bytearray(p.read_bytes())
     data[len(data) // 2] ^= 0x40
     p.write_bytes(bytes(data))
-    r = probe(artifacts, "reduce_sum_i32", tmp_path / "cache")
+    r = probe(gpu_artifacts, "reduce_sum_i32", tmp_path / "cache")
     assert r["source"] == "jit"
     assert len([w for w in r["warnings"] if "reduce_sum_i32" in w or str(p) in w]) == 1, r["warnings"]
 
 
-def test_nvrtc_falls_back_to_ptx_then_jit(artifacts, tmp_path):
+def test_nvrtc_falls_back_to_ptx_then_jit(gpu_artifacts, tmp_path):
     sm = native_sm()
-    (artifacts / "nvrtc" / "morton" / f"sm_{sm}.cubin.aot").unlink()
-    r = probe(artifacts, "morton", tmp_path / "cache")
+    (gpu_artifacts / "nvrtc" / "morton" / f"sm_{sm}.cubin.aot").unlink()
+    r = probe(gpu_artifacts, "morton", tmp_path / "cache")
     assert r["source"] == "packaged" and r["path"].endswith(".ptx.aot"), r
-    for p in (artifacts / "nvrtc" / "morton").glob("*.ptx.aot"):
+    for p in (gpu_artifacts / "nvrtc" / "morton").glob("*.ptx.aot"):
         p.unlink()
-    r = probe(artifacts, "morton", tmp_path / "cache")
+    r = probe(gpu_artifacts, "morton", tmp_path / "cache")
     assert r["source"] == "jit", r
-    r = probe(artifacts, "morton", tmp_path / "cache")
+    r = probe(gpu_artifacts, "morton", tmp_path / "cache")
     assert r["source"] == "cache", r
 
 
-def test_warmup_then_threads_get_their_own_objects(artifacts):
+def test_warmup_then_threads_get_their_own_objects(gpu_artifacts):
     """request_warmup/ensure_warm make every spec ready; concurrent threads each get their own object
     and all compute the right result at once."""
     import threading
     from cuda.core import Device
     from aot.loader import Registry
     from aot.reference import check_cccl
-    reg = Registry(artifacts)
+    reg = Registry(gpu_artifacts)
     reg.request_warmup()
     assert reg.ensure_warm(timeout=120) == []
     st = reg.status()

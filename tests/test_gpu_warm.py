@@ -7,18 +7,16 @@ The numbers, in a table: ``python benchmarks/warm.py DIR``.
 from __future__ import annotations
 
 import importlib.util
-import os
 import statistics
-from pathlib import Path
 
 import pytest
 
 from aot.toolchain import native_sm
+from conftest import GPU_ARTIFACTS, ROOT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = Path(os.environ.get("AOT_GPU_ARTIFACTS", ROOT / ".gpu" / "default"))
+ARTIFACTS = GPU_ARTIFACTS
 #: Absolute slack per spec: a first call may carry a few hundred microseconds of one-time Python work
 #: (cuda.compute's per-type caches, the temp-storage query's first pass) that no warmup can remove.
 FLOOR_MS = 1.0

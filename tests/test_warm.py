@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aot import _warm
-from tests.conftest import ROOT, SMALL_CCCL, SMALL_NVRTC, repo_env
+from tests.conftest import GPU_ARTIFACTS, ROOT, SMALL_CCCL, SMALL_NVRTC, repo_env
 
 #: Tags in the top bytes of the fake driver's handles (tests/fake_libcuda.c).
 LIB_TAG, KRN_TAG = 0x4C4942, 0x4B524E
@@ -141,9 +140,8 @@ def layout_sets(small_build) -> list[Path]:
     """The session build, and the whole default matrix where one was built (``AOT_GPU_ARTIFACTS`` or
     ``.gpu/default``, as the GPU tests): every algorithm's build-result layout gets checked there."""
     sets = [small_build.out]
-    extra = Path(os.environ.get("AOT_GPU_ARTIFACTS", ROOT / ".gpu" / "default"))
-    if (extra / "manifest.json").is_file():
-        sets.append(extra)
+    if (GPU_ARTIFACTS / "manifest.json").is_file():
+        sets.append(GPU_ARTIFACTS)
     return sets
 
 
