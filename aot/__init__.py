@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import (AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError,
-                     UsageError, VerificationError)
+from .core.errors import AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError, UsageError, VerificationError
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
 
-    from .loader import CcclAlgorithm, SpecStatus
+    from .runtime.registry import CcclAlgorithm, SpecStatus
 
-__version__ = "0.1.0"
+from .core.version import __version__
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
@@ -39,13 +38,13 @@ def __getattr__(name: str):
 
 def cccl(name: str) -> "CcclAlgorithm":
     """The default registry's cuda.compute algorithm ``name`` for the current device (per thread)."""
-    from .loader import default_registry
+    from .runtime.registry import default_registry
     return default_registry().cccl(name)
 
 
 def kernel(unit: str, kernel_name: str):
     """The default registry's ``cuda.core.Kernel`` ``kernel_name`` of NVRTC unit ``unit``."""
-    from .loader import default_registry
+    from .runtime.registry import default_registry
     return default_registry().kernel(unit, kernel_name)
 
 
@@ -53,7 +52,7 @@ def request_warmup(names: "Iterable[str] | None" = None) -> None:
     """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
     background threads; returns within a millisecond or so (even the default registry is built in the
     background; an unknown name is then raised by :func:`ensure_warm`)."""
-    from ._warm import request_default_warmup
+    from .runtime.warm import request_default_warmup
     request_default_warmup(names)
 
 
@@ -61,14 +60,14 @@ def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
     import time
 
-    from ._warm import wait_default_started
+    from .runtime.warm import wait_default_started
     deadline = None if timeout is None else time.monotonic() + timeout
     wait_default_started(deadline)
-    from .loader import default_registry
+    from .runtime.registry import default_registry
     return default_registry().ensure_warm(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def status() -> "dict[str, SpecStatus]":
     """Per spec: the source used (packaged / cache / jit), SM, milliseconds, errors."""
-    from .loader import default_registry
+    from .runtime.registry import default_registry
     return default_registry().status()

@@ -30,10 +30,10 @@ CHILD = textwrap.dedent(r"""
     from cuda.core import Device
     dev = Device(); dev.set_current()
     import_ms = (time.perf_counter() - t_imp) * 1e3
-    from aot.loader import Registry
-    from aot.reference import check_cccl
-    from aot.compile import algorithm_kwargs
-    from aot._devarray import DeviceArray
+    from aot.runtime.registry import Registry
+    from aot.verify.reference import check_cccl
+    from aot.build.compile import algorithm_kwargs
+    from aot.verify.devarray import DeviceArray
     reg = Registry(root)
     spec = reg.spec(name)
 
@@ -67,7 +67,7 @@ WARM_ALL = textwrap.dedent(r"""
     t0 = time.perf_counter()
     import aot
     t_import = (time.perf_counter() - t0) * 1e3
-    from aot.loader import Registry
+    from aot.runtime.registry import Registry
     import cuda.compute
     from cuda.core import Device
     Device().set_current()
@@ -85,9 +85,9 @@ STEADY = textwrap.dedent(r"""
     warnings.simplefilter("ignore")
     import numpy as np, cuda.compute
     from cuda.core import Device
-    from aot.loader import Registry
-    from aot.compile import algorithm_kwargs, init_value, operator
-    from aot._devarray import DeviceArray
+    from aot.runtime.registry import Registry
+    from aot.build.compile import algorithm_kwargs, init_value, operator
+    from aot.verify.devarray import DeviceArray
     dev = Device(); dev.set_current()
     reg = Registry(sys.argv[1])
     name = sys.argv[2]
@@ -132,7 +132,7 @@ def main() -> int:
     ap.add_argument("--only-summary", action="store_true", help="only the whole-matrix and steady-state rows")
     ap.add_argument("--json", type=Path, default=Path(__file__).with_name("results") / "first_use.json")
     args = ap.parse_args()
-    from aot.manifest import load_manifest
+    from aot.core.manifest import load_manifest
     m = load_manifest(args.artifacts)
     names = sorted(n for n, d in m.specs.items() if "algorithm" in d)
     if args.only:

@@ -40,10 +40,10 @@ KIND_EXTRA = {"runtime": "", "jit": "[jit]", "full": "[{major}]"}
 
 CHECK = """
 import ctypes, json, sys
-from aot.toolchain import real_driver_present, stub_library
+from aot.build.toolchain import real_driver_present, stub_library
 if not real_driver_present():
     ctypes.CDLL(str(stub_library()), mode=ctypes.RTLD_GLOBAL)
-from aot import _lean
+from aot.runtime import lean as _lean
 cc = _lean.import_cuda_compute()
 st = _lean.state()
 print(json.dumps({"cuda_compute": bool(cc._BINDINGS_AVAILABLE), "stand_ins": sorted(st.stand_ins),

@@ -3,7 +3,7 @@
     python benchmarks/warm_breakdown.py ARTIFACT_DIR [--json FILE]
 
 Serial on purpose (no warmup threads): the import of cuda.core + cuda.compute, the CUDA context,
-reading/checking/deserializing every spec, and loading every kernel (aot._warm). Prints a table and
+reading/checking/deserializing every spec, and loading every kernel (aot.runtime.warm). Prints a table and
 writes the numbers as JSON.
 """
 
@@ -23,8 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     import numpy  # noqa: F401 - the benchmark's premise: numpy already imported
-    from aot import _warm
-    from aot.loader import Registry
+    from aot.runtime import warm as _warm
+    from aot.runtime.registry import Registry
     reg = Registry(args.artifacts)
     t1 = time.perf_counter()
     import cuda.compute  # noqa: F401

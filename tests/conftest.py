@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:  # `pytest tests` from anywhere, not only `python 
 #: The session build's subset. cuda.compute specs are the cheapest of the default matrix.
 SMALL_CCCL = ("reduce_sum_i32", "lower_bound_i32")
 SMALL_NVRTC = ("morton", "segmented_compact")
-#: ``aot.build.build`` takes one SM list for every spec, so one build cannot do "CCCL x 2 SMs and NVRTC x
+#: ``aot.build.builder.build`` takes one SM list for every spec, so one build cannot do "CCCL x 2 SMs and NVRTC x
 #: 3 SMs"; the union is built (the two extra sm_89 CCCL items cost ~3 s) and the cubins cover 80/89/90.
 SMALL_SMS = (80, 89, 90)
 SMALL_JOBS = 2
@@ -32,8 +32,8 @@ SMALL_JOBS = 2
 @dataclass(frozen=True)
 class SmallBuild:
     out: Path            # the output directory (treat as read-only: copy it with `small_build_copy`)
-    report: object       # the aot.build.BuildReport the build returned
-    specs: tuple         # the specs built (aot.spec.CcclSpec / NvrtcUnit)
+    report: object       # the aot.build.builder.BuildReport the build returned
+    specs: tuple         # the specs built (aot.core.spec.CcclSpec / NvrtcUnit)
     sms: tuple
     jobs: int
     seconds: float       # wall time of the build call
@@ -64,13 +64,13 @@ def aot_cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_specs():
-    from aot.matrix import load_matrix
+    from aot.build.matrix import load_matrix
     return load_matrix().select(SMALL_CCCL + SMALL_NVRTC)
 
 
 @pytest.fixture(scope="session")
 def small_build(tmp_path_factory, aot_cache_dir, small_specs) -> SmallBuild:
-    from aot.build import build
+    from aot.build.builder import build
     out = tmp_path_factory.mktemp("small-build") / "out"
     t0 = time.perf_counter()
     report = build(small_specs, list(SMALL_SMS), out, jobs=SMALL_JOBS)
@@ -108,10 +108,10 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
-    from aot.toolchain import native_sm
+    from aot.build.toolchain import native_sm
     sm = native_sm()
     if sm is not None:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA driver and GPU (aot.toolchain.native_sm() is None)")
+    skip = pytest.mark.skip(reason="needs a CUDA driver and GPU (aot.build.toolchain.native_sm() is None)")
     for it in gpu_items:
         it.add_marker(skip)

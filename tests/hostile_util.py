@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from aot import format as fmt
+from aot.core import format as fmt
 
 
 class Hang(BaseException):
@@ -75,7 +75,7 @@ def fake_cuda():
     """Replace ``cuda.compute`` and ``cuda.core`` (as the loader imports them) by recorders."""
     import cuda  # the namespace package: cheap, loads no driver
 
-    import aot.loader
+    import aot.runtime.registry
     calls: list = []
     compute = types.ModuleType("cuda.compute")
 
@@ -103,8 +103,8 @@ def fake_cuda():
         mp.setattr(cuda, "compute", compute, raising=False)
         mp.setitem(sys.modules, "cuda.core", core)
         mp.setattr(cuda, "core", core, raising=False)
-        mp.setattr(aot.loader, "check_ptx_loadable", lambda producer: None)
-        mp.setattr(aot.loader, "require_driver", lambda what: None)  # the fake stack is its own driver
+        mp.setattr(aot.runtime.registry, "check_ptx_loadable", lambda producer: None)
+        mp.setattr(aot.runtime.registry, "require_driver", lambda what: None)  # the fake stack is its own driver
         yield CudaCalls(calls)
 
 
@@ -181,11 +181,11 @@ SPEC_NAME = "reduce_sum_i32"  # reduce, int32, plus: the cheapest real CCCL buil
 
 @pytest.fixture
 def fake_jit(monkeypatch, tmp_path):
-    """``aot.jit.cccl_from_cache_or_jit`` with a fake compiler (counted, optionally slow: ``.delay``) and a
+    """``aot.runtime.jit.cccl_from_cache_or_jit`` with a fake compiler (counted, optionally slow: ``.delay``) and a
     private ``AOT_CACHE_DIR`` (``tmp_path / "cache"``)."""
     import time
 
-    import aot.compile
+    import aot.build.compile
     import cccl_patches
 
     class Build:
@@ -206,8 +206,8 @@ def fake_jit(monkeypatch, tmp_path):
         def serialize(self):
             return b.payload(self.spec, self.sm)
 
-    monkeypatch.setattr(aot.compile, "compile_cccl", lambda spec, sm: b.payload(spec, sm), raising=False)
-    monkeypatch.setattr(aot.compile, "build_cccl", FakeAlgo)
+    monkeypatch.setattr(aot.build.compile, "compile_cccl", lambda spec, sm: b.payload(spec, sm), raising=False)
+    monkeypatch.setattr(aot.build.compile, "build_cccl", FakeAlgo)
     monkeypatch.setattr(cccl_patches, "apply", lambda: None)
     monkeypatch.setenv("AOT_CACHE_DIR", str(tmp_path / "cache"))
     return b
@@ -215,13 +215,13 @@ def fake_jit(monkeypatch, tmp_path):
 
 @pytest.fixture
 def spec():
-    from aot.matrix import load_matrix
+    from aot.build.matrix import load_matrix
     return load_matrix().select([SPEC_NAME])[0]
 
 
 def jit(spec, sm: int = 90):
     """(payload, source, path, warnings) of one ``cccl_from_cache_or_jit`` call."""
-    from aot.jit import cccl_from_cache_or_jit
+    from aot.runtime.jit import cccl_from_cache_or_jit
     errors, warned = [], []
     payload, source, path = cccl_from_cache_or_jit(spec, sm, errors, warned.append)
     assert errors == warned, (errors, warned)
@@ -229,6 +229,6 @@ def jit(spec, sm: int = 90):
 
 
 def cache_key(spec, sm: int = 90) -> str:
-    from aot.spec import item_key
-    from aot.toolchain import versions
+    from aot.core.spec import item_key
+    from aot.build.toolchain import versions
     return item_key(spec, sm, "cccl-blob", versions())

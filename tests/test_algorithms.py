@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from aot import format as fmt
+from aot.core import format as fmt
 from aot.algorithms import ALGORITHMS
-from aot.errors import AotError, MatrixError
-from aot.matrix import load_matrix
-from aot.spec import CcclSpec, NvrtcUnit, spec_from_definition
+from aot.core.errors import AotError, MatrixError
+from aot.build.matrix import load_matrix
+from aot.core.spec import CcclSpec, NvrtcUnit, spec_from_definition
 
 DATA = Path(__file__).resolve().parent / "data"
 MATRIX = DATA / "algorithms" / "build_matrix.yaml"
@@ -195,7 +195,7 @@ def test_definition_problems_from_a_manifest(matrix):
 def test_manifest_naming_a_foreign_module_is_refused(matrix):
     """A spec read from a manifest (not passed by the caller) whose operator lives outside the package
     that owns the artifacts: one AotWarning, an AotError, and the module is never imported."""
-    from aot.loader import AotWarning, Registry
+    from aot.runtime.registry import AotWarning, Registry
     d = next(s for s in matrix.specs if s.name == "t_select_indices").definition()
     d["op"] = "h6_never_imported:pred"
     d["code"] = {"h6_never_imported:pred": "0" * 64}
@@ -212,7 +212,7 @@ def test_manifest_naming_a_foreign_module_is_refused(matrix):
 
 
 def test_owning_package_operator_is_resolved_and_rekeyed_when_edited(matrix):
-    from aot.loader import Registry
+    from aot.runtime.registry import Registry
     spec = next(s for s in matrix.specs if s.name == "t_reduce_bbox")
     reg = Registry(None, device_sm=90, owner="aot_test_ops")
     same, refusal = reg._code_spec(spec)
@@ -224,7 +224,7 @@ def test_owning_package_operator_is_resolved_and_rekeyed_when_edited(matrix):
 
 # --------------------------------------------------------------------------------------------- builds
 def _build(tmp_path, names, sms, out_name="out"):
-    from aot.build import build
+    from aot.build.builder import build
     specs = load_matrix(MATRIX).select(names)
     out = tmp_path / out_name
     report = build(specs, list(sms), out, jobs=2)
@@ -233,8 +233,8 @@ def _build(tmp_path, names, sms, out_name="out"):
 
 
 def _check_artifacts(out, specs):
-    from aot.loader import Registry
-    from aot.verify import verify_integrity
+    from aot.runtime.registry import Registry
+    from aot.verify.gpu import verify_integrity
     n, problems = verify_integrity(out)
     assert n and not problems
     for art in sorted(out.rglob("*.aot")):
@@ -268,8 +268,8 @@ def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
     ``ObjectCode`` what ``Program.compile(name_expressions=...)`` itself produces (str -> bytes), else
     ``get_kernel`` fails on the GPU ("expected bytes, str found", seen on the H100)."""
     from cuda.core import Program
-    from aot.compile import compile_nvrtc_item, headers_dir, program_options
-    from aot.loader import symbol_mapping
+    from aot.build.compile import compile_nvrtc_item, headers_dir, program_options
+    from aot.runtime.registry import symbol_mapping
     unit = next(s for s in matrix.specs if s.name == "test_templated")
     _, symbols = compile_nvrtc_item(unit, 90, "cubin")
     with headers_dir(unit) as hdr:
@@ -287,7 +287,7 @@ def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
 def test_nvrtc_jit_uses_the_cuda_core_cache_despite_the_cccl_include_path(tmp_path, monkeypatch):
     """Every unit has cuda-cccl's headers on its include path, which cuda.core's ``compile(cache=...)``
     refuses to key; the JIT path keys it by hand: the first call compiles, the next is a cache hit."""
-    from aot.jit import nvrtc_compile_cached
+    from aot.runtime.jit import nvrtc_compile_cached
     monkeypatch.setenv("AOT_CACHE_DIR", str(tmp_path / "cache"))
     unit = load_matrix().select(["morton"])[0]
     a, first, where = nvrtc_compile_cached(unit, 90)

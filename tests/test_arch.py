@@ -1,4 +1,4 @@
-"""aot.arch.rank: the load order for many device ccs x artifact sets (a pure function)."""
+"""aot.core.arch.rank: the load order for many device ccs x artifact sets (a pure function)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from aot.arch import Candidate, rank, sm_major
+from aot.core.arch import Candidate, rank, sm_major
 
 SASS_SMS = (75, 80, 86, 87, 89, 90, 100, 103, 120)
 DEVICES = (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121)

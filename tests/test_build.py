@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import cccl_patches
-from aot import format as fmt
-from aot.build import REPORT_NAME, build, plan
-from aot.cli import main
-from aot.errors import BuildError
-from aot.manifest import MANIFEST_NAME, file_sha256, load_manifest, verify_files
-from aot.matrix import load_matrix
-from aot.spec import CcclSpec
+from aot.core import format as fmt
+from aot.build.builder import REPORT_NAME, build, plan
+from aot.cli.main import main
+from aot.core.errors import BuildError
+from aot.core.manifest import MANIFEST_NAME, file_sha256, load_manifest, verify_files
+from aot.build.matrix import load_matrix
+from aot.core.spec import CcclSpec
 
 EM_CUDA = 190
 ELFOSABI_CUDA = 0x41
@@ -64,7 +64,7 @@ def test_session_build_report(small_build):
 
 
 def test_report_json(small_build):
-    from aot.toolchain import real_driver_present
+    from aot.build.toolchain import real_driver_present
     doc = report_json(small_build.out)
     assert doc["jobs"] == small_build.jobs and doc["sms"] == list(small_build.sms)
     assert doc["manifest_written"] is True and doc["counts"] == {"built": len(doc["items"])}
@@ -313,16 +313,16 @@ def test_plan_and_shards(small_specs):
 @pytest.mark.gpu
 def test_native_sm_is_buildable():
     """On a GPU host: the device's SM parses as ``--sm native`` and this NVRTC can target it."""
-    from aot.arch import parse_sm_list
-    from aot.toolchain import cuda_major, native_sm, nvrtc_supported_sms
+    from aot.core.arch import parse_sm_list
+    from aot.build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
     sm = native_sm()
     assert sm is not None and 50 <= sm <= 200
     assert parse_sm_list("native", cuda_major=cuda_major(), native=sm, supported=nvrtc_supported_sms()) == [sm]
 
 
 def test_verify_gpu_without_a_gpu_exits_6(small_build, capsys):
-    from aot.cli import main
-    from aot.toolchain import native_sm
+    from aot.cli.main import main
+    from aot.build.toolchain import native_sm
     if native_sm() is not None:
         pytest.skip("checks the no-GPU path")
     assert main(["verify", str(small_build.out), "--gpu"]) == 6

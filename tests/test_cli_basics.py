@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import aot
-from aot.cli import main
-from aot.manifest import MANIFEST_NAME, load_manifest
-from aot.verify import verify_integrity
+from aot.cli.main import main
+from aot.core.manifest import MANIFEST_NAME, load_manifest
+from aot.verify.gpu import verify_integrity
 
 from conftest import ROOT, repo_env
 
@@ -52,7 +52,7 @@ def test_version_module_and_console_script_names():
     proc = run_aot("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"python -m aot {aot.__version__}"
     # The console script: argv[0] is .../bin/aot. Its usage line says `aot`, not `python -m aot`.
-    code = ("import sys; sys.argv = ['/usr/local/bin/aot', *sys.argv[1:]]; from aot.cli import entry; entry()")
+    code = ("import sys; sys.argv = ['/usr/local/bin/aot', *sys.argv[1:]]; from aot.cli.main import entry; entry()")
     for args, rc, stream, want in ((["--version"], 0, "stdout", f"aot {aot.__version__}"),
                                    (["build", "--jobs", "x"], 2, "stderr", "usage: aot build")):
         proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=repo_env(), capture_output=True,
@@ -72,8 +72,8 @@ def test_verbose_logs_build_items_to_stderr(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["build", "--matrix", str(m), "--sm", "80", "--out", str(out), "-q", "-vv"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"aot: DEBUG aot\.build: morton@sm_80: miss, built in \d+\.\d\d s", err), err
-    assert "aot: INFO aot.build: build into" in err and "2 built" in err
+    assert re.search(r"aot: DEBUG aot\.build\.builder: morton@sm_80: miss, built in \d+\.\d\d s", err), err
+    assert "aot: INFO aot.build.builder: build into" in err and "2 built" in err
     assert main(["-v", "build", "--matrix", str(m), "--sm", "80", "--out", str(out), "-q"]) == 0
     err = capsys.readouterr().err
     assert "2 hit" in err and "DEBUG" not in err  # -v: INFO only
@@ -133,18 +133,18 @@ def test_exit_2_unknown_verify_only_name(small_build_copy, capsys):
 
 
 def test_exit_130_interrupted(monkeypatch, capsys):
-    import aot.cli
+    import aot.cli.main
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aot.cli, "cmd_validate", interrupted)
+    monkeypatch.setattr(aot.cli.main, "cmd_validate", interrupted)
     assert main(["validate"]) == 130
     assert capsys.readouterr().err.strip() == "aot: interrupted"
 
 
 def _gpu() -> bool:
-    from aot.toolchain import native_sm
+    from aot.build.toolchain import native_sm
     return native_sm() is not None
 
 
@@ -208,7 +208,7 @@ def test_ascii_terminal_with_non_ascii_names(tmp_path):
 
 # ------------------------------------------------------------------------------------ merge progress
 def test_merge_reports_progress_and_is_quiet_off_a_tty(tmp_path):
-    from aot.merge import merge
+    from aot.build.merge import merge
     m = nvrtc_matrix(tmp_path / "m.yaml", ("morton", MORTON))
     for k in (1, 2):
         assert main(["build", "--matrix", str(m), "--sm", "80,90", "--shard", f"{k}/2", "--out",
@@ -223,7 +223,7 @@ def test_merge_reports_progress_and_is_quiet_off_a_tty(tmp_path):
 
 # ------------------------------------------------------------------------------- one writer per --out
 def test_second_writer_is_refused_naming_dir_and_pid(tmp_path):
-    from aot._outlock import output_lock
+    from aot.build.outlock import output_lock
     m = nvrtc_matrix(tmp_path / "m.yaml", ("morton", MORTON))
     out = tmp_path / "out"
     out.mkdir()

@@ -3,7 +3,7 @@
 * Real builds: 8 processes x 4 threads ask for the same uncached CCCL spec at the same moment, through the
   loader's own single-flight path (``Registry._load``) and the cache's file lock: exactly one JIT build in
   all, one intact cache file, identical bytes for every caller.
-* Writers killed by SIGKILL in the middle of ``aot._fs.atomic_write`` never leave an entry that loads, and
+* Writers killed by SIGKILL in the middle of ``aot.core.fs.atomic_write`` never leave an entry that loads, and
   their temp files are swept.
 * A corrupt entry is deleted and rebuilt; an entry a racing builder has just replaced is not deleted.
 """
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from aot import format as fmt
-from aot._fs import TMP_PREFIX, atomic_write, sweep_temp
-from aot.cache import ArtifactCache
-from aot.errors import ArtifactError
+from aot.core import format as fmt
+from aot.core.fs import TMP_PREFIX, atomic_write, sweep_temp
+from aot.runtime.cache import ArtifactCache
+from aot.core.errors import ArtifactError
 
 from conftest import ROOT, repo_env
 from hostile_util import SPEC_NAME, cache_key, fake_jit, jit, spec  # noqa: F401 (fixtures)
@@ -38,10 +38,10 @@ N_THREADS = 4
 CHILD = textwrap.dedent("""
     import hashlib, json, os, sys, threading, time
     from pathlib import Path
-    from aot.toolchain import choose_driver, worker_setup
+    from aot.build.toolchain import choose_driver, worker_setup
     worker_setup(choose_driver().path)          # cuda.compute imports on a driverless host
-    import aot.compile
-    real_build = aot.compile.build_cccl
+    import aot.build.compile
+    real_build = aot.build.compile.build_cccl
     log = Path(sys.argv[1])
 
     def counting_build(spec, sm):                # every real cuda.compute build, in any process
@@ -49,9 +49,9 @@ CHILD = textwrap.dedent("""
             f.write(f"{os.getpid()}\\n")
         return real_build(spec, sm)
 
-    aot.compile.build_cccl = counting_build
-    from aot.loader import Registry
-    from aot.matrix import load_matrix
+    aot.build.compile.build_cccl = counting_build
+    from aot.runtime.registry import Registry
+    from aot.build.matrix import load_matrix
     spec = load_matrix().select([sys.argv[2]])[0]
     reg = Registry(Path(sys.argv[3]), specs=[spec], device_sm=90)   # no manifest: cache or JIT
     n_threads = int(sys.argv[5])
@@ -124,7 +124,7 @@ def test_one_jit_across_processes_and_threads(tmp_path):
 
 # ------------------------------------------------------------------------------- in-process, fake build
 def test_threads_share_one_build(fake_jit, spec, tmp_path):
-    from aot.loader import Registry
+    from aot.runtime.registry import Registry
     fake_jit.delay = 0.3
     reg = Registry(tmp_path / "none", specs=[spec], device_sm=90)
     got = []
@@ -184,7 +184,7 @@ def test_damaged_entry_kinds(fake_jit, spec, damage):
 
 def test_entry_replaced_while_checked_is_kept(fake_jit, spec, monkeypatch):
     """A reader that finds a corrupt entry must not delete the good one a racing builder just renamed in."""
-    import aot.cache
+    import aot.runtime.cache
     payload, _, path, _ = jit(spec)
     p = Path(path)
     good = p.read_bytes()
@@ -198,11 +198,11 @@ def test_entry_replaced_while_checked_is_kept(fake_jit, spec, monkeypatch):
             atomic_write(p, good)  # the other process's rename lands between our read and our delete
         return real_decode(data)
 
-    monkeypatch.setattr(aot.cache.fmt, "decode", decode_then_race)
+    monkeypatch.setattr(aot.runtime.cache.fmt, "decode", decode_then_race)
     cache = ArtifactCache()
     with pytest.raises(ArtifactError, match="left alone"):
         cache.get(cache_key(spec))
-    monkeypatch.setattr(aot.cache.fmt, "decode", real_decode)
+    monkeypatch.setattr(aot.runtime.cache.fmt, "decode", real_decode)
     assert cache.get(cache_key(spec)).payload == payload
 
 
@@ -241,9 +241,9 @@ def test_stale_temp_files(fake_jit, spec):
 WRITER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    import aot._fs
+    import aot.core.fs
     mode, target, size = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    from aot import format as fmt
+    from aot.core import format as fmt
     payload = os.urandom(1024) * (size // 1024)
     header = fmt.make_header(family="cccl", name="r", content_key="k" * 64, sm=90, payload_kind="cccl-blob",
                              payload=payload, producer={k: "1" for k in fmt.PRODUCER_FIELDS})
@@ -252,9 +252,9 @@ WRITER = textwrap.dedent("""
         def stuck(fd):
             print("in-fsync", flush=True)
             time.sleep(600)
-        aot._fs.os.fsync = stuck
+        aot.core.fs.os.fsync = stuck
     print("writing", flush=True)
-    aot._fs.atomic_write(target, data)
+    aot.core.fs.atomic_write(target, data)
     print("done", flush=True)
     time.sleep(600)
 """)

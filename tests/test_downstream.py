@@ -32,7 +32,7 @@ def shim(tmp_path_factory) -> Path:
     info = d / "cccl_aot-0.0.dev0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cccl-aot\nVersion: 0.0.dev0\n")
-    (info / "entry_points.txt").write_text("[cmake.module]\naot = aot.cmake\n\n[hatch]\naot = aot._hatch\n")
+    (info / "entry_points.txt").write_text("[cmake.module]\naot = aot.cmake\n\n[hatch]\naot = aot.package.hatch\n")
     return d
 
 
@@ -88,7 +88,7 @@ PKG = {"hatch-mypkg": "mypkg_hatch", "skbuild-mypkg": "mypkg_skbuild"}
 
 @pytest.mark.parametrize("example", sorted(PKG))
 def test_wheel_holds_only_manifest_and_artifacts_and_pins_cccl(wheels, example):
-    from aot.compat import dist_version
+    from aot.core.versions import dist_version
     whl = wheels[example]
     assert whl.name.endswith("-py3-none-linux_x86_64.whl"), whl.name
     z = zipfile.ZipFile(whl)
@@ -111,7 +111,7 @@ def test_wheel_holds_only_manifest_and_artifacts_and_pins_cccl(wheels, example):
 
 
 def test_examples_have_their_own_specs_and_a_lambda():
-    from aot.matrix import load_matrix
+    from aot.build.matrix import load_matrix
     default = set(load_matrix().names())
     for example in PKG:
         m = load_matrix(EXAMPLES / example / "build_matrix.yaml")
@@ -182,7 +182,7 @@ def test_tool_aot_errors_name_file_key_and_problem(tmp_path, tool, message):
 
 
 def test_pins_must_follow_the_artifacts():
-    from aot.bundle import pin_problems
+    from aot.package.bundle import pin_problems
     prod = {"cuda_cccl": "1.2.1", "cuda_major": "13"}
     assert pin_problems(["cuda-cccl[cu13]==1.2.1", "numpy"], prod) == []
     assert pin_problems(["cuda-cccl==1.2.1"], prod) == []
@@ -251,7 +251,7 @@ def test_from_package_warns_once_naming_the_path(tmp_path):
 def test_lambda_operators_evaluate_like_python():
     import itertools
     import numpy as np
-    from aot.reference import np_operator
+    from aot.verify.reference import np_operator
     srcs = ["lambda a, b: a if a > b else b", "lambda a, b: a + 2 * b - 1", "lambda a, b: a % 7 == b % 7",
             "lambda a, b: (a and b) or (a - b)", "lambda a, b: not a < b <= 3", "lambda a, b: a // 3 ^ b",
             "lambda a, b: -a if b else ~a"]
@@ -267,7 +267,7 @@ def test_lambda_operators_evaluate_like_python():
 def test_reduce_and_scan_references_match_sequential_folds():
     import functools
     import numpy as np
-    from aot.reference import reduce_reference, scan_reference
+    from aot.verify.reference import reduce_reference, scan_reference
     rng = np.random.default_rng(1)
     for op, dt in [("lambda a, b: a if a > b else b", "int64"), ("lambda a, b: a * b", "int32"),
                    ("plus", "int32"), ("maximum", "float32"), ("lambda a, b: a + b", "float64")]:
@@ -286,7 +286,7 @@ def test_reduce_and_scan_references_match_sequential_folds():
 
 def test_select_unique_and_sort_references():
     import numpy as np
-    from aot.reference import select_reference, sorted_problem, unique_first
+    from aot.verify.reference import select_reference, sorted_problem, unique_first
     x = np.arange(-6, 7, dtype=np.int64)
     assert select_reference("lambda x: x % 3 == 0 and x > 0", x).tolist() == [v % 3 == 0 and v > 0 for v in x.tolist()]
     keys = np.array([1, 2, 11, 12, 25, 31], dtype=np.int32)
@@ -302,9 +302,9 @@ def test_select_unique_and_sort_references():
 
 
 def test_checks_resolve_only_inside_the_owning_package():
-    from aot.reference import NoReference, resolve_check
+    from aot.verify.reference import NoReference, resolve_check
     with pytest.raises(NoReference, match="not inside package"):
         resolve_check("os:system", "mypkg")
     with pytest.raises(NoReference, match="not inside package"):
         resolve_check("mypkgevil.x:f", "mypkg")
-    assert resolve_check("aot.reference:check_kernel", "aot").__name__ == "check_kernel"
+    assert resolve_check("aot.verify.reference:check_kernel", "aot").__name__ == "check_kernel"

@@ -1,4 +1,4 @@
-"""aot.format: the artifact codec. Round trips, every rejection path, and property tests."""
+"""aot.core.format: the artifact codec. Round trips, every rejection path, and property tests."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aot import format as fmt
-from aot.errors import ArtifactError
+from aot.core import format as fmt
+from aot.core.errors import ArtifactError
 
 PRODUCER = {"aot": "0.1.0", "cuda_cccl": "1.2.1", "cuda_major": "13", "nvrtc": "13.5", "nvjitlink": "13.5"}
 PAYLOAD = b"\x7fELF" + bytes(range(256)) * 3
@@ -303,7 +303,7 @@ def test_header_semantics_are_checked_by_the_readers_not_the_codec(tmp_path):
     """decode() checks structure and the payload hash, not what a header says: '"sm":80' -> '"sm":90' is
     another valid header. Every reader adds that check: a packaged artifact must match its manifest entry's
     whole-file sha256 (verify_files, and the loader), a user-cache entry its expected name/SM/kind/key."""
-    from aot.manifest import load_manifest, verify_files, write_manifest
+    from aot.core.manifest import load_manifest, verify_files, write_manifest
     import hashlib
     data = fmt.encode(header(sm=80), PAYLOAD)
     bad = data.replace(b'"sm":80', b'"sm":90')

@@ -1,9 +1,9 @@
-"""Fuzzing with hypothesis: mutated artifacts and manifests through ``aot.format.decode``, ``aot.manifest``
+"""Fuzzing with hypothesis: mutated artifacts and manifests through ``aot.core.format.decode``, ``aot.core.manifest``
 and the loader's packaged-artifact path (``Registry.open_packaged``, run to its end with recording stand-ins
 for ``cuda.compute`` / ``cuda.core``, so no GPU is needed).
 
 Seeds are the real artifacts and manifest of the session build (``small_build``). The contract: every input
-ends in :class:`aot.errors.ArtifactError`, or decodes to exactly a valid artifact (re-parsed independently
+ends in :class:`aot.core.errors.ArtifactError`, or decodes to exactly a valid artifact (re-parsed independently
 here) whose payload is one the seeds hold (random corruption never manufactures a new payload) or the one a
 mutation deliberately re-hashed. Any other exception, a hang (SIGALRM limit per input, plus hypothesis'
 deadline) or a wrong result fails the test; the totals are printed at the end of the module:
@@ -31,11 +31,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aot import format as fmt
-from aot.cache import ArtifactCache
-from aot.errors import ArtifactError
-from aot.loader import AotWarning, Registry
-from aot.manifest import MANIFEST_NAME, load_manifest, verify_files
+from aot.core import format as fmt
+from aot.runtime.cache import ArtifactCache
+from aot.core.errors import ArtifactError
+from aot.runtime.registry import AotWarning, Registry
+from aot.core.manifest import MANIFEST_NAME, load_manifest, verify_files
 
 from hostile_util import Hang, Seed, copy_build, fake_cuda, seeds, time_limit
 
@@ -131,7 +131,7 @@ def _report_totals(request):
 
 
 def _loader_refuses_special_files(reg: Registry, root: Path, ss: list[Seed]) -> bool:
-    """Probe: does ``open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.loader reads with
+    """Probe: does ``open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.runtime.registry reads with
     ``path.read_bytes()`` before checking anything, which blocks on a FIFO; see test_hostile.py.) Special
     files are left out of the loader part of manifest fuzzing until it does."""
     seed = ss[0]
@@ -172,7 +172,7 @@ def feed_decode(data: bytes, allowed_payload_shas) -> str:
 
 
 def check_exact(data: bytes, art: fmt.Artifact) -> None:
-    """``art`` is exactly what ``data`` says, parsed here independently of aot.format."""
+    """``art`` is exactly what ``data`` says, parsed here independently of aot.core.format."""
     assert data[:8] == fmt.MAGIC
     (hlen,) = struct.unpack_from("<I", data, 8)
     header = json.loads(data[12:12 + hlen].decode("utf-8"))

@@ -28,7 +28,7 @@ def artifacts(tmp_path_factory) -> Path:
     given = os.environ.get("AOT_GPU_ALGO_ARTIFACTS")
     if given and (Path(given) / "manifest.json").exists():
         return Path(given)
-    from aot.toolchain import native_sm
+    from aot.build.toolchain import native_sm
     out = tmp_path_factory.mktemp("algo-artifacts")
     env = repo_env(PYTHONPATH=f"{repo_env()['PYTHONPATH']}{os.pathsep}{DATA}")
     r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(MATRIX), "--sm", str(native_sm()),
@@ -41,9 +41,9 @@ def test_verify_gpu_in_process(artifacts):
     """Every spec, every loadable artifact, against numpy; the templated unit runs its own check."""
     sys.path.insert(0, str(DATA))
     try:
-        from aot.loader import Registry
-        from aot.matrix import load_matrix
-        from aot.verify import verify_gpu
+        from aot.runtime.registry import Registry
+        from aot.build.matrix import load_matrix
+        from aot.verify.gpu import verify_gpu
         reg = Registry(artifacts, specs=load_matrix(MATRIX).specs)
         rows = verify_gpu(reg, checks={"test_templated": "aot_test_ops:check_templated"}, package="aot_test_ops")
     finally:

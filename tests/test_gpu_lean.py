@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from aot.toolchain import native_sm
+from aot.build.toolchain import native_sm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
 
 RUN_ALL = textwrap.dedent("""
     import json, re, sys
-    from aot import _lean
+    from aot.runtime import lean as _lean
     st = _lean.prepare()                      # stand-ins in place before anything touches CUDA libraries
-    from aot.loader import Registry
-    from aot.verify import verify_gpu
+    from aot.runtime.registry import Registry
+    from aot.verify.gpu import verify_gpu
     reg = Registry(sys.argv[1])
     rows = verify_gpu(reg)
     maps = open("/proc/self/maps").read()
@@ -39,8 +39,8 @@ RUN_ALL = textwrap.dedent("""
 
 NO_FIT = textwrap.dedent("""
     import json, sys, warnings
-    from aot.errors import ToolchainError
-    from aot.loader import Registry
+    from aot.core.errors import ToolchainError
+    from aot.runtime.registry import Registry
     warnings.simplefilter("ignore")
     reg = Registry(sys.argv[1])
     try:

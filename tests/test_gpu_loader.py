@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from aot.toolchain import native_sm
+from aot.build.toolchain import native_sm
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
 
 PROBE = textwrap.dedent("""
     import json, sys, warnings
-    from aot.loader import Registry
-    from aot.reference import check_cccl, check_kernel
+    from aot.runtime.registry import Registry
+    from aot.verify.reference import check_cccl, check_kernel
     from cuda.core import Device
     root, name = sys.argv[1], sys.argv[2]
     with warnings.catch_warnings(record=True) as w:
@@ -53,8 +53,8 @@ def probe(root: Path, name: str, cache: Path) -> dict:
 
 
 def test_every_packaged_artifact_matches_numpy(gpu_artifacts):
-    from aot.loader import Registry
-    from aot.verify import verify_gpu
+    from aot.runtime.registry import Registry
+    from aot.verify.gpu import verify_gpu
     rows = verify_gpu(Registry(gpu_artifacts))
     failed = [r for r in rows if not r.ok]
     assert rows and not failed, failed
@@ -107,8 +107,8 @@ def test_warmup_then_threads_get_their_own_objects(gpu_artifacts):
     and all compute the right result at once."""
     import threading
     from cuda.core import Device
-    from aot.loader import Registry
-    from aot.reference import check_cccl
+    from aot.runtime.registry import Registry
+    from aot.verify.reference import check_cccl
     reg = Registry(gpu_artifacts)
     reg.request_warmup()
     assert reg.ensure_warm(timeout=120) == []

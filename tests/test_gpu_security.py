@@ -7,7 +7,7 @@ from JIT, with one warning saying why the cache was not used. A control run prov
 are a working attack: the same file in the victim's own private cache is served (and gives 4.0).
 
 Needs a GPU, root and ``setpriv`` (the attacker runs as another uid); skipped otherwise. Self-contained:
-it builds what it plants (``aot.compile.compile_cccl`` for this device's SM, ~5 s) and runs every
+it builds what it plants (``aot.build.compile.compile_cccl`` for this device's SM, ~5 s) and runs every
 victim in a fresh process, as an end user would.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from aot.toolchain import native_sm
+from aot.build.toolchain import native_sm
 
 ATTACKER = 4242
 SETPRIV = shutil.which("setpriv")
@@ -41,10 +41,10 @@ VICTIM = textwrap.dedent("""
     import json, sys, warnings
     import numpy as np
     from cuda.core import Device
-    from aot._devarray import DeviceArray
-    from aot.compile import init_value
-    from aot.loader import AotWarning, Registry
-    from aot.matrix import load_matrix
+    from aot.verify.devarray import DeviceArray
+    from aot.build.compile import init_value
+    from aot.runtime.registry import AotWarning, Registry
+    from aot.build.matrix import load_matrix
     spec = load_matrix().select([sys.argv[2]])[0]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -75,11 +75,11 @@ def victim(cache: Path, tmp_path: Path) -> dict:
 
 def planted_max_reduction(sm: int) -> tuple[str, bytes]:
     """(the victim's cache key for reduce_sum_f64 on ``sm``, an entry for it that computes a maximum)."""
-    from aot import format as fmt
-    from aot.compile import compile_cccl
-    from aot.matrix import load_matrix
-    from aot.spec import CcclSpec, item_key
-    from aot.toolchain import versions
+    from aot.core import format as fmt
+    from aot.build.compile import compile_cccl
+    from aot.build.matrix import load_matrix
+    from aot.core.spec import CcclSpec, item_key
+    from aot.build.toolchain import versions
     sum_spec = load_matrix().select([NAME])[0]
     max_spec = CcclSpec(NAME, "reduce", {**sum_spec.params, "op": "maximum"})
     payload = compile_cccl(max_spec, sm)

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from aot.toolchain import native_sm
+from aot.build.toolchain import native_sm
 from conftest import GPU_ARTIFACTS, ROOT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
@@ -47,7 +47,7 @@ def test_request_warmup_returns_at_once(warm_run):
 
 
 def test_every_kernel_was_loaded(warm_run):
-    from aot.loader import Registry
+    from aot.runtime.registry import Registry
     reg = Registry(ARTIFACTS)
     assert not warm_run["errors"], warm_run["errors"]
     for name, count in warm_run["kernels"].items():

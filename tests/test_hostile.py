@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-import aot.jit
-from aot import format as fmt
-from aot._fs import TMP_PREFIX
-from aot.cli import main
-from aot.errors import ArtifactError
-from aot.compat import check_producer, runtime_versions as _runtime_versions
-from aot.loader import AotWarning, Registry
-from aot.manifest import load_manifest, safe_join, verify_files
+import aot.runtime.jit
+from aot.core import format as fmt
+from aot.core.fs import TMP_PREFIX
+from aot.cli.main import main
+from aot.core.errors import ArtifactError
+from aot.core.versions import check_producer, runtime_versions as _runtime_versions
+from aot.runtime.registry import AotWarning, Registry
+from aot.core.manifest import load_manifest, safe_join, verify_files
 
 from hostile_util import (SPEC_NAME, entry_for, fake_cuda, fake_jit, jit, read_manifest,  # noqa: F401
                           restamp, spec, time_limit, write_manifest_doc)
@@ -72,7 +72,7 @@ def jit_stub(monkeypatch):
         calls.append((spec.name, sm))
         return b"blob", "jit", None
 
-    monkeypatch.setattr(aot.jit, "cccl_from_cache_or_jit", stub)
+    monkeypatch.setattr(aot.runtime.jit, "cccl_from_cache_or_jit", stub)
     return calls
 
 
@@ -156,7 +156,7 @@ def test_symlinks_inside_are_fine(tmp_path):
 
 def test_registry_over_escaping_manifest_warns_once_and_falls_back(tmp_path, jit_stub, recorded):
     root = minimal_set(tmp_path / "set", "../outside.aot")
-    from aot.spec import CcclSpec
+    from aot.core.spec import CcclSpec
     s = CcclSpec("r", "reduce", {"dtype": "int32", "op": "plus", "init": 0})
     reg = Registry(root, specs=[s], device_sm=90)
     assert reg.manifest is None
@@ -295,7 +295,7 @@ def test_nvrtc_foreign_cubin_falls_back_to_packaged_ptx(small_build, tmp_path, r
 
 
 def test_stale_artifact_for_a_changed_spec_is_not_served(small_build, tmp_path, jit_stub, recorded):
-    from aot.spec import CcclSpec
+    from aot.core.spec import CcclSpec
     root = tmp_path / "set"
     shutil.copytree(small_build.out, root)
     now = CcclSpec(SPEC_NAME, "reduce", {"dtype": "int32", "op": "maximum", "init": 0})  # the matrix moved on
@@ -339,13 +339,13 @@ def _cache_dir_readonly(monkeypatch, cache: Path) -> str:
     def denied(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    import aot._fs
-    monkeypatch.setattr(aot._fs.tempfile, "mkstemp", denied)
+    import aot.core.fs
+    monkeypatch.setattr(aot.core.fs.tempfile, "mkstemp", denied)
     return "patched mkstemp"
 
 
 def _fault(kind: str, monkeypatch, tmp_path) -> None:
-    import aot._fs
+    import aot.core.fs
     cache = tmp_path / "cache"
     if kind == "read-only":
         _cache_dir_readonly(monkeypatch, cache)
@@ -370,19 +370,19 @@ def _fault(kind: str, monkeypatch, tmp_path) -> None:
                 self.f.flush()
                 raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(aot._fs.os, "fdopen", lambda fd, *a, **k: HalfWriter(real_fdopen(fd, *a, **k)))
+        monkeypatch.setattr(aot.core.fs.os, "fdopen", lambda fd, *a, **k: HalfWriter(real_fdopen(fd, *a, **k)))
     elif kind == "quota":
         def quota(*a, **k):
             raise OSError(errno.EDQUOT, "Disk quota exceeded")
-        monkeypatch.setattr(aot._fs.tempfile, "mkstemp", quota)
+        monkeypatch.setattr(aot.core.fs.tempfile, "mkstemp", quota)
     elif kind == "fsync-eio":
         def eio(fd):
             raise OSError(errno.EIO, "Input/output error")
-        monkeypatch.setattr(aot._fs.os, "fsync", eio)
+        monkeypatch.setattr(aot.core.fs.os, "fsync", eio)
     elif kind == "rename-fails":
         def exdev(a, b):
             raise OSError(errno.EXDEV, "Invalid cross-device link")
-        monkeypatch.setattr(aot._fs.os, "replace", exdev)
+        monkeypatch.setattr(aot.core.fs.os, "replace", exdev)
     else:
         raise AssertionError(kind)
 
@@ -407,7 +407,7 @@ DISK_FAULTS = ["read-only", "not-a-directory", "disk-full", "quota", "fsync-eio"
 def test_disk_trouble_serves_the_jit_result_with_one_warning(fake_jit, spec, tmp_path, monkeypatch, kind):
     with monkeypatch.context() as mp:
         _fault(kind, mp, tmp_path)
-        from aot.cache import cache_root
+        from aot.runtime.cache import cache_root
         root = cache_root()
         with time_limit(30):
             payload, source, path, warned = jit(spec)
@@ -435,8 +435,8 @@ def test_disk_trouble_through_the_loader_is_one_aot_warning(fake_jit, spec, tmp_
 
 def test_unreadable_entry_is_reported_not_deleted(fake_jit, spec, monkeypatch):
     payload, _, path, _ = jit(spec)
-    import aot.cache
-    real = aot.cache.fmt._read_regular
+    import aot.runtime.cache
+    real = aot.runtime.cache.fmt._read_regular
     state = {"deny": True}
 
     def maybe_denied(p, *a, **k):
@@ -444,9 +444,9 @@ def test_unreadable_entry_is_reported_not_deleted(fake_jit, spec, monkeypatch):
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(p, *a, **k)
 
-    monkeypatch.setattr(aot.cache.fmt, "_read_regular", maybe_denied)
+    monkeypatch.setattr(aot.runtime.cache.fmt, "_read_regular", maybe_denied)
     with pytest.raises(ArtifactError, match="cannot read user-cache entry: Permission denied"):
-        aot.cache.ArtifactCache().get(Path(path).stem)
+        aot.runtime.cache.ArtifactCache().get(Path(path).stem)
     assert Path(path).exists()  # an unreadable entry is not proof of corruption
     _, source, _, warned = jit(spec)
     assert source == "jit" and len(warned) == 1 and "Permission denied" in warned[0]
@@ -546,7 +546,7 @@ def test_bad_cli_env_var(tmp_path, capsys, monkeypatch):
 
 
 def test_bad_cli_sm_native_without_gpu(tmp_path, capsys):
-    from aot.toolchain import native_sm
+    from aot.build.toolchain import native_sm
     if native_sm() is not None:
         pytest.skip("a GPU is present: --sm native is valid here")
     assert main(["build", "--sm", "native", "--out", str(tmp_path / "out"), "-q"]) == 2

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from hostile_util import time_limit
 
-from aot import _wheel
-from aot.cli import main
-from aot.errors import ArtifactError, MatrixError, UsageError
-from aot.loader import AotWarning, Registry
-from aot.manifest import MAX_MANIFEST_LEN, load_manifest
-from aot.matrix import load_matrix
-from aot.spec import MAX_LAMBDA_LEN, MAX_SPECS, lambda_problem, short
+from aot.verify.gpu import wheel as _wheel
+from aot.cli.main import main
+from aot.core.errors import ArtifactError, MatrixError, UsageError
+from aot.runtime.registry import AotWarning, Registry
+from aot.core.manifest import MAX_MANIFEST_LEN, load_manifest
+from aot.build.matrix import load_matrix
+from aot.core.spec import MAX_LAMBDA_LEN, MAX_SPECS, lambda_problem, short
 
 GOOD_CU = 'extern "C" __global__ void good_kernel(int* a) { a[0] = 1; }\n'
 PRODUCER = {"aot": "0", "cuda_cccl": "0", "cuda_major": 13, "nvrtc": "0", "nvjitlink": "0"}
@@ -92,14 +92,14 @@ def test_registry_skips_a_hostile_spec_with_one_warning(tmp_path, op):
 
 def test_registry_survives_any_exception_from_the_validator(tmp_path, monkeypatch):
     """MemoryError, RecursionError, anything: one warning and the spec is skipped (defense in depth)."""
-    import aot.manifest
+    import aot.core.manifest
 
     def explode(d):
         if d["name"] == "bad":
             raise MemoryError
         return real(d)
-    real = aot.manifest.spec_from_definition
-    monkeypatch.setattr(aot.manifest, "spec_from_definition", explode)
+    real = aot.core.manifest.spec_from_definition
+    monkeypatch.setattr(aot.core.manifest, "spec_from_definition", explode)
     root = write_manifest(tmp_path / "m", {"good": _spec("good"), "bad": _spec("bad")})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -108,7 +108,7 @@ def test_registry_survives_any_exception_from_the_validator(tmp_path, monkeypatc
     assert len(msgs) == 1 and "'bad'" in msgs[0] and "MemoryError" in msgs[0]
     assert reg.names() == ["good"]
 
-    monkeypatch.setattr("aot.loader.load_manifest", lambda *a, **k: (_ for _ in ()).throw(RecursionError()))
+    monkeypatch.setattr("aot.runtime.registry.load_manifest", lambda *a, **k: (_ for _ in ()).throw(RecursionError()))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reg = Registry(root)
@@ -296,7 +296,7 @@ def test_matrix_dev_zero_and_fifo(tmp_path, capsys):
 
 @pytest.mark.parametrize("sm", ["8²", "¹²", "８０", "٨٠", "sm_9０"])
 def test_non_ascii_sm_is_a_usage_error(tmp_path, capsys, sm):
-    from aot.arch import parse_sm_list
+    from aot.core.arch import parse_sm_list
     with pytest.raises(UsageError, match="is not an SM"):
         parse_sm_list(sm, cuda_major=13)
     rc, _, err = cli(capsys, "build", "--sm", sm, "--out", str(tmp_path / "out"), "-q")

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, repo_env
 
-from aot import _default_specs
-from aot._stand_ins import LIBS, MAJORS, build, soname
+from aot.runtime import default_specs as _default_specs
+from aot.runtime.stand_ins import LIBS, MAJORS, build, soname
 
 pytestmark = pytest.mark.skipif(shutil.which("nm") is None or shutil.which("cc") is None and
                                 shutil.which("gcc") is None, reason="needs nm and a C compiler")
@@ -109,15 +109,15 @@ def test_every_entry_point_returns_an_error_and_is_counted(stand_ins, major):
 
 PROBE = textwrap.dedent("""
     import ctypes, json, sys
-    from aot.toolchain import stub_library
+    from aot.build.toolchain import stub_library
     ctypes.CDLL(str(stub_library()), mode=ctypes.RTLD_GLOBAL)  # this host has no driver
-    from aot import _lean
-    from aot._default_specs import load
-    from aot.errors import ToolchainError
-    from aot.loader import Registry
+    from aot.runtime import lean as _lean
+    from aot.runtime.default_specs import load
+    from aot.core.errors import ToolchainError
+    from aot.runtime.registry import Registry
     if sys.argv[2] == "hide-toolkit":  # cuda-pathfinder "finds nothing", as in a venv without the toolkit
         _lean._find_real = lambda lib, major: None
-    from aot.loader import default_registry
+    from aot.runtime.registry import default_registry
     n_default = len(default_registry().names())   # the bundled specs, read from JSON
     reg = Registry(sys.argv[1], specs=load(), device_sm=90)
     loaded = reg._load("reduce_sum_i32")          # check + cuda.compute.deserialize of a packaged artifact
@@ -176,15 +176,15 @@ def test_with_the_toolkit_the_real_libraries_are_used(small_build):
 
 
 def test_default_specs_json_is_the_bundled_matrix():
-    """aot/default_specs.json must say what build_matrix.yaml says (regenerate: python -m aot._default_specs)."""
-    from aot.matrix import load_matrix
+    """aot/default_specs.json must say what build_matrix.yaml says (regenerate: python -m aot.runtime.default_specs)."""
+    from aot.build.matrix import load_matrix
     matrix = {s.name: s for s in load_matrix().specs}
     assert {s.name: s for s in _default_specs.load()} == matrix
     assert _default_specs.PATH.read_text() == _default_specs.render(list(matrix.values()))
 
 
 def test_a_damaged_default_spec_file_is_one_artifact_error(tmp_path):
-    from aot.errors import ArtifactError
+    from aot.core.errors import ArtifactError
     p = tmp_path / "default_specs.json"
     for text in ('{"version": 1, "specs": {"x": {"name": "x", "algorithm": "nope"}}}', '{"version": 2}', "[",
                  '{"version": 1, "specs": {}, "specs": {}}'):
@@ -197,7 +197,7 @@ def test_a_damaged_default_spec_file_is_one_artifact_error(tmp_path):
 def test_build_commands_without_pyyaml_say_which_extra():
     """A runtime-only install has no PyYAML/rich: `aot validate` is one line naming the [build] extra."""
     code = ("import sys; sys.modules['yaml'] = None; sys.modules['rich'] = None\n"
-            "from aot.cli import main; sys.exit(main(['validate']))")
+            "from aot.cli.main import main; sys.exit(main(['validate']))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
                        timeout=60, check=False)
     assert r.returncode == 3, r.stderr

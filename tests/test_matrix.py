@@ -1,4 +1,4 @@
-"""aot.matrix validation (table-driven), the bundled matrix, the CLI on bad input, aot.arch.parse_sm_list."""
+"""aot.build.matrix validation (table-driven), the bundled matrix, the CLI on bad input, aot.core.arch.parse_sm_list."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from aot.arch import DEFAULT_SMS, parse_sm_list
-from aot.cli import main
-from aot.errors import MatrixError, UsageError
-from aot.matrix import load_matrix
-from aot.spec import CcclSpec, NvrtcUnit
+from aot.core.arch import DEFAULT_SMS, parse_sm_list
+from aot.cli.main import main
+from aot.core.errors import MatrixError, UsageError
+from aot.build.matrix import load_matrix
+from aot.core.spec import CcclSpec, NvrtcUnit
 
 GOOD_CU = 'extern "C" __global__ void good_kernel(int* a) { a[0] = 1; }\n'
 
@@ -348,13 +348,13 @@ def test_operator_lambdas_cannot_run_code(tmp_path, op, expected):
     """Lambdas are evaluated on end-user machines during JIT fallback: only arithmetic over their args."""
     with pytest.raises(MatrixError, match=re.escape(expected)):
         load_matrix(write_matrix(tmp_path, f'cccl:\n  - {{name: s1, algorithm: select, dtype: int32, op: "{op}"}}\n'))
-    from aot.compile import operator
+    from aot.build.compile import operator
     with pytest.raises(ValueError, match="refusing operator"):
         operator(op)
 
 
 def test_only_with_no_names_is_a_usage_error(capsys):
-    from aot.cli import main
+    from aot.cli.main import main
     assert main(["build", "--only", ",", "--sm", "90"]) == 2
     assert "names no spec" in capsys.readouterr().err
 
@@ -369,7 +369,7 @@ def test_init_range_tables_match_numpy():
     """check_init is numpy-free (the loader validates manifest specs without numpy); its tables must equal
     numpy's own limits."""
     import numpy as np
-    from aot.spec import _FLOAT_MAX, _int_range
+    from aot.core.spec import _FLOAT_MAX, _int_range
     for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
         assert _int_range(d) == (int(np.iinfo(d).min), int(np.iinfo(d).max)), d
     for d, mx in _FLOAT_MAX.items():

@@ -13,10 +13,10 @@ import warnings
 import pytest
 
 import aot
-from aot import errors
-from aot.loader import Registry
-from aot.spec import NvrtcUnit
-from aot.toolchain import real_driver_present
+from aot.core import errors
+from aot.runtime.registry import Registry
+from aot.core.spec import NvrtcUnit
+from aot.build.toolchain import real_driver_present
 
 from conftest import ROOT, repo_env
 from hostile_util import fake_cuda
@@ -28,9 +28,9 @@ driverless = pytest.mark.skipif(real_driver_present(), reason="needs a host with
 HANG_CHILD = textwrap.dedent("""
     import sys, warnings
     warnings.simplefilter("ignore")
-    from aot.compat import check_ptx_loadable
-    from aot.errors import NoDeviceError
-    from aot.loader import Registry
+    from aot.core.versions import check_ptx_loadable
+    from aot.core.errors import NoDeviceError
+    from aot.runtime.registry import Registry
     reg = Registry(sys.argv[1], device_sm=80)
     for attempt in range(2):                       # the old code hung on the second driver call
         try:
@@ -116,14 +116,14 @@ def test_logger_records_each_source_decision(small_build, tmp_path, caplog):
         loaded = Registry(root, device_sm=90)._load("morton")
     assert loaded.kind == "ptx" and len(caught) == 1  # AotWarning stays for the skipped artifact
     msgs = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
-    assert ("aot.loader", "DEBUG", "morton: device sm_90, 2 packaged candidate(s): cubin sm_90, ptx sm_80") in msgs
+    assert ("aot.runtime.registry", "DEBUG", "morton: device sm_90, 2 packaged candidate(s): cubin sm_90, ptx sm_80") in msgs
     assert any(lvl == "DEBUG" and m.startswith(f"morton: candidate {bad} skipped: ") for _, lvl, m in msgs)
     assert any(lvl == "DEBUG" and "compute_80.ptx.aot accepted in" in m for _, lvl, m in msgs)
     assert any(lvl == "INFO" and m.startswith("morton: served from packaged (ptx sm_80, ") for _, lvl, m in msgs)
 
 
 def test_logger_is_silent_by_default():
-    code = ("import aot.loader, logging; h = logging.getLogger('aot').handlers; "
+    code = ("import aot.runtime.registry, logging; h = logging.getLogger('aot').handlers; "
             "print([type(x).__name__ for x in h])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
                           timeout=60)

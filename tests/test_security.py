@@ -8,7 +8,7 @@ warning that says why. Plus the cache basics: 0700 directories, ``aot cache`` in
 the LRU size cap, one warning for an unusable cache path.
 
 The JIT step is the counted fake of ``hostile_util.fake_jit`` (a real build costs seconds; the planted
-entries are real artifacts encoded with :mod:`aot.format` under the victim's real cache key).
+entries are real artifacts encoded with :mod:`aot.core.format` under the victim's real cache key).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from aot import format as fmt
-from aot.cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root
+from aot.core import format as fmt
+from aot.runtime.cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root
 from conftest import ROOT, repo_env
 from hostile_util import SPEC_NAME, cache_key, fake_jit, jit, spec  # noqa: F401 (fixtures)
 
@@ -59,7 +59,7 @@ def arena():
 
 def planted_entry(spec, sm: int = 90) -> bytes:
     """A self-consistent artifact for the victim's key: right header, right hashes, wrong kernel."""
-    from aot.toolchain import versions
+    from aot.build.toolchain import versions
     key = cache_key(spec, sm)
     header = fmt.make_header(family="cccl", name=spec.name, content_key=key, sm=sm, payload_kind="cccl-blob",
                              payload=PLANTED, producer={k: versions()[k] for k in fmt.PRODUCER_FIELDS})
@@ -106,9 +106,9 @@ def test_entry_planted_in_a_shared_1777_cache_is_never_served(fake_jit, spec, ar
 @as_root
 def test_one_aot_warning_per_process_through_the_loader(fake_jit, arena, monkeypatch):
     """Two specs, NVRTC's cache too: the unsafe directory is reported once, and nothing is written there."""
-    from aot.jit import nvrtc_cache_dir
-    from aot.loader import AotWarning, Registry
-    from aot.matrix import load_matrix
+    from aot.runtime.jit import nvrtc_cache_dir
+    from aot.runtime.registry import AotWarning, Registry
+    from aot.build.matrix import load_matrix
     shared = arena / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -189,7 +189,7 @@ int aot_libcuda_stub = 1;
 VICTIM = r"""
 import json, os, sys
 from pathlib import Path
-from aot.toolchain import stub_library, worker_setup
+from aot.build.toolchain import stub_library, worker_setup
 p = stub_library()
 worker_setup(str(p))
 out = {"path": str(p), "modes": {}}
@@ -207,7 +207,7 @@ print(json.dumps(out))
 @as_root
 def test_planted_stand_in_libcuda_is_never_loaded(arena, tmp_path):
     import cccl_patches
-    from aot.toolchain import _packaged_stub, stub_digest
+    from aot.build.toolchain import _packaged_stub, stub_digest
     if _packaged_stub().is_file():
         pytest.skip("the installed package carries its own stand-in: no compiled one is looked up")
     digest = stub_digest()
@@ -253,7 +253,7 @@ def test_planted_stand_in_libcuda_is_never_loaded(arena, tmp_path):
 
 
 def test_stub_override_that_is_not_a_library_is_one_line_exit_3(tmp_path, monkeypatch, capsys):
-    from aot.cli import main
+    from aot.cli.main import main
     not_elf = tmp_path / "libcuda.so.1"
     not_elf.write_text("#!/bin/sh\necho hi\n")
     monkeypatch.setenv("AOT_STUB_LIBCUDA", str(not_elf))
@@ -317,7 +317,7 @@ def test_directories_aot_creates_are_0700_even_with_umask_0(fake_jit, spec, tmp_
     for d in (tmp_path / "a", tmp_path / "a" / "b", root, root / "cccl", Path(path).parent):
         assert stat.S_IMODE(os.stat(d).st_mode) == 0o700, d
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    from aot.cache import NVRTC_DIR, private_dir
+    from aot.runtime.cache import NVRTC_DIR, private_dir
     assert stat.S_IMODE(os.stat(private_dir(NVRTC_DIR)).st_mode) == 0o700
 
 
@@ -339,10 +339,10 @@ def test_unusable_cache_path_is_one_warning(fake_jit, spec, tmp_path, monkeypatc
 
 ATTACKER_JIT = r"""
 import json, sys, warnings
-import aot.compile, cccl_patches
-aot.compile.compile_cccl = lambda spec, sm: b"blob" * 100
-from aot.matrix import load_matrix
-from aot.jit import cccl_from_cache_or_jit
+import aot.build.compile, cccl_patches
+aot.build.compile.compile_cccl = lambda spec, sm: b"blob" * 100
+from aot.build.matrix import load_matrix
+from aot.runtime.jit import cccl_from_cache_or_jit
 spec = load_matrix().select([sys.argv[1]])[0]
 errors, warned = [], []
 payload, source, path = cccl_from_cache_or_jit(spec, 90, errors, warned.append)
@@ -367,13 +367,13 @@ def test_no_permission_on_the_cache_path_is_one_warning(arena):
 
 # ================================================================================= aot cache CLI
 def _cli(capsys, *argv) -> tuple[int, str]:
-    from aot.cli import main
+    from aot.cli.main import main
     rc = main(list(argv))
     return rc, capsys.readouterr().out
 
 
 def test_cache_info_clear_stale_and_cap(fake_jit, spec, capsys, monkeypatch):
-    from aot.toolchain import versions
+    from aot.build.toolchain import versions
     paths = {sm: Path(jit(spec, sm)[2]) for sm in (80, 89, 90)}
     size = paths[90].stat().st_size
     assert {p.stat().st_size for p in paths.values()} == {size}
@@ -413,7 +413,7 @@ def test_cache_clear_refuses_a_shared_directory(arena, monkeypatch, capsys):
     shared.chmod(0o1777)
     run_as_attacker(f"mkdir -p {shared}/cccl/ab && echo x > {shared}/cccl/ab/theirs.aot")
     monkeypatch.setenv("AOT_CACHE_DIR", str(shared))
-    from aot.cli import main
+    from aot.cli.main import main
     rc = main(["cache", "clear"])
     captured = capsys.readouterr()
     assert rc == 1 and "refusing to clear" in captured.err and (shared / "cccl/ab/theirs.aot").exists()

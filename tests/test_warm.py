@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aot import _warm
+from aot.runtime import warm as _warm
 from tests.conftest import GPU_ARTIFACTS, ROOT, SMALL_CCCL, SMALL_NVRTC, repo_env
 
 #: Tags in the top bytes of the fake driver's handles (tests/fake_libcuda.c).
@@ -27,7 +27,7 @@ SLOW_IMPORT = textwrap.dedent("""
     import json, sys, threading, time, warnings
     warnings.simplefilter("ignore")
     import numpy
-    import aot.loader as L
+    import aot.runtime.registry as L
     seen = []
     def slow_import():                        # cuda.compute takes 180-270 ms to import on the GPU machines
         seen.append(threading.current_thread().name)
@@ -67,10 +67,10 @@ FAKE = textwrap.dedent("""
     import ctypes, json, os, sys, warnings
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
-    from aot import _warm
+    from aot.runtime import warm as _warm
     if sys.argv[3] == "other-cccl":
         _warm._cccl_version = lambda: "0.0.1"
-    from aot.loader import Registry
+    from aot.runtime.registry import Registry
     reg = Registry(sys.argv[2], device_sm=90)
     reg.request_warmup()
     cold = reg.ensure_warm(timeout=120)

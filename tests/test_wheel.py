@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from aot.build import build, plan
-from aot.merge import merge
-from aot.errors import ArtifactError
+from aot.build.builder import build, plan
+from aot.build.merge import merge
+from aot.core.errors import ArtifactError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +70,7 @@ def test_wheel_is_reproducible_and_tagged(wheels):
 
 
 def test_installed_wheel_lists_and_verifies(fresh_venv, small_build, tmp_path):
-    code = ("import aot, json; from aot.loader import Registry; r = Registry.from_package('aot', 'artifacts');"
+    code = ("import aot, json; from aot.runtime.registry import Registry; r = Registry.from_package('aot', 'artifacts');"
             "print(json.dumps([r.names(), str(r.root), len(r.manifest.artifacts)]))")
     out = _run(fresh_venv, "-c", code, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -98,7 +98,7 @@ def test_changed_byte_in_installed_artifact_is_caught(fresh_venv, tmp_path):
 
 
 def test_verify_a_wheel_file_directly(wheels, capsys):
-    from aot.cli import main
+    from aot.cli.main import main
     assert main(["verify", str(wheels[0])]) == 0
     assert "integrity OK" in capsys.readouterr().out
 

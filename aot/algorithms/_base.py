@@ -61,7 +61,7 @@ class Build:
         return init_value(dtype, init, self.types)
 
     def op(self, source: str):
-        from ..compile import operator
+        from ..build.compile import operator
         return operator(source)
 
     def order(self, order: str):
@@ -122,29 +122,29 @@ class Check:
         return np_dtype(name, self.types)
 
     def up(self, host):
-        from .._devarray import DeviceArray
+        from ..verify.devarray import DeviceArray
         return DeviceArray.from_host(host, self.device)
 
     def out(self, n: int, dtype):
-        from .._devarray import DeviceArray
+        from ..verify.devarray import DeviceArray
         return DeviceArray(n, dtype if not isinstance(dtype, str) else self.np_dtype(dtype), self.device)
 
     def twice(self, call: Callable[[Any], Any]) -> None:
         """``call(None)`` for the temp-storage size, then ``call(temp)``."""
         import numpy as np
-        from .._devarray import DeviceArray
+        from ..verify.devarray import DeviceArray
         nbytes = call(None)
         call(DeviceArray(int(nbytes or 1), np.uint8, self.device, poison=False))
 
     def rand(self, dtype: str, n: int, *, small: bool = False):
-        from ..reference import rand
+        from ..verify.reference import rand
         return rand(self.rng, self.np_dtype(dtype), n, small=small)
 
     def value(self, dtype: str, init: Any):
         return init_value(dtype, init, self.types)
 
     def op(self, source: str):
-        from ..compile import operator
+        from ..build.compile import operator
         return operator(source)
 
     def counting(self, dtype: str, start: int = 0):

@@ -22,7 +22,7 @@ class BinarySearch(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close
+        from ..verify.reference import close
         dt, n = p["dtype"], c.n
         data = np.sort(c.rand(dt, n, small=True))
         values = np.concatenate([c.rand(dt, n // 2, small=True), data[::3]])

@@ -35,7 +35,7 @@ class HistogramEven(AlgorithmBase):
         """Samples sit where the bin is unambiguous (floats: bin midpoints of width-1 bins; integers: bins
         of width k from 0), some below and above the range (not counted)."""
         import numpy as np
-        from ..reference import NoReference, close
+        from ..verify.reference import NoReference, close
         dt, n, bins = c.np_dtype(p["dtype"]), c.n, p["num_levels"] - 1
         if dt.kind == "f":
             width = 1

@@ -20,7 +20,7 @@ class Reduce(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, reduce_reference
+        from ..verify.reference import close, reduce_reference
         dt, n = p["dtype"], c.n
         x = c.rand(dt, n, small=True)
         init = c.value(dt, p["init"])
@@ -44,7 +44,7 @@ class SegmentedReduce(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, reduce_reference
+        from ..verify.reference import close, reduce_reference
         dt = p["dtype"]
         sizes = c.rng.integers(0, 200, 2000)
         sizes[::17] = 0  # empty segments must yield init

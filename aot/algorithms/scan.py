@@ -21,7 +21,7 @@ class Scan(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, scan_reference
+        from ..verify.reference import close, scan_reference
         dt, n = p["dtype"], c.n
         x = c.rand(dt, n, small=True)
         init = c.value(dt, p["init"])

@@ -23,7 +23,7 @@ class Select(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, select_reference
+        from ..verify.reference import close, select_reference
         dt, n = p["dtype"], c.n
         if p.get("input", "array") == "counting":
             x = np.arange(n, dtype=dt)

@@ -38,7 +38,7 @@ class RadixSort(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close
+        from ..verify.reference import close
         dt, vd, n = p["dtype"], p["value_dtype"], c.n
         keys = _keys_with_duplicates(c, dt)
         vals = np.arange(n, dtype=vd) if vd else None
@@ -66,7 +66,7 @@ class MergeSort(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, sorted_problem
+        from ..verify.reference import close, sorted_problem
         dt, vd, n = p["dtype"], p["value_dtype"], c.n
         keys = _keys_with_duplicates(c, dt)
         vals = np.arange(n, dtype=vd) if vd else None
@@ -102,7 +102,7 @@ class SegmentedSort(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close
+        from ..verify.reference import close
         dt, vd = p["dtype"], p["value_dtype"]
         sizes = c.rng.integers(0, 300, 700)
         sizes[::11] = 0

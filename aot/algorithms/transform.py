@@ -23,7 +23,7 @@ class UnaryTransform(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, np_operator
+        from ..verify.reference import close, np_operator
         dt, od, n = p["dtype"], p["out_dtype"] or p["dtype"], c.n
         if p["input"] == "counting":
             x, d_x = np.arange(n, dtype=dt), c.counting(dt)
@@ -51,7 +51,7 @@ class BinaryTransform(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, np_operator
+        from ..verify.reference import close, np_operator
         dt, n = p["dtype"], c.n
         d2, od = p["dtype2"] or dt, p["out_dtype"] or dt
         a, b = c.rand(dt, n, small=True), c.rand(d2, n, small=True)

@@ -21,7 +21,7 @@ class UniqueByKey(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..reference import close, unique_first
+        from ..verify.reference import close, unique_first
         dt, vd, n = p["dtype"], p["value_dtype"], c.n
         keys = np.sort(c.rand(dt, n, small=True))
         vals = c.rand(vd, n)

@@ -2,7 +2,7 @@
 
     python tests/corpus/make_corpus.py
 
-File names say what must happen: ``reject-*.aot`` raise ArtifactError from ``aot.format.decode``,
+File names say what must happen: ``reject-*.aot`` raise ArtifactError from ``aot.core.format.decode``,
 ``valid-*.aot`` decode exactly; ``reject-*.json`` (as ``manifest.json``) raise ArtifactError from
 ``load_manifest``, ``problem-*.json`` load but ``verify_files`` reports problems. The manifests are replayed
 in a directory holding one file, ``cccl/r/sm_90.aot`` (not an artifact). Cases marked "crashed before" made

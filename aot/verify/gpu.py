@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import format as fmt
-from .errors import ArtifactError
-from .manifest import load_manifest, verify_files
+from ..core import format as fmt
+from ..core.errors import ArtifactError
+from ..core.manifest import load_manifest, verify_files
 
 
 def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
@@ -74,7 +74,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     progress = on_spec or (lambda name, done: None)
     from cuda.core import Device
     from .reference import CheckContext, NoReference, check_cccl, check_kernel, resolve_check
-    from .spec import CcclSpec
+    from ..core.spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = Device()
     device.set_current()
@@ -100,7 +100,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         refusal = registry._code_spec(spec)[1]
                         if refusal:
                             raise NoReference(refusal)
-                    from .loader import CcclAlgorithm
+                    from ..runtime.registry import CcclAlgorithm
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
                     check_cccl(obj, spec, device)
@@ -151,8 +151,8 @@ def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None)
     """Coverage of manifest ``m`` against ``specs`` x ``sms`` (default: the specs and the SM list the manifest
     itself records). A matrix spec whose definition differs from the manifest's counts as missing: the
     loader would refuse those artifacts as stale."""
-    from .build import plan
-    from .spec import spec_from_definition
+    from ..build.builder import plan
+    from ..core.spec import spec_from_definition
     if specs is None:
         specs = []
         for d in m.specs.values():
@@ -190,8 +190,8 @@ def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None)
 def _raw_manifest(root: Path) -> dict:
     """The manifest's top-level fields beyond :class:`aot.manifest.Manifest` (``sms``, ``shard``,
     ``incomplete``), read with the same bounded strict reader."""
-    from .format import _read_regular, loads_strict_json
-    from .manifest import MANIFEST_NAME, MAX_MANIFEST_LEN
+    from ..core.format import _read_regular, loads_strict_json
+    from ..core.manifest import MANIFEST_NAME, MAX_MANIFEST_LEN
     try:
         doc = loads_strict_json(_read_regular(Path(root) / MANIFEST_NAME, MAX_MANIFEST_LEN))
     except (OSError, ValueError, ArtifactError):
@@ -210,8 +210,8 @@ def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Ite
     """What ``verify --for-wheel`` and every bundle path require before a set ships: integrity, not a shard
     or an incomplete (``--keep-going``) build, this environment's CUDA major and cuda-cccl, and every
     (spec, SM) of ``specs`` x ``sms`` present (unless ``allow_partial``). Raises VerificationError."""
-    from .compat import check_producer
-    from .errors import VerificationError
+    from ..core.versions import check_producer
+    from ..core.errors import VerificationError
     root = Path(root)
     n, problems = verify_integrity(root)
     if problems:

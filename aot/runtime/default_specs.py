@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import ArtifactError
-from .spec import NvrtcUnit, Spec, spec_from_definition
+from ..core.errors import ArtifactError
+from ..core.spec import NvrtcUnit, Spec, spec_from_definition
 
-PATH = Path(__file__).with_name("default_specs.json")
+PATH = Path(__file__).parents[1] / "default_specs.json"
 VERSION = 1
 
 
 def load(path: Path = PATH) -> list[Spec]:
     """The default specs (``[]`` when the file is missing: a registry then serves what its manifest has)."""
-    from .format import loads_strict_json, read_file
+    from ..core.format import loads_strict_json, read_file
     if not path.exists():
         return []
     try:
@@ -52,8 +52,8 @@ def render(specs: list[Spec]) -> str:
 
 
 def main() -> None:
-    from ._fs import atomic_write
-    from .matrix import load_matrix
+    from ..core.fs import atomic_write
+    from ..build.matrix import load_matrix
     atomic_write(PATH, render(list(load_matrix().specs)).encode())
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .spec import CcclSpec, NvrtcUnit
+from ..core.spec import CcclSpec, NvrtcUnit
 
 
 class NoReference(Exception):
@@ -101,7 +101,7 @@ def np_operator(op: str) -> Callable[..., Any]:
         return _UFUNCS[op]
     if isinstance(op, str) and op.startswith("lambda"):
         import ast
-        from .spec import lambda_problem
+        from ..core.spec import lambda_problem
         problem = lambda_problem(op)  # checked again: specs also come from manifests on disk
         if problem:
             raise NoReference(f"operator {op!r}: {problem}")
@@ -113,9 +113,9 @@ def np_operator(op: str) -> Callable[..., Any]:
             with np.errstate(all="ignore"):
                 return _eval(tree.body, dict(zip(params, xs)))
         return f
-    from .spec import is_code_ref
+    from ..core.spec import is_code_ref
     if is_code_ref(op):  # an operator from code (the caller vetted its module): called element by element
-        from .opref import resolve
+        from ..core.opref import resolve
         fn = resolve(op)
 
         def g(*xs):
@@ -217,19 +217,19 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
     """Run ``obj`` (a loaded cuda.compute algorithm for ``spec``) on seeded random data and raise on any
     mismatch with numpy: the algorithm's own ``check`` (:mod:`aot.algorithms`). A raw cuda.compute object
     (a JIT build) gets the spec's operators and compiled-in arguments bound as the loader binds them."""
-    from .algorithms import ALGORITHMS, Check
+    from ..algorithms import ALGORITHMS, Check
     algo = ALGORITHMS.get(spec.algorithm)
     if algo is None:
         raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
-    from .loader import CcclAlgorithm
+    from ..runtime.registry import CcclAlgorithm
     if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
         obj = _bind(obj, spec)
     algo.check(obj, spec.params, Check(device, n=n, seed=seed, types=spec.types))
 
 
 def _bind(raw, spec: CcclSpec):
-    from .algorithms import ALGORITHMS
-    from .compile import operator
+    from ..algorithms import ALGORITHMS
+    from ..build.compile import operator
     algo = ALGORITHMS[spec.algorithm]
     bound = {slot.keyword: operator(spec.params[slot.field]) for slot in algo.ops}
     defaults = algo.bound_arguments(spec.params)
@@ -273,7 +273,7 @@ def _pip_reference(px, py, poly_of, vx, vy, offs):
 
 def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed: int = 0) -> None:
     """Run every kernel of a bundled unit; ``get_kernel(name)`` returns a loaded ``cuda.core.Kernel``."""
-    from ._devarray import DeviceArray as DA
+    from .devarray import DeviceArray as DA
     rng = np.random.default_rng(seed)
     up = lambda h: DA.from_host(h, device)  # noqa: E731
     i32, i64, f64 = np.int32, np.int64, np.float64
@@ -379,18 +379,18 @@ class CheckContext:
 
     def array(self, host: np.ndarray):
         """A device copy of ``host`` (``.to_host()`` reads it back)."""
-        from ._devarray import DeviceArray
+        from .devarray import DeviceArray
         return DeviceArray.from_host(np.asarray(host), self.device)
 
     def empty(self, n: int, dtype):
         """A device array of ``n`` elements filled with 0xA5 bytes (so unwritten elements show)."""
-        from ._devarray import DeviceArray
+        from .devarray import DeviceArray
         return DeviceArray(n, dtype, self.device)
 
     def launch(self, kernel: str, n: int, *args, block: int = 256) -> None:
         """Launch ``kernel`` over ``n`` threads (1-D) and wait; device arrays are passed as pointers."""
         from cuda.core import LaunchConfig, launch
-        from ._devarray import DeviceArray
+        from .devarray import DeviceArray
         args = tuple(a.buffer if isinstance(a, DeviceArray) else a for a in args)
         launch(self.device.default_stream, LaunchConfig(grid=max(1, (n + block - 1) // block), block=block),
                self.kernels[kernel], *args)

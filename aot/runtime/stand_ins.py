@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .errors import ToolchainError
+from ..core.errors import ToolchainError
 
 #: cuda-pathfinder's names of the libraries ``cuda.compute`` preloads, in its order.
 LIBS = ("nvrtc", "nvJitLink", "cudart")
@@ -64,7 +64,7 @@ def _private_dir() -> Path:
 
 def compiler() -> list[str]:
     """The C compiler command ($CC, else cc, else gcc); ToolchainError if there is none."""
-    from ._env import CC
+    from ..core.env import CC
     cc = shlex.split(CC.get()) if CC.get() else [shutil.which("cc") or shutil.which("gcc") or ""]
     if not cc or not cc[0]:
         raise ToolchainError("no CUDA toolkit and no C compiler to build aot's stand-in NVRTC/nvJitLink "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import MatrixError
+from ..core.errors import MatrixError
 
 KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks")
 CUDA_KEYS = ("cu12", "cu13")
@@ -55,7 +55,7 @@ class AotConfig:
 
     def sm_for(self, cuda_major: int) -> str:
         """The SM selection for one CUDA major (``AOT_WHEEL_SM`` wins)."""
-        from ._env import WHEEL_SM
+        from ..core.env import WHEEL_SM
         override = WHEEL_SM.get().strip()
         if override:
             return override
@@ -68,7 +68,7 @@ class AotConfig:
         return self.sm[key]
 
     def prebuilt_dir(self) -> Path | None:
-        from ._env import WHEEL_ARTIFACTS
+        from ..core.env import WHEEL_ARTIFACTS
         return WHEEL_ARTIFACTS.get() or self.prebuilt
 
     @property
@@ -153,8 +153,8 @@ def load_config(project: str | Path) -> AotConfig:
         raise fail("sm", f"must be a string (\"all\", \"80,90\") or a table per CUDA major "
                          f"({{cu12 = \"75,80\", cu13 = \"80,90\"}}), got {sm!r}")
     if isinstance(sm, str):  # syntax only; whether this NVRTC can target them is checked at build time
-        from .arch import parse_sm_list
-        from .errors import UsageError
+        from ..core.arch import parse_sm_list
+        from ..core.errors import UsageError
         for major in (12, 13):
             try:
                 parse_sm_list(sm.replace("native", "all"), cuda_major=major)

@@ -1,5 +1,5 @@
 """The hatchling build hook: ``[tool.hatch.build.hooks.aot]`` in a downstream pyproject.toml bundles its
-artifacts into the wheel (registered through ``[project.entry-points.hatch] aot = "aot._hatch"``).
+artifacts into the wheel (registered through ``[project.entry-points.hatch] aot = "aot.package.hatch"``).
 
 It runs :func:`aot.bundle.bundle` (the same build + ``verify --for-wheel`` as ``aot bundle``) into
 ``build/aot-bundle/<folder>``, adds exactly those files under ``<package>/<folder>/`` via
@@ -25,9 +25,9 @@ class AotBuildHook(BuildHookInterface):
         if self.target_name != "wheel" or version == "editable":
             return
         import sysconfig
-        from ._config import load_config
+        from .config import load_config
         from .bundle import bundle, pin_problems
-        from .errors import AotError
+        from ..core.errors import AotError
         cfg = load_config(self.root)
         stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
         try:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Literal, Sequence
 
-from . import __version__
-from .errors import AotError, UsageError
+from ..core.version import __version__
+from ..core.errors import AotError, UsageError
 
 DEFAULT_OUT = "aot-out"
 
@@ -132,7 +132,7 @@ def _log_to_stderr(verbosity: int):
     if verbosity <= 0:
         return None
     import logging
-    from ._log import LOGGER_NAME
+    from ..core.log import LOGGER_NAME
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("aot: %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger(LOGGER_NAME)
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
         if e.name not in ("yaml", "rich"):
             raise
-        from ._lean import install_hint
+        from ..runtime.lean import install_hint
         print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
               f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
         return 3
@@ -175,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .matrix import load_matrix
-    from .spec import CcclSpec
+    from ..build.matrix import load_matrix
+    from ..core.spec import CcclSpec
     m = load_matrix(args.matrix)
     for s in m.specs:
         what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
@@ -186,12 +186,12 @@ def cmd_validate(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from ._env import FORCE_STUB, JOBS
-    from .arch import parse_sm_list
-    from .errors import BusyError
-    from .build import build, error_summary, parse_shard, plan
-    from .matrix import load_matrix
-    from .toolchain import cuda_major, native_sm, nvrtc_supported_sms
+    from ..core.env import FORCE_STUB, JOBS
+    from ..core.arch import parse_sm_list
+    from ..core.errors import BusyError
+    from ..build.builder import build, error_summary, parse_shard, plan
+    from ..build.matrix import load_matrix
+    from ..build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
 
     matrix = load_matrix(args.matrix)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
@@ -243,7 +243,7 @@ def cmd_build(args) -> int:
 
 def _print_report_file(out: Path, console, quiet: bool) -> None:
     import json
-    from .build import REPORT_NAME
+    from ..build.builder import REPORT_NAME
     try:
         data = json.loads((out / REPORT_NAME).read_text())
     except (OSError, ValueError):
@@ -286,7 +286,7 @@ def _artifact_dirs(target: str | None, stack) -> list[Path]:
     :mod:`aot._wheel` into a temporary directory owned by ``stack``), or the installed package's artifacts."""
     import tempfile
     from importlib import resources
-    from ._wheel import extract_artifacts
+    from ..verify.wheel import extract_artifacts
     if target is None:
         return [Path(str(resources.files("aot"))) / "artifacts"]
     p = Path(target)
@@ -304,7 +304,7 @@ def _target_or_build_output(target: str | None, command: str) -> str | None:
     if target is not None:
         return target
     from importlib import resources
-    from .manifest import MANIFEST_NAME
+    from ..core.manifest import MANIFEST_NAME
     if (Path(str(resources.files("aot"))) / "artifacts" / MANIFEST_NAME).is_file():
         return None
     if (Path(DEFAULT_OUT) / MANIFEST_NAME).is_file():
@@ -318,8 +318,8 @@ def _target_or_build_output(target: str | None, command: str) -> str | None:
 def cmd_verify(args) -> int:
     import contextlib
     import json
-    from .errors import VerificationError
-    from .verify import verify_integrity
+    from ..core.errors import VerificationError
+    from ..verify.gpu import verify_integrity
     if args.json is not None and args.json.is_dir():
         raise UsageError(f"--json {args.json}: is a directory; name the file to write")
     with contextlib.ExitStack() as stack:
@@ -333,7 +333,7 @@ def cmd_verify(args) -> int:
             for prob in problems:
                 print(f"problem: {prob}")
             if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
-                from ._fs import atomic_write
+                from ..core.fs import atomic_write
                 doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
                        "problems": problems}
                 atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
@@ -351,17 +351,17 @@ def cmd_verify(args) -> int:
 
 def _verify_gpu(root: Path, args) -> int:
     import json
-    from .errors import VerificationError
-    from .loader import Registry
-    from .verify import verify_gpu
+    from ..core.errors import VerificationError
+    from ..runtime.registry import Registry
+    from ..verify.gpu import verify_gpu
     from rich.console import Console
     from rich.table import Table
-    from .bundle import read_info
+    from ..package.bundle import read_info
     # verify_integrity has already required a manifest. Operators from code are imported only for the
     # matrix's own specs, or inside the package whose artifacts these are.
     specs = None
     if args.matrix is not None:
-        from .matrix import load_matrix
+        from ..build.matrix import load_matrix
         specs = load_matrix(args.matrix).specs
     registry = Registry(root, specs=specs, owner=args.package)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
@@ -400,7 +400,7 @@ def _verify_gpu(root: Path, args) -> int:
           + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
              if unrun else ""))
     if args.json:
-        from ._fs import atomic_write
+        from ..core.fs import atomic_write
         atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
     if bad:
         raise VerificationError(f"{len(bad)} GPU check(s) failed; first: {bad[0].spec}: {bad[0].detail}")
@@ -425,8 +425,8 @@ def _inspect_one(root: Path, title: str) -> None:
     from collections import defaultdict
     from rich.console import Console
     from rich.table import Table
-    from .manifest import load_manifest
-    from .verify import coverage
+    from ..core.manifest import load_manifest
+    from ..verify.gpu import coverage
     m = load_manifest(root)
     sms = sorted({a["sm"] for a in m.artifacts})
     cells: dict = defaultdict(dict)
@@ -458,9 +458,9 @@ def _inspect_one(root: Path, title: str) -> None:
 
 
 def cmd_doctor(args) -> int:
-    from ._env import describe
-    from .compat import dist_version
-    from .toolchain import native_sm, real_driver_present
+    from ..core.env import describe
+    from ..core.versions import dist_version
+    from ..build.toolchain import native_sm, real_driver_present
     print(f"aot {__import__('aot').__version__}; {sys.version.split()[0]}")
     for dist in ("cuda-cccl", "cuda-core", "cuda-bindings", "numba-cuda-mlir"):
         print(f"  {dist}: {dist_version(dist)}")
@@ -468,13 +468,13 @@ def cmd_doctor(args) -> int:
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()
     print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
-    from ._lean import prepare
+    from ..runtime.lean import prepare
     try:
         print(f"runtime toolchain: {prepare().describe()}")
     except AotError as e:
         print(f"runtime toolchain: unusable ({e})")
     if sm:
-        from .loader import default_registry
+        from ..runtime.registry import default_registry
         reg = default_registry()
         for name in reg.names():
             cands = reg.packaged_candidates(reg.spec(name), sm)
@@ -506,7 +506,7 @@ def _size(nbytes: int) -> str:
 
 
 def _print_cache_summary() -> None:
-    from .cache import inspect_cache
+    from ..runtime.cache import inspect_cache
     info = inspect_cache()
     safety = {"ok": "safe", "absent": "not created yet", "disabled": "disabled (AOT_DISABLE_CACHE)",
               "unsafe": f"NOT USED: {info.problem}", "unusable": f"unusable: {info.problem}"}[info.state]
@@ -516,7 +516,7 @@ def _print_cache_summary() -> None:
 
 def cmd_cache(args) -> int:
     from collections import Counter
-    from .cache import clear_cache, inspect_cache
+    from ..runtime.cache import clear_cache, inspect_cache
     if args.action == "clear":
         files, size = clear_cache(stale=args.stale)
         print(f"{'stale ' if args.stale else ''}user cache cleared: {files} files, {_size(size)} removed")
@@ -547,7 +547,7 @@ def cmd_cache(args) -> int:
 def cmd_merge(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from .merge import merge
+    from ..build.merge import merge
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]merge"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=args.quiet or not err.is_terminal) as progress:
@@ -565,21 +565,21 @@ def cmd_merge(args) -> int:
 def _check_packageable(root: Path, args):
     """A wheel carries one CUDA major and one cuda-cccl: its own; shards and failed builds never ship; every
     (spec, SM) of the matrix x SM list is present unless --allow-partial (aot.verify.check_for_wheel)."""
-    from .verify import check_for_wheel
+    from ..verify.gpu import check_for_wheel
     specs = sms = None
     if args.matrix is not None:
-        from .matrix import load_matrix
+        from ..build.matrix import load_matrix
         specs = load_matrix(args.matrix).specs
     if args.sm:
-        from .arch import parse_sm_list
-        from .toolchain import cuda_major
+        from ..core.arch import parse_sm_list
+        from ..build.toolchain import cuda_major
         sms = parse_sm_list(args.sm, cuda_major=cuda_major())
     return check_for_wheel(root, specs=specs, sms=sms, allow_partial=args.allow_partial)
 
 
 def _package_dir(package: str, folder: str) -> Path:
     """The artifact folder an installed package ships (the path Registry.from_package reads)."""
-    from .loader import package_artifact_dir
+    from ..runtime.registry import package_artifact_dir
     root = package_artifact_dir(package, folder)
     if not (root / "manifest.json").is_file():
         raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")
@@ -587,8 +587,8 @@ def _package_dir(package: str, folder: str) -> Path:
 
 
 def cmd_bundle(args) -> int:
-    from ._config import load_config
-    from .bundle import bundle
+    from ..package.config import load_config
+    from ..package.bundle import bundle
     cfg = load_config(args.project)
     out = args.out
     if args.out_root is not None:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ._config import AotConfig
-from .errors import AotError, UsageError
-from .manifest import MANIFEST_NAME, load_manifest
+from .config import AotConfig
+from ..core.errors import AotError, UsageError
+from ..core.manifest import MANIFEST_NAME, load_manifest
 
 INFO_NAME = "aot-package.json"
 INFO_FORMAT = "aot-package"
@@ -91,8 +91,8 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
 
 
 def _sms_for(cfg: AotConfig, sm: str | None) -> list[int]:
-    from .arch import parse_sm_list
-    from .toolchain import cuda_major, native_sm, nvrtc_supported_sms
+    from ..core.arch import parse_sm_list
+    from ..build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
     major = cuda_major()
     text = sm if sm is not None else cfg.sm_for(major)
     try:
@@ -111,9 +111,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     ``out`` defaults to ``<package>/<folder>`` in the project; ``work`` (default ``<project>/build/aot``)
     keeps the build output between runs, so an unchanged matrix is a no-op rebuild.
     """
-    from ._env import JOBS
-    from .matrix import load_matrix
-    from .verify import check_for_wheel
+    from ..core.env import JOBS
+    from ..build.matrix import load_matrix
+    from ..verify.gpu import check_for_wheel
     specs = load_matrix(cfg.matrix).specs
     unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family == "nvrtc"}]
     if unknown:
@@ -123,8 +123,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     allow = cfg.allow_partial if allow_partial is None else allow_partial
     src = prebuilt if prebuilt is not None else cfg.prebuilt_dir()
     if src is None:
-        from .build import build
-        from .toolchain import versions
+        from ..build.builder import build
+        from ..build.toolchain import versions
         if require_pins:  # before minutes of compiling: the pins must already match this toolchain
             _raise_pin_problems(cfg, versions(), require_pins)
         src = work if work is not None else cfg.project / "build" / "aot"
@@ -156,8 +156,8 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
     """Copy ``src``'s manifest and the artifacts it names (only those of ``names``) into ``out``, plus
     ``aot-package.json``: into a sibling temporary folder first, then swapped in, so a reader never sees a
     half-written folder. Nothing else (reports, stray files) is copied. Returns (artifacts, bytes)."""
-    from ._env import SOURCE_DATE_EPOCH
-    from .manifest import write_manifest
+    from ..core.env import SOURCE_DATE_EPOCH
+    from ..core.manifest import write_manifest
     m = load_manifest(src)
     entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
     kept = {a["name"] for a in entries}
@@ -196,7 +196,7 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
 
 def read_info(root: Path) -> dict | None:
     """``aot-package.json`` of a bundled folder, or ``None`` (an ``aot build`` output has none)."""
-    from .format import _read_regular, loads_strict_json
+    from ..core.format import _read_regular, loads_strict_json
     try:
         doc = loads_strict_json(_read_regular(Path(root) / INFO_NAME, 1 << 20))
     except (OSError, ValueError, AotError):

@@ -46,7 +46,7 @@ def require_driver(what: str) -> None:
     in the process waits on it forever (seen with ``Registry(dir, device_sm=80).kernel(...)`` on a
     driverless host). The stand-in libcuda is no driver either: it only makes builds link.
     """
-    from .toolchain import real_driver_present
+    from ..build.toolchain import real_driver_present
     if not real_driver_present():
         raise NoDeviceError(f"{what} needs an NVIDIA driver and none is installed (no libcuda.so.1)")
 

@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from . import format as fmt
-from ._env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
-from ._fs import (NOFOLLOW, UnsafePath, atomic_write, open_trusted_root, open_trusted_subdir,
-                  same_file, sweep_temp, trust_problem)
-from .errors import AotError, ArtifactError
+from ..core import format as fmt
+from ..core.env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
+from ..core.fs import NOFOLLOW, UnsafePath, atomic_write, open_trusted_root, open_trusted_subdir, same_file, sweep_temp, trust_problem
+from ..core.errors import AotError, ArtifactError
 
 CCCL_DIR, NVRTC_DIR, STUB_DIR = "cccl", "nvrtc", "stub"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -458,8 +457,8 @@ def clear_cache(stale: bool = False) -> tuple[int, int]:
                 shutil.rmtree(p)
                 files, size = files + n, size + b
         return files, size
-    from . import __version__
-    from .compat import dist_version
+    from ..core.version import __version__
+    from ..core.versions import dist_version
     cccl = dist_version("cuda-cccl")
     store = root / CCCL_DIR
     if store.is_dir() and not store.is_symlink():
@@ -481,7 +480,7 @@ def clear_cache(stale: bool = False) -> tuple[int, int]:
         files += sweep_temp(store)
     stubs = root / STUB_DIR
     if stubs.is_dir() and not stubs.is_symlink():
-        from .toolchain import stub_digest
+        from ..build.toolchain import stub_digest
         current = stub_digest()
         for d in stubs.iterdir():
             if d.name != current and d.is_dir() and not d.is_symlink():

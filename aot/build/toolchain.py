@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compat import dist_version
-from ._fs import trust_problem
-from .errors import ToolchainError
+from ..core.versions import dist_version
+from ..core.fs import trust_problem
+from ..core.errors import ToolchainError
 
 STUB_MARKER = "aot_libcuda_stub"
 
@@ -41,7 +41,7 @@ def versions() -> dict[str, str]:
         nvjitlink_v = f"{jl[0]}.{jl[1]}"
     except Exception as e:  # a failed probe is recorded, never silently equal to a working toolchain
         raise ToolchainError(f"cannot load NVRTC/nvJitLink: {e}") from None
-    from . import __version__
+    from ..core.version import __version__
     return {"aot": __version__, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
             "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": dist_version("cuda-core")}
 
@@ -153,7 +153,7 @@ def _private_stub_dir() -> Path:
 
 def _cached_stub_dir(digest: str) -> Path | None:
     """``<cache>/stub/<digest>`` when the cache is enabled and every level of it is ours (else ``None``)."""
-    from .cache import STUB_DIR, UnsafeCacheError, enabled, private_dir
+    from ..runtime.cache import STUB_DIR, UnsafeCacheError, enabled, private_dir
     if not enabled():
         return None
     try:
@@ -167,7 +167,7 @@ def stub_library() -> Path:
     CMake built into the installed package, or one compiled from ``cccl_patches/libcuda_stub.c`` with the
     system C compiler into the user cache (keyed by the source's hash, written atomically; loaded only if
     it and its directories are ours and written by nobody else), else into a fresh private directory."""
-    from ._env import STUB_PATH
+    from ..core.env import STUB_PATH
     override = STUB_PATH.get()
     if override is not None:
         if not override.is_file():
@@ -199,8 +199,8 @@ def stub_library() -> Path:
 
 def _compile_stub(target: Path) -> Path:
     import cccl_patches
-    from ._env import CC
-    from ._fs import TMP_PREFIX
+    from ..core.env import CC
+    from ..core.fs import TMP_PREFIX
     cc = shlex.split(CC.get()) if CC.get() else [shutil.which("cc") or shutil.which("gcc") or ""]
     if not cc[0]:
         raise ToolchainError("no NVIDIA driver and no C compiler to build the stand-in libcuda "
@@ -257,7 +257,7 @@ def worker_setup(stub_path: str | None) -> None:
     descriptor that was checked, so it cannot be swapped between the check and ``dlopen``."""
     if not stub_path:
         return
-    from ._env import STUB_PATH
+    from ..core.env import STUB_PATH
     path = Path(stub_path)
     trusted = path in (STUB_PATH.get(), _packaged_stub())
     fd = _open_library(path, trusted_location=trusted)

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from .errors import ToolchainError
+from ..core.errors import ToolchainError
 
 #: The distribution name in pyproject.toml (the CUDA-major variants are ``<name>-cu12`` / ``-cu13``).
 DIST_NAME = "cccl-aot"
@@ -66,7 +66,7 @@ def state() -> RuntimeToolchain | None:
 
 
 def _cuda_major() -> int:
-    from .compat import dist_version
+    from ..core.versions import dist_version
     v = dist_version("cuda-bindings")
     if v == "missing":
         raise ToolchainError(f"cuda-bindings is not installed (reinstall {DIST_NAME}-cu12 or {DIST_NAME}-cu13)")
@@ -81,12 +81,12 @@ def _find_real(lib: str, major: int) -> str | None:
     except Exception:  # noqa: BLE001 - DynamicLibNotFoundError and friends: "not there" is the answer
         return None
     path = loaded.abs_path or ""
-    from ._stand_ins import soname
+    from .stand_ins import soname
     return path if os.path.basename(path).startswith(soname(lib, major)) else None
 
 
 def _forced() -> bool:
-    from ._env import FORCE_STUB_TOOLCHAIN
+    from ..core.env import FORCE_STUB_TOOLCHAIN
     return FORCE_STUB_TOOLCHAIN.get()
 
 
@@ -96,7 +96,7 @@ def prepare() -> RuntimeToolchain:
     with _lock:
         if _state is not None:
             return _state
-        from ._stand_ins import LIBS
+        from .stand_ins import LIBS
         major, forced = _cuda_major(), _forced()
         if forced and "cuda.compute._bindings" in sys.modules:
             raise ToolchainError("AOT_FORCE_STUB_TOOLCHAIN=1 but cuda.compute was imported before aot could "
@@ -105,7 +105,7 @@ def prepare() -> RuntimeToolchain:
         missing = [lib for lib in LIBS if not real.get(lib)]
         stand_ins = {}
         if missing:
-            from ._stand_ins import stand_in_paths
+            from .stand_ins import stand_in_paths
             paths = stand_in_paths(major)
             for lib in missing:
                 _handles[lib] = ctypes.CDLL(str(paths[lib]), mode=os.RTLD_NOW | os.RTLD_GLOBAL)

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from . import format as fmt
-from ._fs import atomic_write, sweep_temp
-from ._log import get_logger
-from ._outlock import output_lock
-from .errors import ArtifactError, BuildError, UsageError
-from .manifest import remove_manifest, write_manifest
-from .spec import CcclSpec, NvrtcUnit, Spec, item_key
+from ..core import format as fmt
+from ..core.fs import atomic_write, sweep_temp
+from ..core.log import get_logger
+from .outlock import output_lock
+from ..core.errors import ArtifactError, BuildError, UsageError
+from ..core.manifest import remove_manifest, write_manifest
+from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
 
 REPORT_NAME = "build-report.json"
 
@@ -283,7 +283,7 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
 def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict, dict]]:
     """For ``--only`` builds: the previous manifest's (entry, spec definition) pairs of the specs not being
     rebuilt, where the file is still intact and the toolchain is the same, so the output stays whole."""
-    from .manifest import load_manifest, verify_files
+    from ..core.manifest import load_manifest, verify_files
     try:
         old = load_manifest(out)
     except ArtifactError:
@@ -299,7 +299,7 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             sms: Sequence[int], kept: Sequence[tuple[dict, dict]] = ()) -> None:
     """Write the manifest (last: it is the commit marker) for the items that are in place, plus the
     entries an ``--only`` build kept from the previous manifest."""
-    from .manifest import file_sha256
+    from ..core.manifest import file_sha256
     key_of = {it.rel_path: keys[it] for it in items}
     ok = [r for r in report.items if r.status in ("hit", "built")]
     entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,

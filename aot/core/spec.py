@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Union
 #: it is part of every content key, so such a change invalidates incremental builds and user caches.
 RECIPE_VERSION = 2  # 2: internal symbol names normalized
 
-from .algorithms import ALGORITHMS, BUILTIN_OPS, DTYPES, REQUIRED, SORT_ORDERS, is_dtype_field  # noqa: E402,F401
+from ..algorithms import ALGORITHMS, BUILTIN_OPS, DTYPES, REQUIRED, SORT_ORDERS, is_dtype_field  # noqa: E402,F401
 
 #: Kept for callers of the old tables: every algorithm's dtype fields.
 DTYPE_FIELDS = tuple(sorted({f for a in ALGORITHMS.values() for f in a.fields if is_dtype_field(f)}))

@@ -15,11 +15,11 @@ import functools
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from .spec import CcclSpec, NvrtcUnit
+from ..core.spec import CcclSpec, NvrtcUnit
 
 def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
     """The spec's ``init`` as a 1-element numpy array of ``dtype`` ('inf', '-inf', 'min', 'max' allowed)."""
-    from .algorithms import init_value as _init_value
+    from ..algorithms import init_value as _init_value
     return _init_value(dtype, init, types)
 
 
@@ -29,14 +29,14 @@ def operator(op: str):
     being built, or the package that owns the artifacts, see :func:`aot.loader.code_op_allowed`)."""
     import cuda.compute as cc
     if op.startswith("lambda"):
-        from .spec import lambda_problem
+        from ..core.spec import lambda_problem
         problem = lambda_problem(op)  # checked again here: specs also come from manifests on disk
         if problem:
             raise ValueError(f"refusing operator {op!r}: {problem}")
         return eval(compile(op, "<aot-op>", "eval"), {"__builtins__": {}})  # noqa: S307 - vetted above
-    from .spec import is_code_ref
+    from ..core.spec import is_code_ref
     if is_code_ref(op):
-        from .opref import resolve
+        from ..core.opref import resolve
         return resolve(op)
     return cc.OpKind[op.upper()]
 
@@ -44,7 +44,7 @@ def operator(op: str):
 def algorithm_kwargs(spec: CcclSpec, array: Callable[[Any], Any]) -> tuple[str, dict[str, Any]]:
     """The factory name and keyword arguments for ``spec`` (see :mod:`aot.algorithms`); ``array(dtype)``
     makes each array argument (``ProxyArray`` for AoT builds, real device arrays elsewhere)."""
-    from .algorithms import ALGORITHMS, Build
+    from ..algorithms import ALGORITHMS, Build
     algo = ALGORITHMS[spec.algorithm]
     return algo.factory, algo.factory_kwargs(spec.params, Build(array, spec.types))
 
@@ -57,7 +57,7 @@ def build_cccl(spec: CcclSpec, sm: int):
     import cuda.compute as cc
     factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)))
     if spec.code:
-        from .opref import check_digests
+        from ..core.opref import check_digests
         check_digests(spec)  # the source built is the source the content key names
     return getattr(cc, factory)(**kw, compute_capability=[sm])
 
@@ -94,7 +94,7 @@ def headers_dir(unit: NvrtcUnit) -> Iterator[str | None]:
         yield None
         return
     import tempfile
-    from .spec import header_path_ok
+    from ..core.spec import header_path_ok
     with tempfile.TemporaryDirectory(prefix="aot-headers-") as tmp:
         for rel, text in unit.headers.items():
             if not header_path_ok(rel):  # the definition was validated; checked again before writing

@@ -14,10 +14,9 @@ from typing import Any, Iterable
 
 import yaml
 
-from .errors import ArtifactError, MatrixError
-from .format import _read_regular
-from .spec import (DTYPES, MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS,
-                   MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name, check_nvrtc, hint, short)
+from ..core.errors import ArtifactError, MatrixError
+from ..core.format import _read_regular
+from ..core.spec import DTYPES, MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name, check_nvrtc, hint, short
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")
@@ -153,7 +152,7 @@ def default_matrix_path() -> Path:
     packaged = Path(str(resources.files("aot"))) / "build_matrix.yaml"
     if packaged.is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "build_matrix.yaml"
+    return Path(__file__).resolve().parents[2] / "build_matrix.yaml"
 
 
 def resolve_source(matrix_path: Path, src: str) -> Path:
@@ -165,7 +164,7 @@ def resolve_source(matrix_path: Path, src: str) -> Path:
     first = matrix_path.parent / p
     if first.exists():
         return first
-    bundled = Path(__file__).resolve().parent / p
+    bundled = Path(__file__).resolve().parents[1] / p
     return bundled if bundled.exists() else first
 
 
@@ -316,7 +315,7 @@ def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]
 
 def _code_digest(ref: str) -> str:
     """The source digest of an operator from code (the matrix being built may name any module)."""
-    from .opref import OpRefError, source_digest
+    from ..core.opref import OpRefError, source_digest
     try:
         return source_digest(ref)
     except OpRefError as err:

@@ -50,7 +50,7 @@ class KernelsNotLoaded(Exception):
 
 @functools.lru_cache(maxsize=1)
 def _cccl_version() -> str:
-    from .compat import dist_version
+    from ..core.versions import dist_version
     return dist_version("cuda-cccl")
 
 
@@ -166,7 +166,7 @@ def request_default_warmup(names: Iterable[str] | None) -> None:
     """``aot.request_warmup``: even the default registry (importing the loader, reading the manifest and
     the specs: 20-90 ms) is built in a background thread, so the caller only pays for starting one."""
     names = list(names) if names is not None else None
-    loader = sys.modules.get("aot.loader")
+    loader = sys.modules.get("aot.runtime.registry")
     if loader is not None and loader._default is not None:
         loader._default.request_warmup(names)  # built already: a few dict lookups, and names are checked now
         return
@@ -176,7 +176,7 @@ def request_default_warmup(names: Iterable[str] | None) -> None:
     def start() -> None:
         go.wait()  # the caller never waits for the GIL behind this thread
         try:
-            from .loader import default_registry
+            from .registry import default_registry
             reg = default_registry()
             if reg._warm_device is None:
                 reg._warm_device = device

@@ -27,16 +27,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, cast
 
-from . import _warm
-from . import format as fmt
-from ._env import DISABLE_PACKAGED
-from ._lean import import_cuda_compute, require_jit
-from ._log import get_logger
-from .arch import Candidate, rank
-from .compat import check_producer, check_ptx_loadable, require_driver
-from .errors import AotError, ArtifactError, NoDeviceError
-from .manifest import MANIFEST_NAME, Manifest, load_manifest
-from .spec import CcclSpec, NvrtcUnit, Spec, short
+from . import warm as _warm
+from ..core import format as fmt
+from ..core.env import DISABLE_PACKAGED
+from .lean import import_cuda_compute, require_jit
+from ..core.log import get_logger
+from ..core.arch import Candidate, rank
+from ..core.versions import check_producer, check_ptx_loadable, require_driver
+from ..core.errors import AotError, ArtifactError, NoDeviceError
+from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest
+from ..core.spec import CcclSpec, NvrtcUnit, Spec, short
 
 #: A manifest with many unusable specs costs this many warnings naming them, then one for the rest.
 _MAX_SPEC_WARNINGS = 8
@@ -424,7 +424,7 @@ class Registry:
         operator whose source changed re-keys the spec: its packaged artifacts are then stale and JIT
         builds the edited one. Returns the spec and, when refused, why (packaged artifacts still serve:
         loading one imports nothing)."""
-        from .opref import OpRefError, inside, source_digest
+        from ..core.opref import OpRefError, inside, source_digest
         if spec.name not in self._trusted:
             foreign = [r for r in spec.code if self._owner is None or not inside(r, self._owner)]
             if foreign:
@@ -459,7 +459,7 @@ class Registry:
             raise ArtifactError("header does not match its manifest entry (name, family, SM or kind)")
         if h["content_key"] != entry["content_key"]:
             raise ArtifactError("content key differs from the manifest's")
-        from .spec import item_key
+        from ..core.spec import item_key
         if self.manifest is None:
             raise ArtifactError("no manifest: packaged artifacts are opened only through one")
         if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], self.manifest.producer):
@@ -536,8 +536,8 @@ class CcclAlgorithm:
     __slots__ = ("spec", "raw", "_ops", "_defaults")
 
     def __init__(self, spec: CcclSpec, raw):
-        from .algorithms import ALGORITHMS
-        from .spec import BUILTIN_OPS
+        from ..algorithms import ALGORITHMS
+        from ..core.spec import BUILTIN_OPS
         self.spec, self.raw = spec, raw
         algo = ALGORITHMS[spec.algorithm]
         self._defaults = algo.bound_arguments(spec.params)  # compiled-in values, unless the caller passes them
@@ -569,7 +569,7 @@ def default_registry() -> Registry:
     global _default
     with _default_lock:
         if _default is None:
-            from . import _default_specs
+            from . import default_specs as _default_specs
             try:
                 specs = _default_specs.load()
             except AotError as e:

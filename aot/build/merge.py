@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ._fs import atomic_write
-from .errors import ArtifactError, UsageError
-from .manifest import Manifest, load_manifest, remove_manifest, verify_files, write_manifest
+from ..core.fs import atomic_write
+from ..core.errors import ArtifactError, UsageError
+from ..core.manifest import Manifest, load_manifest, remove_manifest, verify_files, write_manifest
 
 
 def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
@@ -48,7 +48,7 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
     """Merge ``shards`` into ``out``; returns a summary (artifact count, bytes, shards). ``on_copy(done,
     total)`` follows the copying (the CLI's progress bar). Holds ``out``'s writer lock throughout: a build
     or another merge into ``out`` is refused with :class:`~aot.errors.BusyError`."""
-    from ._outlock import output_lock
+    from .outlock import output_lock
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")

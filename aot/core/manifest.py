@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from ._fs import atomic_write
+from .fs import atomic_write
 from .errors import ArtifactError
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .spec import MAX_SPECS, Spec, SpecError, short, spec_from_definition

@@ -13,9 +13,9 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from .errors import UsageError
-from .format import MAX_FILE_LEN
-from .manifest import MANIFEST_NAME, MAX_MANIFEST_LEN
+from ..core.errors import UsageError
+from ..core.format import MAX_FILE_LEN
+from ..core.manifest import MANIFEST_NAME, MAX_MANIFEST_LEN
 
 #: Most bytes unpacked from one wheel, and from one member (the largest artifact file or manifest).
 MAX_UNPACKED = 2 * 1024 ** 3

@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from ._log import get_logger
-from .errors import BusyError, UsageError
+from ..core.log import get_logger
+from ..core.errors import BusyError, UsageError
 
 LOCK_NAME = ".aot-lock"
 

@@ -1,0 +1,3 @@
+"""Downstream packaging: ``[tool.aot]`` configuration, ``aot bundle`` and the hatchling build hook.
+Stands on everything below it except the CLI.
+"""
