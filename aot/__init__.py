@@ -25,7 +25,7 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
-_LAZY = {"Registry": "loader", "AotWarning": "loader", "default_registry": "loader"}
+_LAZY = {"Registry": "runtime.registry", "AotWarning": "runtime.registry", "default_registry": "runtime.registry"}
 
 
 def __getattr__(name: str):
