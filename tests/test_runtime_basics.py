@@ -28,7 +28,7 @@ driverless = pytest.mark.skipif(real_driver_present(), reason="needs a host with
 HANG_CHILD = textwrap.dedent("""
     import sys, warnings
     warnings.simplefilter("ignore")
-    from aot.core.versions import check_ptx_loadable
+    from aot.runtime.driver import check_ptx_loadable
     from aot.core.errors import NoDeviceError
     from aot.runtime.registry import Registry
     reg = Registry(sys.argv[1], device_sm=80)

@@ -18,32 +18,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.versions import dist_version
+from ..core.versions import dist_version, producer_versions, stub_digest
+from ..runtime.driver import STUB_MARKER, native_sm, real_driver_present
 from ..core.fs import trust_problem
 from ..core.errors import ToolchainError
 
-STUB_MARKER = "aot_libcuda_stub"
-
-
-@functools.lru_cache(maxsize=1)
-def versions() -> dict[str, str]:
-    """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries)."""
-    cccl = dist_version("cuda-cccl")
-    bindings = dist_version("cuda-bindings")
-    if "missing" in (cccl, bindings):
-        raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
-                             "(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
-    try:
-        from cuda.bindings import nvjitlink, nvrtc
-        err, major, minor = nvrtc.nvrtcVersion()
-        nvrtc_v = f"{major}.{minor}"
-        jl = nvjitlink.version()
-        nvjitlink_v = f"{jl[0]}.{jl[1]}"
-    except Exception as e:  # a failed probe is recorded, never silently equal to a working toolchain
-        raise ToolchainError(f"cannot load NVRTC/nvJitLink: {e}") from None
-    from ..core.version import __version__
-    return {"aot": __version__, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
-            "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": dist_version("cuda-core")}
 
 
 def cuda_major() -> int:
@@ -75,26 +54,11 @@ class Driver:
         return "real NVIDIA driver" if self.kind == "real" else f"aot stand-in libcuda ({self.path})"
 
 
-def real_driver_present() -> bool:
-    """True when the system loader finds a libcuda.so.1 that is not our stand-in."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return not hasattr(lib, STUB_MARKER)
-
-
 def choose_driver(force_stub: bool = False) -> Driver:
     """A real driver always wins, unless ``force_stub`` (CI parity on a GPU host)."""
     if not force_stub and real_driver_present():
         return Driver("real", None)
     return Driver("stub", str(stub_library()))
-
-
-def stub_digest() -> str:
-    """Names a compiled stand-in by its source: a changed ``libcuda_stub.c`` gets a new directory."""
-    import cccl_patches
-    return hashlib.sha256(cccl_patches.STUB_SOURCE.read_bytes()).hexdigest()[:16]
 
 
 def _packaged_stub() -> Path:
@@ -226,28 +190,6 @@ def _compile_stub(target: Path) -> Path:
     return target
 
 
-def native_sm() -> int | None:
-    """SM of GPU 0 through the real driver, or ``None`` when there is no driver or no device."""
-    if not real_driver_present():
-        return None
-    try:
-        from cuda.bindings import driver
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return None
-        err, dev = driver.cuDeviceGet(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return None
-        A = driver.CUdevice_attribute
-        err, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        err2, minor = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS:
-            return None
-        return 10 * major + minor
-    except Exception:
-        return None
-
-
 def worker_setup(stub_path: str | None) -> None:
     """Run first in every build worker: preload the stand-in, so that cuda-cccl's DT_NEEDED on
     libcuda.so.1 resolves to it by soname. cuda.compute itself is imported on the worker's first CCCL
@@ -280,3 +222,8 @@ def cccl_ready() -> None:
     import cccl_patches
     cccl_patches.apply()
 
+
+
+#: The producer fingerprint (kept under its old name for the build driver and its tests).
+versions = producer_versions
+__all__ = ["STUB_MARKER", "native_sm", "real_driver_present", "stub_digest", "versions"]

@@ -11,7 +11,7 @@ import functools
 import importlib.metadata as md
 from typing import Any, Mapping
 
-from .errors import ArtifactError, NoDeviceError
+from .errors import ArtifactError, ToolchainError
 
 
 def dist_version(name: str) -> str:
@@ -38,39 +38,28 @@ def check_producer(producer: Mapping[str, Any], family: str) -> None:
         raise ArtifactError(f"built with cuda-cccl {producer.get('cuda_cccl')}, installed is {here['cuda_cccl']}")
 
 
-def require_driver(what: str) -> None:
-    """Refuse, before any call into libcuda, when no real NVIDIA driver is loadable.
-
-    Calling ``cuda.bindings.driver`` without a driver is not merely an error: the first failed call
-    (``SystemError`` from its lazy loader) leaves a lock of the bindings held, and the next driver call
-    in the process waits on it forever (seen with ``Registry(dir, device_sm=80).kernel(...)`` on a
-    driverless host). The stand-in libcuda is no driver either: it only makes builds link.
-    """
-    from ..build.toolchain import real_driver_present
-    if not real_driver_present():
-        raise NoDeviceError(f"{what} needs an NVIDIA driver and none is installed (no libcuda.so.1)")
-
-
-def driver_cuda_version() -> tuple[int, int]:
-    """(major, minor) CUDA version the installed driver supports; :class:`NoDeviceError` without one."""
-    require_driver("asking the driver's CUDA version")
+@functools.lru_cache(maxsize=1)
+def producer_versions() -> dict[str, str]:
+    """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries)."""
+    cccl = dist_version("cuda-cccl")
+    bindings = dist_version("cuda-bindings")
+    if "missing" in (cccl, bindings):
+        raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
+                             "(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
     try:
-        from cuda.bindings import driver
-        err, v = driver.cuDriverGetVersion()
-    except Exception as e:  # noqa: BLE001 - a broken driver install: no usable device, never a crash
-        raise NoDeviceError(f"cannot ask the NVIDIA driver for its version: {type(e).__name__}: {e}") from None
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise NoDeviceError(f"cuDriverGetVersion failed: {err}")
-    return v // 1000, (v % 1000) // 10
+        from cuda.bindings import nvjitlink, nvrtc
+        err, major, minor = nvrtc.nvrtcVersion()
+        nvrtc_v = f"{major}.{minor}"
+        jl = nvjitlink.version()
+        nvjitlink_v = f"{jl[0]}.{jl[1]}"
+    except Exception as e:  # a failed probe is recorded, never silently equal to a working toolchain
+        raise ToolchainError(f"cannot load NVRTC/nvJitLink: {e}") from None
+    from .version import __version__
+    return {"aot": __version__, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
+            "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": dist_version("cuda-core")}
 
 
-def check_ptx_loadable(producer: Mapping[str, Any]) -> None:
-    """PTX only JIT-compiles on a driver at least as new as the NVRTC that wrote it."""
-    try:
-        need = tuple(int(x) for x in str(producer.get("nvrtc")).split(".")[:2])
-    except ValueError:
-        raise ArtifactError(f"unreadable producer NVRTC version {producer.get('nvrtc')!r}") from None
-    have = driver_cuda_version()
-    if have < need:
-        raise ArtifactError(f"PTX from NVRTC {need[0]}.{need[1]} needs a driver for CUDA >= that; "
-                            f"this driver supports CUDA {have[0]}.{have[1]}")
+def stub_digest() -> str:
+    """Names a compiled stand-in by its source: a changed ``libcuda_stub.c`` gets a new directory."""
+    import cccl_patches
+    return hashlib.sha256(cccl_patches.STUB_SOURCE.read_bytes()).hexdigest()[:16]

@@ -480,7 +480,7 @@ def clear_cache(stale: bool = False) -> tuple[int, int]:
         files += sweep_temp(store)
     stubs = root / STUB_DIR
     if stubs.is_dir() and not stubs.is_symlink():
-        from ..build.toolchain import stub_digest
+        from ..core.versions import stub_digest
         current = stub_digest()
         for d in stubs.iterdir():
             if d.name != current and d.is_dir() and not d.is_symlink():

@@ -23,8 +23,8 @@ from ..core.spec import CcclSpec, NvrtcUnit, item_key
 
 
 def _toolchain_for_cache() -> dict[str, str]:
-    from ..build.toolchain import versions
-    return versions()
+    from ..core.versions import producer_versions
+    return producer_versions()
 
 
 def unsafe_cache_message(e: UnsafeCacheError) -> str:

@@ -33,7 +33,8 @@ from ..core.env import DISABLE_PACKAGED
 from .lean import import_cuda_compute, require_jit
 from ..core.log import get_logger
 from ..core.arch import Candidate, rank
-from ..core.versions import check_producer, check_ptx_loadable, require_driver
+from ..core.versions import check_producer
+from .driver import check_ptx_loadable, require_driver
 from ..core.errors import AotError, ArtifactError, NoDeviceError
 from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, short
