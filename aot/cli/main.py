@@ -506,7 +506,7 @@ def _size(nbytes: int) -> str:
 
 
 def _print_cache_summary() -> None:
-    from ..runtime.cache import inspect_cache
+    from ..runtime.cache_admin import inspect_cache
     info = inspect_cache()
     safety = {"ok": "safe", "absent": "not created yet", "disabled": "disabled (AOT_DISABLE_CACHE)",
               "unsafe": f"NOT USED: {info.problem}", "unusable": f"unusable: {info.problem}"}[info.state]
@@ -516,7 +516,7 @@ def _print_cache_summary() -> None:
 
 def cmd_cache(args) -> int:
     from collections import Counter
-    from ..runtime.cache import clear_cache, inspect_cache
+    from ..runtime.cache_admin import clear_cache, inspect_cache
     if args.action == "clear":
         files, size = clear_cache(stale=args.stale)
         print(f"{'stale ' if args.stale else ''}user cache cleared: {files} files, {_size(size)} removed")

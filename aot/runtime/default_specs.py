@@ -6,16 +6,15 @@ matrix validator) runtime dependencies; this file holds the same definitions in 
 (``spec.definition()``, NVRTC sources included), read with the strict JSON reader. A test keeps it equal
 to the matrix; after editing ``build_matrix.yaml`` or a kernel, regenerate it:
 
-    python -m aot._default_specs
+    python -m aot.build.defaults
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..core.errors import ArtifactError
-from ..core.spec import NvrtcUnit, Spec, spec_from_definition
+from ..core.spec import Spec, spec_from_definition
 
 PATH = Path(__file__).parents[1] / "default_specs.json"
 VERSION = 1
@@ -38,24 +37,3 @@ def load(path: Path = PATH) -> list[Spec]:
         return [spec_from_definition(d) for d in doc["specs"].values()]
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"{path}: a spec definition is unusable ({e})") from None
-
-
-def render(specs: list[Spec]) -> str:
-    """The file's text for ``specs`` (deterministic: sorted keys, one trailing newline)."""
-    defs = {}
-    for s in specs:
-        d = s.definition()
-        if isinstance(s, NvrtcUnit):
-            d["source"] = s.source
-        defs[s.name] = d
-    return json.dumps({"version": VERSION, "specs": defs}, indent=1, sort_keys=True) + "\n"
-
-
-def main() -> None:
-    from ..core.fs import atomic_write
-    from ..build.matrix import load_matrix
-    atomic_write(PATH, render(list(load_matrix().specs)).encode())
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,33 @@
+"""Regenerate ``aot/default_specs.json`` from ``build_matrix.yaml`` (the runtime reads the JSON, never the
+YAML; see :mod:`aot.runtime.default_specs`). Run after editing the matrix or a bundled kernel::
+
+    python -m aot.build.defaults
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..core.fs import atomic_write
+from ..core.spec import NvrtcUnit, Spec
+from ..runtime.default_specs import PATH, VERSION
+from .matrix import load_matrix
+
+
+def render(specs: list[Spec]) -> str:
+    """The file's text for ``specs`` (deterministic: sorted keys, one trailing newline)."""
+    defs = {}
+    for s in specs:
+        d = s.definition()
+        if isinstance(s, NvrtcUnit):
+            d["source"] = s.source
+        defs[s.name] = d
+    return json.dumps({"version": VERSION, "specs": defs}, indent=1, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    atomic_write(PATH, render(list(load_matrix().specs)).encode())
+
+
+if __name__ == "__main__":
+    main()
