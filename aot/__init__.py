@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError, UsageError, VerificationError
+from .core.errors import (AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError,
+                          UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable

@@ -16,7 +16,8 @@ from aot.core import format as fmt
 from aot.algorithms import ALGORITHMS
 from aot.core.errors import AotError, MatrixError
 from aot.build.matrix import load_matrix
-from aot.core.spec import CcclSpec, NvrtcUnit, spec_from_definition
+from aot.core.spec import CcclSpec, NvrtcUnit
+from aot.core.rules import spec_from_definition
 
 DATA = Path(__file__).resolve().parent / "data"
 MATRIX = DATA / "algorithms" / "build_matrix.yaml"

@@ -25,7 +25,8 @@ from aot.core.errors import ArtifactError, MatrixError, UsageError
 from aot.runtime.registry import AotWarning, Registry
 from aot.core.manifest import MAX_MANIFEST_LEN, load_manifest
 from aot.build.matrix import load_matrix
-from aot.core.spec import MAX_LAMBDA_LEN, MAX_SPECS, lambda_problem, short
+from aot.core.oplang import MAX_LAMBDA_LEN, lambda_problem
+from aot.core.text import MAX_SPECS, short
 
 GOOD_CU = 'extern "C" __global__ void good_kernel(int* a) { a[0] = 1; }\n'
 PRODUCER = {"aot": "0", "cuda_cccl": "0", "cuda_major": 13, "nvrtc": "0", "nvjitlink": "0"}

@@ -369,7 +369,7 @@ def test_init_range_tables_match_numpy():
     """check_init is numpy-free (the loader validates manifest specs without numpy); its tables must equal
     numpy's own limits."""
     import numpy as np
-    from aot.core.spec import _FLOAT_MAX, _int_range
+    from aot.core.rules import _FLOAT_MAX, _int_range
     for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
         assert _int_range(d) == (int(np.iinfo(d).min), int(np.iinfo(d).max)), d
     for d, mx in _FLOAT_MAX.items():

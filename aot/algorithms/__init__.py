@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, cast
 
 from . import binary_search, histogram, reduce, scan, select, sort, three_way_partition, transform, unique
-from ._base import BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot, init_value, is_dtype_field, np_dtype
+from ._base import (BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot, init_value,
+                    is_dtype_field, np_dtype)
 
 
 class Algorithm(Protocol):

@@ -29,12 +29,12 @@ def operator(op: str):
     being built, or the package that owns the artifacts, see :func:`aot.loader.code_op_allowed`)."""
     import cuda.compute as cc
     if op.startswith("lambda"):
-        from ..core.spec import lambda_problem
+        from ..core.oplang import lambda_problem
         problem = lambda_problem(op)  # checked again here: specs also come from manifests on disk
         if problem:
             raise ValueError(f"refusing operator {op!r}: {problem}")
         return eval(compile(op, "<aot-op>", "eval"), {"__builtins__": {}})  # noqa: S307 - vetted above
-    from ..core.spec import is_code_ref
+    from ..core.oplang import is_code_ref
     if is_code_ref(op):
         from ..core.opref import resolve
         return resolve(op)
@@ -94,7 +94,7 @@ def headers_dir(unit: NvrtcUnit) -> Iterator[str | None]:
         yield None
         return
     import tempfile
-    from ..core.spec import header_path_ok
+    from ..core.rules import header_path_ok
     with tempfile.TemporaryDirectory(prefix="aot-headers-") as tmp:
         for rel, text in unit.headers.items():
             if not header_path_ok(rel):  # the definition was validated; checked again before writing

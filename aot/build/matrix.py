@@ -16,7 +16,11 @@ import yaml
 
 from ..core.errors import ArtifactError, MatrixError
 from ..core.format import _read_regular
-from ..core.spec import DTYPES, MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN, Spec, SpecError, _text_problem, check_cccl, check_name, check_nvrtc, hint, short
+from ..algorithms import DTYPES
+from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
+                         SpecError, _text_problem, hint, short)
+from ..core.spec import Spec
+from ..core.rules import check_cccl, check_name, check_nvrtc
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")

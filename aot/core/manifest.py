@@ -19,7 +19,9 @@ from typing import Any, Mapping, Sequence
 from .fs import atomic_write
 from .errors import ArtifactError
 from .format import _read_regular, is_sha256_hex, loads_strict_json
-from .spec import MAX_SPECS, Spec, SpecError, short, spec_from_definition
+from .text import MAX_SPECS, SpecError, short
+from .spec import Spec
+from .rules import spec_from_definition
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "aot-manifest"

@@ -21,7 +21,7 @@ class OpRefError(ValueError):
 
 def resolve(ref: str) -> Callable[..., Any]:
     """The function ``ref`` names (imports its module)."""
-    from .spec import code_ref_problem
+    from .oplang import code_ref_problem
     problem = code_ref_problem(ref)
     if problem:
         raise OpRefError(problem)

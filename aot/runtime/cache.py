@@ -35,7 +35,8 @@ from typing import Iterator
 
 from ..core import format as fmt
 from ..core.env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
-from ..core.fs import NOFOLLOW, UnsafePath, atomic_write, open_trusted_root, open_trusted_subdir, same_file, sweep_temp, trust_problem
+from ..core.fs import (NOFOLLOW, UnsafePath, atomic_write, open_trusted_root, open_trusted_subdir, same_file,
+                       sweep_temp, trust_problem)
 from ..core.errors import ArtifactError
 
 CCCL_DIR, NVRTC_DIR, STUB_DIR = "cccl", "nvrtc", "stub"

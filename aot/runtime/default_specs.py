@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import ArtifactError
-from ..core.spec import Spec, spec_from_definition
+from ..core.spec import Spec
+from ..core.rules import spec_from_definition
 
 PATH = Path(__file__).parents[1] / "default_specs.json"
 VERSION = 1

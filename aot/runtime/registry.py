@@ -37,7 +37,8 @@ from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from ..core.errors import AotError, ArtifactError, NoDeviceError
 from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest
-from ..core.spec import CcclSpec, NvrtcUnit, Spec, short
+from ..core.spec import CcclSpec, NvrtcUnit, Spec
+from ..core.text import short
 
 #: A manifest with many unusable specs costs this many warnings naming them, then one for the rest.
 _MAX_SPEC_WARNINGS = 8
@@ -538,7 +539,7 @@ class CcclAlgorithm:
 
     def __init__(self, spec: CcclSpec, raw):
         from ..algorithms import ALGORITHMS
-        from ..core.spec import BUILTIN_OPS
+        from ..algorithms import BUILTIN_OPS
         self.spec, self.raw = spec, raw
         algo = ALGORITHMS[spec.algorithm]
         self._defaults = algo.bound_arguments(spec.params)  # compiled-in values, unless the caller passes them

@@ -152,7 +152,7 @@ def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None)
     itself records). A matrix spec whose definition differs from the manifest's counts as missing: the
     loader would refuse those artifacts as stale."""
     from ..build.builder import plan
-    from ..core.spec import spec_from_definition
+    from ..core.rules import spec_from_definition
     if specs is None:
         specs = []
         for d in m.specs.values():

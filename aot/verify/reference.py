@@ -101,7 +101,7 @@ def np_operator(op: str) -> Callable[..., Any]:
         return _UFUNCS[op]
     if isinstance(op, str) and op.startswith("lambda"):
         import ast
-        from ..core.spec import lambda_problem
+        from ..core.oplang import lambda_problem
         problem = lambda_problem(op)  # checked again: specs also come from manifests on disk
         if problem:
             raise NoReference(f"operator {op!r}: {problem}")
@@ -113,7 +113,7 @@ def np_operator(op: str) -> Callable[..., Any]:
             with np.errstate(all="ignore"):
                 return _eval(tree.body, dict(zip(params, xs)))
         return f
-    from ..core.spec import is_code_ref
+    from ..core.oplang import is_code_ref
     if is_code_ref(op):  # an operator from code (the caller vetted its module): called element by element
         from ..core.opref import resolve
         fn = resolve(op)

@@ -1,0 +1,154 @@
+"""``aot validate``, ``aot build``, ``aot merge`` and ``aot bundle``: run the build side, print its reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from ..core.errors import UsageError
+
+
+def cmd_validate(args) -> int:
+    from ..build.matrix import load_matrix
+    from ..core.spec import CcclSpec
+    m = load_matrix(args.matrix)
+    for s in m.specs:
+        what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
+        print(f"{s.family:6} {s.name:32} {what}")
+    print(f"{m.path}: {len(m.specs)} specs OK")
+    return 0
+
+
+def cmd_build(args) -> int:
+    from ..core.env import FORCE_STUB, JOBS
+    from ..core.arch import parse_sm_list
+    from ..core.errors import BusyError
+    from ..build.builder import build, error_summary, parse_shard, plan
+    from ..build.matrix import load_matrix
+    from ..build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
+
+    matrix = load_matrix(args.matrix)
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
+    if only is not None and not only:
+        raise UsageError(f"--only {args.only!r} names no spec")
+    specs = matrix.select(only)
+    major = cuda_major()
+    want_native = "native" in args.sm.lower()
+    sms = parse_sm_list(args.sm, cuda_major=major, native=native_sm() if want_native else None,
+                        supported=nvrtc_supported_sms())
+    jobs = args.jobs if args.jobs is not None else JOBS.get()
+    if jobs < 0:
+        raise UsageError("--jobs must be >= 0 (0 = one worker per CPU)")
+    shard = parse_shard(args.shard)
+    n_items = len(plan(specs, sms, shard))
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("[bold]build"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.description}"), console=console, disable=args.quiet)
+    with progress:
+        task = progress.add_task("", total=n_items)
+
+        def on_event(kind, item, result):
+            if kind == "start":
+                progress.update(task, description=item.label)
+            elif kind == "done":
+                progress.advance(task)
+                if result is not None and result.status == "failed":
+                    progress.console.print(f"[red]failed[/red] {item.label}: {error_summary(result.error)}")
+
+        report = None
+        refused = False
+        try:
+            report = build(specs, sms, args.out, jobs=jobs, force=args.force, keep_going=args.keep_going,
+                           shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event,
+                           prune=not args.only)
+        except BusyError:
+            refused = True  # the report in --out is the other build's, not ours
+            raise
+        finally:
+            if report is None and not refused:
+                _print_report_file(args.out, console, args.quiet)
+    if not args.quiet:
+        _print_report(report, console)
+    return 0
+
+
+def _print_report_file(out: Path, console, quiet: bool) -> None:
+    import json
+    from ..build.builder import REPORT_NAME
+    try:
+        data = json.loads((out / REPORT_NAME).read_text())
+    except (OSError, ValueError):
+        return
+    if quiet:
+        return
+    from types import SimpleNamespace
+    rep = SimpleNamespace(**data)
+    rep.items = [SimpleNamespace(**i) for i in data["items"]]
+    rep.counts = lambda: data["counts"]
+    _print_report(rep, console)
+    for i in rep.items:
+        if i.status == "failed":
+            console.print(f"[red]--- {i.name} sm_{i.sm} ({i.kind})[/red]\n{i.error}")
+
+
+def _print_report(report, console) -> None:
+    from rich.table import Table
+    t = Table(title=f"aot build -> {report.out}", show_lines=False)
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("item", "left"), ("SM", "right"), ("kind", "left"), ("seconds", "right"), ("bytes", "right"),
+        ("result", "left"))
+    for col, just in columns:
+        t.add_column(col, justify=just)
+    style = {"hit": "cyan", "built": "green", "failed": "red", "cancelled": "yellow"}
+    for r in sorted(report.items, key=lambda r: (r.name, r.kind, r.sm)):
+        t.add_row(r.name, str(r.sm), r.kind, f"{r.seconds:.2f}", f"{r.bytes:,}",
+                  f"[{style.get(r.status, '')}]{'miss (built)' if r.status == 'built' else r.status}[/]")
+    console.print(t)
+    counts = report.counts()
+    total = sum(r.bytes for r in report.items)
+    console.print(f"{len(report.items)} items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+                  + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
+                  f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
+                  f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
+
+
+def cmd_merge(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from ..build.merge import merge
+    err = Console(stderr=True)
+    with Progress(TextColumn("[bold]merge"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=args.quiet or not err.is_terminal) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_copy(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        summary = merge(args.shards, args.out, on_copy=on_copy)
+    print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
+          f"{summary['bytes'] / 1e6:.1f} MB")
+    return 0
+
+
+def cmd_bundle(args) -> int:
+    from ..package.config import load_config
+    from ..package.bundle import bundle
+    cfg = load_config(args.project)
+    out = args.out
+    if args.out_root is not None:
+        if out is not None:
+            raise UsageError("--out and --out-root exclude each other")
+        out = args.out_root.joinpath(*cfg.package.split("."), cfg.folder)
+    res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
+                 jobs=args.jobs, work=args.work)
+    info = res.info
+    print(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
+          f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
+          f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else f", PARTIAL ({len(info['missing'])} "
+                                                                           f"missing)"))
+    if not args.quiet:
+        print(f"the wheel must require: {', '.join(res.pins)}")
+    return 0

@@ -1,0 +1,211 @@
+"""``aot verify`` and ``aot inspect``: integrity, GPU checks and coverage of an artifact set, a wheel or a package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..core.errors import UsageError
+from .common import DEFAULT_OUT, _prog
+
+
+def _artifact_dirs(target: str | None, stack) -> list[Path]:
+    """Directories holding manifest.json: the target itself, every artifact folder of a wheel (unpacked by
+    :mod:`aot._wheel` into a temporary directory owned by ``stack``), or the installed package's artifacts."""
+    import tempfile
+    from importlib import resources
+    from ..verify.wheel import extract_artifacts
+    if target is None:
+        return [Path(str(resources.files("aot"))) / "artifacts"]
+    p = Path(target)
+    if p.is_file() and p.suffix == ".whl":
+        return extract_artifacts(p, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-"))))
+    if not p.is_dir():
+        raise UsageError(f"{p}: not a directory or a .whl file")
+    return [p]
+
+
+def _target_or_build_output(target: str | None, command: str) -> str | None:
+    """No target given: the installed package's artifacts if it carries any; else ``./aot-out`` (what the
+    README's build writes) if it holds a manifest, saying so; else a one-line error saying what to pass.
+    A tool-only install has no ``aot/artifacts``, and "manifest.json missing" there helped nobody."""
+    if target is not None:
+        return target
+    from importlib import resources
+    from ..core.manifest import MANIFEST_NAME
+    if (Path(str(resources.files("aot"))) / "artifacts" / MANIFEST_NAME).is_file():
+        return None
+    if (Path(DEFAULT_OUT) / MANIFEST_NAME).is_file():
+        print(f"aot: this aot install carries no artifacts; {command} uses ./{DEFAULT_OUT} (the build output "
+              f"here)", file=sys.stderr)
+        return DEFAULT_OUT
+    raise UsageError(f"nothing to {command}: this aot install carries no artifacts and ./{DEFAULT_OUT} has no "
+                     f"manifest.json; pass an artifact directory or wheel ({_prog()} {command} DIR|WHEEL)")
+
+
+def cmd_verify(args) -> int:
+    import contextlib
+    import json
+    from ..core.errors import VerificationError
+    from ..verify.gpu import verify_integrity
+    if args.json is not None and args.json.is_dir():
+        raise UsageError(f"--json {args.json}: is a directory; name the file to write")
+    with contextlib.ExitStack() as stack:
+        if args.package:
+            roots = [_package_dir(args.package, args.folder)]
+        else:
+            target = None if args.default else _target_or_build_output(args.target, "verify")
+            roots = _artifact_dirs(target, stack)
+        for root in roots:  # a wheel's every artifact folder, each checked
+            n, problems = verify_integrity(root)
+            for prob in problems:
+                print(f"problem: {prob}")
+            if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
+                from ..core.fs import atomic_write
+                doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
+                       "problems": problems}
+                atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
+            if problems:
+                raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+            if args.for_wheel:
+                cov = _check_packageable(root, args)
+                print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
+                      + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
+            print(f"{root}: {n} artifacts, integrity OK")
+        if not args.gpu:
+            return 0
+        return max(_verify_gpu(root, args) for root in roots)
+
+
+def _verify_gpu(root: Path, args) -> int:
+    import json
+    from ..core.errors import VerificationError
+    from ..runtime.registry import Registry
+    from ..verify.gpu import verify_gpu
+    from rich.console import Console
+    from rich.table import Table
+    from ..package.bundle import read_info
+    # verify_integrity has already required a manifest. Operators from code are imported only for the
+    # matrix's own specs, or inside the package whose artifacts these are.
+    specs = None
+    if args.matrix is not None:
+        from ..build.matrix import load_matrix
+        specs = load_matrix(args.matrix).specs
+    registry = Registry(root, specs=specs, owner=args.package)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    unknown = [n for n in names or () if n not in registry.names()]
+    if unknown or names == []:
+        raise UsageError(f"--only {args.only!r}: no spec {', '.join(map(repr, unknown))} in {root}" if unknown
+                         else f"--only {args.only!r} names no spec")
+    info = read_info(root) or {}
+    checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    err = Console(stderr=True)
+    todo = names if names is not None else registry.names()
+    with Progress(TextColumn("[bold]verify --gpu"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True,
+                  disable=args.quiet or not err.is_terminal) as progress:
+        task = progress.add_task("", total=len(todo))
+
+        def on_spec(name: str, done: bool) -> None:
+            if done:
+                progress.advance(task)
+            else:
+                progress.update(task, description=name)
+
+        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
+    t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
+    for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
+        t.add_column(col)
+    for r in rows:
+        result = ("[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok
+                  else f"[red]FAILED[/] {r.detail[:200]}")
+        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source, result, f"{r.ms:.1f}")
+    Console().print(t)
+    bad = [r for r in rows if not r.ok]
+    unrun = [r for r in rows if r.status == "loaded, not executed"]
+    print(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
+          + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
+             if unrun else ""))
+    if args.json:
+        from ..core.fs import atomic_write
+        atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
+    if bad:
+        raise VerificationError(f"{len(bad)} GPU check(s) failed; first: {bad[0].spec}: {bad[0].detail}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    import contextlib
+    with contextlib.ExitStack() as stack:
+        if args.package:
+            root = _package_dir(args.package, args.folder)
+            _inspect_one(root, f"package {args.package} ({root})")
+            return 0
+        target = _target_or_build_output(args.target, "inspect")
+        wheel = Path(target).name if target is not None and str(target).endswith(".whl") else None
+        for root in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
+            _inspect_one(root, f"{wheel}: {root.name}" if wheel else str(root))
+    return 0
+
+
+def _inspect_one(root: Path, title: str) -> None:
+    from collections import defaultdict
+    from rich.console import Console
+    from rich.table import Table
+    from ..core.manifest import load_manifest
+    from ..verify.gpu import coverage
+    m = load_manifest(root)
+    sms = sorted({a["sm"] for a in m.artifacts})
+    cells: dict = defaultdict(dict)
+    for a in m.artifacts:
+        label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
+        cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
+    t = Table(title=f"{title} (sizes in KB)")
+    t.add_column("family")
+    t.add_column("spec")
+    for sm in sms:
+        t.add_column(f"sm_{sm}", justify="right")
+    t.add_column("ptx", justify="right")
+    t.add_column("total KB", justify="right")
+    for (family, name), row in sorted(cells.items()):
+        t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+                  f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
+    console = Console()
+    console.print(t)
+    total = sum(a["size"] for a in m.artifacts)
+    v = m.producer
+    console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
+                  f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
+                  f"nvJitLink {v.get('nvjitlink')}")
+    cov = coverage(m)
+    console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+                  f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+                  f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
+                  + (" ..." if len(cov.missing) > 8 else "")))
+
+
+def _check_packageable(root: Path, args):
+    """A wheel carries one CUDA major and one cuda-cccl: its own; shards and failed builds never ship; every
+    (spec, SM) of the matrix x SM list is present unless --allow-partial (aot.verify.check_for_wheel)."""
+    from ..verify.gpu import check_for_wheel
+    specs = sms = None
+    if args.matrix is not None:
+        from ..build.matrix import load_matrix
+        specs = load_matrix(args.matrix).specs
+    if args.sm:
+        from ..core.arch import parse_sm_list
+        from ..build.toolchain import cuda_major
+        sms = parse_sm_list(args.sm, cuda_major=cuda_major())
+    return check_for_wheel(root, specs=specs, sms=sms, allow_partial=args.allow_partial)
+
+
+def _package_dir(package: str, folder: str) -> Path:
+    """The artifact folder an installed package ships (the path Registry.from_package reads)."""
+    from ..runtime.registry import package_artifact_dir
+    root = package_artifact_dir(package, folder)
+    if not (root / "manifest.json").is_file():
+        raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")
+    return root
+
+

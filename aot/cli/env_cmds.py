@@ -1,0 +1,96 @@
+"""``aot doctor`` and ``aot cache``: this machine, what the loader would use, and the per-user cache."""
+
+from __future__ import annotations
+
+import sys
+
+from ..core.errors import AotError, UsageError
+
+
+def cmd_doctor(args) -> int:
+    from ..core.env import describe
+    from ..core.versions import dist_version
+    from ..build.toolchain import native_sm, real_driver_present
+    print(f"aot {__import__('aot').__version__}; {sys.version.split()[0]}")
+    for dist in ("cuda-cccl", "cuda-core", "cuda-bindings", "numba-cuda-mlir"):
+        print(f"  {dist}: {dist_version(dist)}")
+    real = real_driver_present()
+    print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
+    sm = native_sm()
+    print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
+    from ..runtime.lean import prepare
+    try:
+        print(f"runtime toolchain: {prepare().describe()}")
+    except AotError as e:
+        print(f"runtime toolchain: unusable ({e})")
+    if sm:
+        from ..runtime.registry import default_registry
+        reg = default_registry()
+        for name in reg.names():
+            cands = reg.packaged_candidates(reg.spec(name), sm)
+            why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
+            print(f"  {name:32} -> {why}")
+    _print_cache_summary()
+    print("environment variables:")
+    for name, default, doc in describe():
+        print(f"  {name} (default {default or 'unset'}): {doc}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- aot cache
+def _cache_parser(sub) -> None:
+    c = sub.add_parser("cache", help="the per-user JIT cache: where it is, what it holds (info), clear it")
+    c.add_argument("action", nargs="?", choices=("info", "clear"), default="info",
+                   help="info (default): path, safety, entries by spec, SM and cuda-cccl; clear: remove them")
+    c.add_argument("--stale", action="store_true", help="with clear: only entries of another cuda-cccl or "
+                   "aot version (and idle lock files, old temp files, other stand-in builds)")
+
+
+def _size(nbytes: int) -> str:
+    n = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def _print_cache_summary() -> None:
+    from ..runtime.cache_admin import inspect_cache
+    info = inspect_cache()
+    safety = {"ok": "safe", "absent": "not created yet", "disabled": "disabled (AOT_DISABLE_CACHE)",
+              "unsafe": f"NOT USED: {info.problem}", "unusable": f"unusable: {info.problem}"}[info.state]
+    print(f"user cache: {info.root} ({safety}); {len(info.entries)} CCCL entries, "
+          f"{_size(info.total_bytes)} in all, cap {_size(info.cap) if info.cap else 'none'}")
+
+
+def cmd_cache(args) -> int:
+    from collections import Counter
+    from ..runtime.cache_admin import clear_cache, inspect_cache
+    if args.action == "clear":
+        files, size = clear_cache(stale=args.stale)
+        print(f"{'stale ' if args.stale else ''}user cache cleared: {files} files, {_size(size)} removed")
+        return 0
+    if args.stale:
+        raise UsageError("--stale goes with 'aot cache clear'")
+    _print_cache_summary()
+    info = inspect_cache()
+    groups: Counter = Counter()
+    sizes: Counter = Counter()
+    for e in info.entries:
+        k = (e.name, f"sm_{e.sm}" if e.sm is not None else "?", e.cuda_cccl, e.aot)
+        groups[k] += 1
+        sizes[k] += e.size
+    if groups:
+        print(f"  {'spec':32} {'SM':7} {'cuda-cccl':10} {'aot':10} {'entries':>7} {'size':>10}")
+        for k in sorted(groups):
+            print(f"  {k[0]:32} {k[1]:7} {k[2]:10} {k[3]:10} {groups[k]:>7} {_size(sizes[k]):>10}")
+    bad = [e for e in info.entries if e.problem]
+    for e in bad:
+        print(f"  unreadable entry {e.path}: {e.problem}")
+    if info.state == "ok":
+        print(f"  NVRTC (cuda.core cache): {info.nvrtc_files} files, {_size(info.nvrtc_bytes)}; "
+              f"stand-in libcuda: {info.stub_files} files, {_size(info.stub_bytes)}; lock files: {info.locks}")
+    return 0
+
+

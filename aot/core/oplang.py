@@ -1,0 +1,153 @@
+"""The operator language of specs: built-in names, vetted lambdas, operators from code.
+
+Operator lambdas are evaluated (to hand numba a function) when a spec is built, including on an end
+user's machine when the loader falls back to JIT from a manifest; so only arithmetic, comparisons and
+boolean logic over the lambda's own arguments and numeric constants are allowed, and the text is
+bounded before it is parsed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from ..algorithms import BUILTIN_OPS
+from .text import SpecError, _text_problem, hint, short
+
+
+_SAFE_NODES = ("Expression", "Lambda", "arguments", "arg", "Name", "Load", "Constant", "BinOp", "UnaryOp",
+               "Compare", "BoolOp", "IfExp", "Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "BitAnd",
+               "BitOr", "BitXor", "LShift", "RShift", "USub", "UAdd", "Not", "Invert", "Eq", "NotEq", "Lt",
+               "LtE", "Gt", "GtE", "And", "Or")
+
+
+# Bounds on what a spec field may hold. Specs come from matrices and from manifests on disk (which the
+# loader reads in the host application), so every bound is checked before anything costly (a parse, a
+# repr, a file read) happens. Each is far above what a real spec needs.
+#: Longest operator lambda (the default matrix's longest is 16 characters).
+MAX_LAMBDA_LEN = 1000
+
+
+#: Most operators, brackets and keywords in one lambda: bounds its parse time and nesting depth, counted
+#: on the text before it is parsed (a 1000-character hostile lambda otherwise costs milliseconds to parse).
+MAX_LAMBDA_TOKENS = 32
+
+
+#: Deepest parsed lambda expression (checked again after the parse).
+MAX_LAMBDA_DEPTH = 32
+
+
+_OPERATOR_CHARS = str.maketrans("", "", "-+*/%<>=!&|^~@([{:,")
+
+
+_KEYWORD = re.compile(r"\b(?:not|and|or|if|else|lambda|is|in)\b")
+
+
+@functools.lru_cache(maxsize=1024)
+def _lambda_check(source: str) -> tuple[int, str | None]:
+    """(number of arguments, problem or ``None``) for a lambda source: parsed once per distinct text.
+
+    Bounded before the parse (length, then operators and brackets counted by a regular expression), so
+    a hostile manifest cannot make the loader spend seconds or gigabytes in ``ast.parse``; anything the
+    parser still refuses (nesting, memory) is a problem, not an exception.
+    """
+    import ast
+    problem = _text_problem(source, MAX_LAMBDA_LEN)
+    if problem:
+        return 0, f"the lambda {problem}"
+    tokens = len(source) - len(source.translate(_OPERATOR_CHARS))  # C speed: no parse, no regex
+    if tokens <= MAX_LAMBDA_TOKENS:
+        tokens += len(_KEYWORD.findall(source))
+    if tokens > MAX_LAMBDA_TOKENS:
+        return 0, f"the lambda has {tokens} operators, brackets and keywords, over the limit of {MAX_LAMBDA_TOKENS}"
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as e:
+        return 0, f"lambda does not parse: {e.msg}"
+    except (RecursionError, MemoryError, ValueError) as e:
+        return 0, f"lambda does not parse: {type(e).__name__}"
+    if not isinstance(tree.body, ast.Lambda):
+        return 0, "the operator source must be a single lambda expression"
+    args = tree.body.args
+    if args.defaults or args.kw_defaults or args.kwonlyargs or args.vararg or args.kwarg or args.posonlyargs:
+        return 0, "lambda parameters must be plain positional names (no defaults, *args, **kwargs or keyword-only)"
+    names = [a.arg for a in args.args]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        return 0, f"lambda names the argument {dup!r} twice"
+    params = set(names)
+    level: list[ast.AST] = [tree]
+    for _ in range(MAX_LAMBDA_DEPTH):  # breadth first, one level at a time: no recursion, bounded depth
+        below: list[ast.AST] = []
+        for node in level:
+            kind = type(node).__name__
+            if kind not in _SAFE_NODES:
+                return 0, f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
+            if isinstance(node, ast.Name) and node.id not in params:
+                return 0, f"lambda refers to {node.id!r}; only its own arguments and numeric constants are allowed"
+            if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
+                return 0, f"lambda uses the constant {short(node.value)}; only numbers are allowed"
+            below.extend(ast.iter_child_nodes(node))
+        if not below:
+            return len(names), None
+        level = below
+    return 0, f"the lambda nests deeper than {MAX_LAMBDA_DEPTH} levels"
+
+
+def lambda_problem(source: str) -> str | None:
+    """Why ``source`` is not an acceptable operator lambda, or ``None``.
+
+    Operator lambdas are evaluated (to hand numba a function) when a spec is built, including on an end
+    user's machine when the loader falls back to JIT from a manifest. Only arithmetic, comparisons and
+    boolean logic over the lambda's own (distinct) arguments and numeric constants are allowed: no names,
+    calls, attributes or subscripts, so evaluating one cannot run anything else. Length and nesting are
+    bounded before the text is parsed.
+    """
+    if not isinstance(source, str):
+        return "the lambda source is not a string"
+    problem = _text_problem(source, MAX_LAMBDA_LEN)  # before the cache: it never holds a long text
+    return f"the lambda {problem}" if problem else _lambda_check(source)[1]
+
+
+def code_ref_problem(op: str) -> str | None:
+    """Why ``op`` is not an operator-from-code reference ``"pkg.module:function"``, or ``None``."""
+    mod, sep, func = op.partition(":")
+    if (not sep or len(op) > 256 or not func.isidentifier() or not mod
+            or not all(p.isidentifier() for p in mod.split("."))):
+        return f"{short(op)} is not a 'package.module:function' reference"
+    return None
+
+
+def is_code_ref(op: Any) -> bool:
+    """Whether an operator names a function in code (``"pkg.mod:func"``) rather than a built-in or lambda."""
+    return isinstance(op, str) and ":" in op and not op.lstrip().startswith("lambda")
+
+
+def check_op(value: Any, role: str, arity: int, fld: str = "op") -> str:
+    """A built-in operator name, an acceptable lambda taking ``arity`` arguments (stripped), or an operator
+    from code's reference (its shape: the caller resolves it), else :class:`SpecError` on ``fld``. ``role``
+    names what the operator is for, for messages."""
+    if not isinstance(value, str):
+        raise SpecError(f"the {role} must be a built-in operator name or a 'lambda ...' source", fld)
+    problem = _text_problem(value, MAX_LAMBDA_LEN)
+    if problem:
+        raise SpecError(f"the {role} {problem}", fld)
+    value = value.strip()
+    if value.startswith("lambda"):
+        n_args, problem = _lambda_check(value)
+        if problem:
+            raise SpecError(problem, fld)
+        if n_args != arity:
+            raise SpecError(f"the {role} lambda takes {n_args} argument(s); this algorithm calls it with "
+                            f"{arity}", fld)
+        return value
+    if is_code_ref(value):
+        problem = code_ref_problem(value)
+        if problem:
+            raise SpecError(problem, fld)
+        return value
+    if value not in BUILTIN_OPS:
+        raise SpecError(f"unknown operator {short(value)}{hint(value, BUILTIN_OPS)}; built-ins: "
+                        f"{', '.join(BUILTIN_OPS)}, a 'lambda x: ...' source or a 'package.module:function'", fld)
+    return value
