@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hostile_util import time_limit
 
-from aot.verify.gpu import wheel as _wheel
+from aot.verify import wheel as _wheel
 from aot.cli.main import main
 from aot.core.errors import ArtifactError, MatrixError, UsageError
 from aot.runtime.registry import AotWarning, Registry
