@@ -474,7 +474,7 @@ def cmd_doctor(args) -> int:
     except AotError as e:
         print(f"runtime toolchain: unusable ({e})")
     if sm:
-        from ..runtime.registry import default_registry
+        from ..runtime.default import default_registry
         reg = default_registry()
         for name in reg.names():
             cands = reg.packaged_candidates(reg.spec(name), sm)
@@ -579,7 +579,7 @@ def _check_packageable(root: Path, args):
 
 def _package_dir(package: str, folder: str) -> Path:
     """The artifact folder an installed package ships (the path Registry.from_package reads)."""
-    from ..runtime.registry import package_artifact_dir
+    from ..runtime.sources import package_artifact_dir
     root = package_artifact_dir(package, folder)
     if not (root / "manifest.json").is_file():
         raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")
