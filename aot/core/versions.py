@@ -8,6 +8,7 @@ JIT-compiles on a driver at least as new as the NVRTC that wrote it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata as md
 from typing import Any, Mapping
 
