@@ -1,21 +1,22 @@
 """``aot``'s own registry (its packaged artifacts and the bundled matrix's specs) and its background warmup.
 
-Importing this module is cheap (no registry, no CUDA, no logging): ``aot.request_warmup`` imports it in
-the caller's thread, and the registry itself is imported and built in a background thread.
+Importing this module is cheap (no registry, no CUDA, no logging, not even importlib.resources):
+``aot.request_warmup`` imports it in the caller's thread; the registry is imported and built in a
+background thread.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ..core.errors import AotError
 from .warm import caller_device
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .registry import Registry
 
 _default: Registry | None = None
@@ -29,6 +30,8 @@ def default_registry() -> Registry:
     with _default_lock:
         if _default is None:
             import warnings
+            from importlib import resources
+            from pathlib import Path
 
             from . import default_specs as _default_specs
             from .objects import AotWarning
