@@ -2,7 +2,7 @@
 
 ``import aot`` imports no CUDA library (measured in tests): the loader pulls cuda.compute / cuda.core in
 only when a kernel is first requested. Nor does it import :mod:`logging`: the library logger
-``logging.getLogger("aot")`` (debug records of every source decision, see :mod:`aot._log`) gets its
+``logging.getLogger("aot")`` (debug records of every source decision, see :mod:`aot.core.log`) gets its
 ``NullHandler`` when the loader or the build is first imported.
 """
 
@@ -16,7 +16,7 @@ from .core.errors import (AotError, ArtifactError, BuildError, BusyError, Matrix
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
 
-    from .runtime.registry import CcclAlgorithm, SpecStatus
+    from .runtime.objects import CcclAlgorithm, SpecStatus
 
 from .core.version import __version__
 
@@ -26,7 +26,7 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
-_LAZY = {"Registry": "runtime.registry", "AotWarning": "runtime.registry", "default_registry": "runtime.registry"}
+_LAZY = {"Registry": "runtime.registry", "AotWarning": "runtime.objects", "default_registry": "runtime.default"}
 
 
 def __getattr__(name: str):
@@ -39,13 +39,13 @@ def __getattr__(name: str):
 
 def cccl(name: str) -> "CcclAlgorithm":
     """The default registry's cuda.compute algorithm ``name`` for the current device (per thread)."""
-    from .runtime.registry import default_registry
+    from .runtime.default import default_registry
     return default_registry().cccl(name)
 
 
 def kernel(unit: str, kernel_name: str):
     """The default registry's ``cuda.core.Kernel`` ``kernel_name`` of NVRTC unit ``unit``."""
-    from .runtime.registry import default_registry
+    from .runtime.default import default_registry
     return default_registry().kernel(unit, kernel_name)
 
 
@@ -53,7 +53,7 @@ def request_warmup(names: "Iterable[str] | None" = None) -> None:
     """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
     background threads; returns within a millisecond or so (even the default registry is built in the
     background; an unknown name is then raised by :func:`ensure_warm`)."""
-    from .runtime.warm import request_default_warmup
+    from .runtime.default import request_default_warmup
     request_default_warmup(names)
 
 
@@ -61,14 +61,14 @@ def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
     import time
 
-    from .runtime.warm import wait_default_started
+    from .runtime.default import wait_default_started
     deadline = None if timeout is None else time.monotonic() + timeout
     wait_default_started(deadline)
-    from .runtime.registry import default_registry
+    from .runtime.default import default_registry
     return default_registry().ensure_warm(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def status() -> "dict[str, SpecStatus]":
     """Per spec: the source used (packaged / cache / jit), SM, milliseconds, errors."""
-    from .runtime.registry import default_registry
+    from .runtime.default import default_registry
     return default_registry().status()

@@ -75,7 +75,7 @@ def fake_cuda():
     """Replace ``cuda.compute`` and ``cuda.core`` (as the loader imports them) by recorders."""
     import cuda  # the namespace package: cheap, loads no driver
 
-    import aot.runtime.registry
+    import aot.runtime.sources
     calls: list = []
     compute = types.ModuleType("cuda.compute")
 
@@ -103,8 +103,8 @@ def fake_cuda():
         mp.setattr(cuda, "compute", compute, raising=False)
         mp.setitem(sys.modules, "cuda.core", core)
         mp.setattr(cuda, "core", core, raising=False)
-        mp.setattr(aot.runtime.registry, "check_ptx_loadable", lambda producer: None)
-        mp.setattr(aot.runtime.registry, "require_driver", lambda what: None)  # the fake stack is its own driver
+        mp.setattr(aot.runtime.sources, "check_ptx_loadable", lambda producer: None)
+        mp.setattr(aot.runtime.sources, "require_driver", lambda what: None)  # the fake stack is its own driver
         yield CudaCalls(calls)
 
 

@@ -196,7 +196,8 @@ def test_definition_problems_from_a_manifest(matrix):
 def test_manifest_naming_a_foreign_module_is_refused(matrix):
     """A spec read from a manifest (not passed by the caller) whose operator lives outside the package
     that owns the artifacts: one AotWarning, an AotError, and the module is never imported."""
-    from aot.runtime.registry import AotWarning, Registry
+    from aot.runtime.objects import AotWarning
+    from aot.runtime.registry import Registry
     d = next(s for s in matrix.specs if s.name == "t_select_indices").definition()
     d["op"] = "h6_never_imported:pred"
     d["code"] = {"h6_never_imported:pred": "0" * 64}
@@ -270,7 +271,7 @@ def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
     ``get_kernel`` fails on the GPU ("expected bytes, str found", seen on the H100)."""
     from cuda.core import Program
     from aot.build.compile import compile_nvrtc_item, headers_dir, program_options
-    from aot.runtime.registry import symbol_mapping
+    from aot.runtime.sources import symbol_mapping
     unit = next(s for s in matrix.specs if s.name == "test_templated")
     _, symbols = compile_nvrtc_item(unit, 90, "cubin")
     with headers_dir(unit) as hdr:

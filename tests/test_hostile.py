@@ -26,7 +26,8 @@ from aot.core.fs import TMP_PREFIX
 from aot.cli.main import main
 from aot.core.errors import ArtifactError
 from aot.core.versions import check_producer, runtime_versions as _runtime_versions
-from aot.runtime.registry import AotWarning, Registry
+from aot.runtime.objects import AotWarning
+from aot.runtime.registry import Registry
 from aot.core.manifest import load_manifest, safe_join, verify_files
 
 from hostile_util import (SPEC_NAME, entry_for, fake_cuda, fake_jit, jit, read_manifest,  # noqa: F401

@@ -22,7 +22,8 @@ from hostile_util import time_limit
 from aot.verify import wheel as _wheel
 from aot.cli.main import main
 from aot.core.errors import ArtifactError, MatrixError, UsageError
-from aot.runtime.registry import AotWarning, Registry
+from aot.runtime.objects import AotWarning
+from aot.runtime.registry import Registry
 from aot.core.manifest import MAX_MANIFEST_LEN, load_manifest
 from aot.build.matrix import load_matrix
 from aot.core.oplang import MAX_LAMBDA_LEN, lambda_problem

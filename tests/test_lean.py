@@ -117,7 +117,7 @@ PROBE = textwrap.dedent("""
     from aot.runtime.registry import Registry
     if sys.argv[2] == "hide-toolkit":  # cuda-pathfinder "finds nothing", as in a venv without the toolkit
         _lean._find_real = lambda lib, major: None
-    from aot.runtime.registry import default_registry
+    from aot.runtime.default import default_registry
     n_default = len(default_registry().names())   # the bundled specs, read from JSON
     reg = Registry(sys.argv[1], specs=load(), device_sm=90)
     loaded = reg._load("reduce_sum_i32")          # check + cuda.compute.deserialize of a packaged artifact

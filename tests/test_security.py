@@ -107,7 +107,8 @@ def test_entry_planted_in_a_shared_1777_cache_is_never_served(fake_jit, spec, ar
 def test_one_aot_warning_per_process_through_the_loader(fake_jit, arena, monkeypatch):
     """Two specs, NVRTC's cache too: the unsafe directory is reported once, and nothing is written there."""
     from aot.runtime.jit import nvrtc_cache_dir
-    from aot.runtime.registry import AotWarning, Registry
+    from aot.runtime.objects import AotWarning
+    from aot.runtime.registry import Registry
     from aot.build.matrix import load_matrix
     shared = arena / "shared"
     shared.mkdir()

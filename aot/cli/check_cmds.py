@@ -202,7 +202,7 @@ def _check_packageable(root: Path, args):
 
 def _package_dir(package: str, folder: str) -> Path:
     """The artifact folder an installed package ships (the path Registry.from_package reads)."""
-    from ..runtime.registry import package_artifact_dir
+    from ..runtime.sources import package_artifact_dir
     root = package_artifact_dir(package, folder)
     if not (root / "manifest.json").is_file():
         raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")

@@ -24,7 +24,7 @@ def cmd_doctor(args) -> int:
     except AotError as e:
         print(f"runtime toolchain: unusable ({e})")
     if sm:
-        from ..runtime.registry import default_registry
+        from ..runtime.default import default_registry
         reg = default_registry()
         for name in reg.names():
             cands = reg.packaged_candidates(reg.spec(name), sm)

@@ -1,4 +1,4 @@
-"""The library logger: ``logging.getLogger("aot")`` and its children (``aot.loader``, ``aot.build``).
+"""The library logger: ``logging.getLogger("aot")`` and its children (``aot.runtime.registry``, ``aot.build.builder``).
 
 Library modules log, never print: DEBUG records for every decision (each candidate tried or skipped and
 why, where a spec was served from, timings; each build item's hit/miss and seconds), INFO for one line

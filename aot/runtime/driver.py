@@ -82,3 +82,54 @@ def native_sm() -> int | None:
         return 10 * major + minor
     except Exception:
         return None
+
+
+def current_device_sm() -> int:
+    """SM of the current CUDA device (device 0 unless the caller made another current)."""
+    try:  # never call into a missing driver: after one failed call, the next can hang
+        require_driver("a CUDA device")
+    except NoDeviceError as e:
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
+    try:
+        from cuda.core import Device
+        dev = Device()
+        dev.set_current()
+        major, minor = dev.compute_capability
+    except Exception as e:  # noqa: BLE001 - any driver failure means "no usable device"
+        raise NoDeviceError(f"no usable CUDA device: {e}") from None
+    return 10 * major + minor
+
+
+class ServedDevice:
+    """The device a registry serves: its SM (the caller's ``device_sm``, else the current device's, found
+    on first use), that device's id once found, and ``preferred``: the device current in the thread that
+    asked for a warmup (the warmup threads make it current before they look the device up)."""
+
+    def __init__(self, sm: int | None):
+        self._sm = sm
+        self.id: int | None = None      # the device served (warmup threads make it current)
+        self.preferred: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self._sm is not None
+
+    def sm(self) -> int:
+        if self._sm is None:
+            self._sm = current_device_sm()
+            try:
+                from cuda.core import Device
+                self.id = Device().device_id
+            except Exception:  # noqa: BLE001 - an explicit device_sm (tests) needs no device
+                pass
+        return self._sm
+
+    def make_current(self) -> None:
+        """In a warmup thread: make the served device current (the preferred one before it is known)."""
+        if self.preferred is not None and self._sm is None:
+            from cuda.core import Device
+            Device(self.preferred).set_current()  # before sm(): it asks the current device
+        self.sm()
+        if self.id is not None:
+            from cuda.core import Device
+            Device(self.id).set_current()

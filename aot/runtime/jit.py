@@ -126,7 +126,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
 
 def _aot_warning(msg: str) -> None:
     import warnings
-    from .registry import AotWarning
+    from .objects import AotWarning
     warnings.warn(msg, AotWarning, stacklevel=4)
 
 

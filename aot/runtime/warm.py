@@ -29,8 +29,6 @@ import ctypes
 import functools
 import os
 import sys
-import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -154,52 +152,3 @@ def caller_device() -> int | None:
         return None
     return dev.value if dev.value >= 0 else None
 
-
-# ------------------------------------------------------------------ the default registry's warmup
-#: Threads building the default registry for :func:`request_default_warmup`, and what they raised.
-_starters: list[threading.Thread] = []
-_start_errors: list[BaseException] = []
-_start_lock = threading.Lock()
-
-
-def request_default_warmup(names: Iterable[str] | None) -> None:
-    """``aot.request_warmup``: even the default registry (importing the loader, reading the manifest and
-    the specs: 20-90 ms) is built in a background thread, so the caller only pays for starting one."""
-    names = list(names) if names is not None else None
-    loader = sys.modules.get("aot.runtime.registry")
-    if loader is not None and loader._default is not None:
-        loader._default.request_warmup(names)  # built already: a few dict lookups, and names are checked now
-        return
-    device = caller_device()
-    go = threading.Event()
-
-    def start() -> None:
-        go.wait()  # the caller never waits for the GIL behind this thread
-        try:
-            from .registry import default_registry
-            reg = default_registry()
-            if reg._warm_device is None:
-                reg._warm_device = device
-            reg.request_warmup(names)
-        except BaseException as e:  # noqa: BLE001 - an unknown name, a bad manifest: raised by ensure_warm
-            with _start_lock:
-                _start_errors.append(e)
-
-    t = threading.Thread(target=start, name="aot-warmup-start", daemon=True)
-    with _start_lock:
-        _starters.append(t)
-    t.start()
-    go.set()
-
-
-def wait_default_started(deadline: float | None) -> None:
-    """Join the threads :func:`request_default_warmup` started; raise the first error one of them hit."""
-    with _start_lock:
-        starters = list(_starters)
-    for t in starters:
-        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    with _start_lock:
-        _starters[:] = [t for t in _starters if t.is_alive()]
-        errors, _start_errors[:] = list(_start_errors), []
-    if errors:
-        raise errors[0]

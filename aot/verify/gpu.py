@@ -100,7 +100,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         refusal = registry._code_spec(spec)[1]
                         if refusal:
                             raise NoReference(refusal)
-                    from ..runtime.registry import CcclAlgorithm
+                    from ..runtime.objects import CcclAlgorithm
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
                     check_cccl(obj, spec, device)

@@ -221,7 +221,7 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
     algo = ALGORITHMS.get(spec.algorithm)
     if algo is None:
         raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
-    from ..runtime.registry import CcclAlgorithm
+    from ..runtime.objects import CcclAlgorithm
     if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
         obj = _bind(obj, spec)
     algo.check(obj, spec.params, Check(device, n=n, seed=seed, types=spec.types))

@@ -1,0 +1,220 @@
+"""The house rules of the package layout ("Untangle the house"), checked on the source with ``ast``.
+
+Layers, bottom up: ``aot.algorithms`` (0, a leaf), ``aot.core`` and ``aot.cmake`` (1), ``aot.runtime`` and the
+package ``__init__`` (2), ``aot.build`` (3), ``aot.verify`` (4), ``aot.package`` (5), ``aot.cli`` (6),
+``aot.__main__`` (7). A module imports only from its own layer or below (function-level imports count
+too), and no set of modules imports itself round in a circle. Every import statement of every module is
+read, relative ones resolved, ``TYPE_CHECKING`` blocks included.
+
+And the runtime's import closure: a process that loads a packaged artifact imports no build, verify,
+package or CLI module.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import ROOT, repo_env
+
+PKG = ROOT / "aot"
+
+LAYERS = {"aot.algorithms": 0, "aot.core": 1, "aot.cmake": 1, "aot.runtime": 2, "aot": 2, "aot.build": 3,
+          "aot.verify": 4, "aot.package": 5, "aot.cli": 6, "aot.__main__": 7}
+
+#: Imports from a lower layer up to a higher one that stay: the JIT fallback compiles with the build's recipe.
+ALLOWED = {("aot.runtime.jit", "aot.build.compile")}
+
+#: TODO(lead): upward imports in aot/runtime and aot/core that other changes remove; drop each entry when it
+#: goes (the test then insists it stays gone). Empty today.
+PENDING: set[tuple[str, str]] = set()
+
+MAX_LINES = 450
+#: TODO(lead): modules over MAX_LINES in aot/runtime and aot/core owned by other changes.
+PENDING_LONG = {"aot/core/spec.py"}
+
+#: Packages whose modules the assertions cover for now (the other layers are printed only).
+CHECKED = ("aot.runtime", "aot.core")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The aot modules ``name`` imports, anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def add(target: str) -> None:
+        while target and target not in known:  # "aot.core.spec.item_key" -> "aot.core.spec"
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "aot" or alias.name.startswith("aot."):
+                    add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not (target == "aot" or target.startswith("aot.")):
+                continue
+            for alias in node.names:  # `from . import sources` imports a module
+                sub = f"{target}.{alias.name}"
+                add(sub if sub in known else target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def layer(module: str) -> int:
+    if module == "aot":
+        return LAYERS["aot"]
+    best = max((k for k in LAYERS if k != "aot" and (module == k or module.startswith(k + "."))), key=len)
+    return LAYERS[best]
+
+
+def circles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def upward(g: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in g.items() for b in targets if layer(a) < layer(b)}
+
+
+def checked(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in CHECKED)
+
+
+def test_the_graph_sees_every_kind_of_import():
+    """Guard the parser itself: relative, absolute, `from . import module`, function-level imports."""
+    g = graph()
+    assert "aot.runtime.sources" in g["aot.runtime.registry"]            # from . import sources
+    assert "aot.core.manifest" in g["aot.runtime.registry"]              # from ..core.manifest import ...
+    assert "aot.build.compile" in g["aot.runtime.jit"]                   # inside a function
+    assert "aot.runtime.default" in g["aot"]                             # the package's own __init__
+    assert "aot.algorithms" in g["aot.runtime.objects"]                  # from ..algorithms import (a package)
+    assert all(m.startswith("aot") for targets in g.values() for m in targets)
+
+
+def test_no_import_circle():
+    """TODO(lead): today aot.algorithms imports aot.build/aot.verify inside functions (being fixed), which
+    closes one circle through aot.core.spec; upward imports outside aot/runtime and aot/core (and PENDING)
+    are printed and left out of the graph for the assertion. Once they are gone: assert on ``graph()``."""
+    g = graph()
+    print("import circles:", circles(g) or "none")
+    unchecked = {e for e in upward(g) if not checked(e[0])} | PENDING
+    rest = {a: {b for b in targets if (a, b) not in unchecked} for a, targets in g.items()}
+    print("import circles without the unchecked upward imports:", circles(rest) or "none")
+    assert circles(rest) == []
+
+
+def test_imports_go_down_the_layers():
+    found = upward(graph())
+    for a, b in sorted(found):
+        note = ("allowed" if (a, b) in ALLOWED else "pending (TODO)" if (a, b) in PENDING
+                else "asserted" if checked(a) else "not asserted yet")
+        print(f"upward import: {a} (layer {layer(a)}) -> {b} (layer {layer(b)}): {note}")
+    assert {e for e in found if checked(e[0])} - PENDING == ALLOWED
+
+
+def test_no_module_over_450_lines():
+    long: dict[str, int] = {}
+    for p in sorted(PKG.rglob("*.py")):
+        n = len(p.read_text().splitlines())
+        if n > MAX_LINES:
+            long[str(p.relative_to(ROOT))] = n
+    for path, n in sorted(long.items()):
+        print(f"over {MAX_LINES} lines: {path} ({n})" + (" (pending, TODO)" if path in PENDING_LONG else ""))
+    asserted = {p for p in long if p.startswith(("aot/runtime/", "aot/core/"))}
+    assert asserted - PENDING_LONG == set()
+
+
+# ------------------------------------------------------------------------- the runtime's import closure
+CLOSURE = textwrap.dedent("""
+    import ctypes, json, sys, warnings
+    ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)  # the stand-in libcuda: this host may have no driver
+    warnings.simplefilter("ignore")
+    import aot
+    reg = aot.Registry(sys.argv[1], device_sm=90)
+    algo = reg.cccl("reduce_sum_i32")
+    print(json.dumps({"source": reg.status()["reduce_sum_i32"].source, "raw": type(algo.raw).__name__,
+                      "modules": sorted(m for m in sys.modules if m == "aot" or m.startswith("aot."))}))
+""")
+
+#: What loading one packaged cuda.compute artifact imports of aot, and nothing more.
+RUNTIME_CLOSURE = [
+    "aot",
+    "aot.algorithms", "aot.algorithms._base", "aot.algorithms.binary_search", "aot.algorithms.histogram",
+    "aot.algorithms.reduce", "aot.algorithms.scan", "aot.algorithms.select", "aot.algorithms.sort",
+    "aot.algorithms.three_way_partition", "aot.algorithms.transform", "aot.algorithms.unique",
+    "aot.core", "aot.core.arch", "aot.core.env", "aot.core.errors", "aot.core.format", "aot.core.fs",
+    "aot.core.log", "aot.core.manifest", "aot.core.spec", "aot.core.version", "aot.core.versions",
+    "aot.runtime", "aot.runtime.driver", "aot.runtime.lean", "aot.runtime.objects", "aot.runtime.registry",
+    "aot.runtime.sources", "aot.runtime.stand_ins", "aot.runtime.warm", "aot.runtime.warmup",
+]
+
+
+def test_loading_a_packaged_artifact_imports_only_the_runtime(small_build):
+    from aot.build.toolchain import stub_library
+    r = subprocess.run([sys.executable, "-c", CLOSURE, str(small_build.out), str(stub_library())], cwd=ROOT,
+                       env=repo_env(), capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["source"] == "packaged" and out["raw"] == "_Reduce", out
+    print("runtime import closure:", out["modules"])
+    assert not [m for m in out["modules"] if m.startswith(("aot.build", "aot.verify", "aot.package", "aot.cli"))]
+    assert out["modules"] == RUNTIME_CLOSURE
