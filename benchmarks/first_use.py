@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(r"""
     dev = Device(); dev.set_current()
     import_ms = (time.perf_counter() - t_imp) * 1e3
     from aot.runtime.registry import Registry
-    from aot.verify.reference import check_cccl
+    from aot.verify.context import check_cccl
     from aot.build.compile import algorithm_kwargs
     from aot.verify.devarray import DeviceArray
     reg = Registry(root)

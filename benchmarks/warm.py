@@ -5,7 +5,7 @@ Each run is a fresh process with numpy imported first. Modes, interleaved run by
           "ready" is measured from before ``import aot``; then every CCCL spec's first and second call;
   nowarm  the same calls with no warmup: ``cccl(name)`` loads the spec just before its first call (the
           kernels then load lazily inside that call: what warmup removes).
-A "call" is one pass of ``aot.verify.reference.check_cccl`` on 2^20 items (segmented reductions: 2000 segments),
+A "call" is one pass of ``aot.verify.context.check_cccl`` on 2^20 items (segmented reductions: 2000 segments),
 timing only the algorithm invocations (temp-storage query and run, each followed by a device sync), not
 the data preparation or the numpy check around them. Targets: warm first call <= 2x the second for every
 spec; the whole matrix warm within 300 ms of ``import aot``.
@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(r"""
         out["kernels"] = {n: s.kernels for n, s in reg.status().items()}
         out["errors"] = {n: s.errors for n, s in reg.status().items() if s.errors}
     from cuda.core import Device
-    from aot.verify.reference import check_cccl
+    from aot.verify.context import check_cccl
     dev = Device()
     dev.set_current()
 

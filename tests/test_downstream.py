@@ -302,9 +302,10 @@ def test_select_unique_and_sort_references():
 
 
 def test_checks_resolve_only_inside_the_owning_package():
-    from aot.verify.reference import NoReference, resolve_check
+    from aot.verify.reference import NoReference
+    from aot.verify.units import resolve_check
     with pytest.raises(NoReference, match="not inside package"):
         resolve_check("os:system", "mypkg")
     with pytest.raises(NoReference, match="not inside package"):
         resolve_check("mypkgevil.x:f", "mypkg")
-    assert resolve_check("aot.verify.reference:check_kernel", "aot").__name__ == "check_kernel"
+    assert resolve_check("aot.verify.units:check_kernel", "aot").__name__ == "check_kernel"

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="n
 PROBE = textwrap.dedent("""
     import json, sys, warnings
     from aot.runtime.registry import Registry
-    from aot.verify.reference import check_cccl, check_kernel
+    from aot.verify.context import check_cccl
+    from aot.verify.units import check_kernel
     from cuda.core import Device
     root, name = sys.argv[1], sys.argv[2]
     with warnings.catch_warnings(record=True) as w:
@@ -108,7 +109,7 @@ def test_warmup_then_threads_get_their_own_objects(gpu_artifacts):
     import threading
     from cuda.core import Device
     from aot.runtime.registry import Registry
-    from aot.verify.reference import check_cccl
+    from aot.verify.context import check_cccl
     reg = Registry(gpu_artifacts)
     reg.request_warmup()
     assert reg.ensure_warm(timeout=120) == []

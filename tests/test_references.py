@@ -1,6 +1,6 @@
 """The numpy references of aot.algorithms accept a correct implementation and reject a wrong one, on the
 CPU: each check runs against a host-side stand-in for the device algorithm written independently of the
-reference (plain Python/numpy), through a Check whose "device arrays" are host arrays. Guards the
+reference (plain Python/numpy), through a GpuCheck whose "device arrays" are host arrays. Guards the
 references the GPU verification relies on (tests/test_gpu_algorithms.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot.algorithms import ALGORITHMS, Check
+from aot.algorithms import ALGORITHMS
+from aot.verify.context import GpuCheck
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -29,7 +30,7 @@ class Counting:
         self.start = start
 
 
-class HostCheck(Check):
+class HostCheck(GpuCheck):
     """Check with host arrays: outputs start as 0xA5 bytes, as on the device."""
 
     def __init__(self, types=None, n=5_003):

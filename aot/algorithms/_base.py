@@ -1,15 +1,21 @@
-"""What every algorithm definition shares: the field vocabulary, the build context, the check context.
+"""What every algorithm definition shares: the field vocabulary, and what a definition may ask of its
+build context (:class:`Build`) and check context (:class:`Check`).
 
 An algorithm is one object (see :class:`aot.algorithms.Algorithm`); this module holds the pieces its
 methods are given, so a definition reads as "these fields become these factory arguments" and "this is
-the numpy answer". Nothing here imports CUDA or numpy at import time: the runtime loader reads the field
-tables through :mod:`aot.spec` cheaply.
+the numpy answer". :mod:`aot.algorithms` is a leaf: it imports nothing else from aot (the contexts are
+protocols here; their implementations live above, in :mod:`aot.build.compile` and
+:mod:`aot.verify.context`). Nothing here imports CUDA or numpy at import time: the runtime loader reads
+the field tables through :mod:`aot.core.spec` cheaply.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A field with no default: the matrix must give it.
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
@@ -41,42 +47,37 @@ class OpSlot:
     arity: int = 2
 
 
-class Build:
-    """What a definition's ``factory_kwargs`` is given: makers for each kind of argument.
+class Build(Protocol):
+    """What a definition's ``factory_kwargs`` may ask of its build context: makers for each kind of factory
+    argument. The concrete one is :class:`aot.build.compile.FactoryArgs`.
 
     ``array(dtype)`` is a ``ProxyArray`` for AoT builds and a real device array elsewhere (benchmarks);
-    ``dtype`` may be a struct type's name (``types``). The rest import cuda.compute lazily."""
+    ``dtype`` may be a struct type's name (``types``)."""
 
-    def __init__(self, array: Callable[[Any], Any], types: Mapping[str, Any] | None = None):
-        self._array = array
-        self.types = dict(types or {})
+    @property
+    def types(self) -> Mapping[str, Any]:
+        """The spec's struct types: name -> ((field, dtype), ...)."""
 
-    def np_dtype(self, name: str):
-        return np_dtype(name, self.types)
+    def np_dtype(self, name: str) -> Any:
+        """A scalar dtype name or a struct type's name -> numpy dtype (:func:`np_dtype`)."""
 
-    def array(self, dtype: str):
-        return self._array(self.np_dtype(dtype))
+    def array(self, dtype: str) -> Any:
+        """An array argument of ``dtype``."""
 
-    def value(self, dtype: str, init: Any):
-        return init_value(dtype, init, self.types)
+    def value(self, dtype: str, init: Any) -> Any:
+        """A spec's ``init`` as a 1-element numpy array of ``dtype`` (:func:`init_value`)."""
 
-    def op(self, source: str):
-        from ..build.compile import operator
-        return operator(source)
+    def op(self, source: str) -> Any:
+        """A spec's operator (built-in name, lambda source or ``"pkg.mod:func"``) as the factory takes it."""
 
-    def order(self, order: str):
-        import cuda.compute as cc
-        return cc.SortOrder[order.upper()]
+    def order(self, order: str) -> Any:
+        """``"ascending"`` / ``"descending"`` -> ``cuda.compute.SortOrder``."""
 
-    def counting(self, dtype: str):
+    def counting(self, dtype: str) -> Any:
         """A counting iterator over ``dtype`` indices; its start is bound at call time."""
-        import numpy as np
-        import cuda.compute as cc
-        return cc.CountingIterator(np.dtype(dtype).type(0))
 
-    def input(self, p: Mapping[str, Any], dtype: str):
+    def input(self, p: Mapping[str, Any], dtype: str) -> Any:
         """The input sequence: an array of ``dtype``, or the indices when ``input: counting``."""
-        return self.counting(dtype) if p.get("input", "array") == "counting" else self.array(dtype)
 
 
 def np_dtype(name: str, types: Mapping[str, Any] | None = None):
@@ -108,50 +109,77 @@ def _scalar(dt, init: Any):
     return init
 
 
-class Check:
-    """What a definition's ``check`` is given on a GPU: a seeded generator, the device, and helpers that
-    upload, allocate poisoned outputs (0xA5 bytes, so unwritten elements show) and run the two-phase
-    temp-storage protocol of cuda.compute."""
+class Check(Protocol):
+    """What a definition's ``check`` may ask of its check context on a GPU: a seeded generator, the device,
+    helpers that upload, allocate poisoned outputs (0xA5 bytes, so unwritten elements show) and run the
+    two-phase temp-storage protocol of cuda.compute, and the numpy references to compare with. The
+    concrete one is :class:`aot.verify.context.GpuCheck` (references: :mod:`aot.verify.reference`)."""
 
-    def __init__(self, device, *, n: int = 100_003, seed: int = 0, types: Mapping[str, Any] | None = None):
-        import numpy as np
-        self.device, self.n, self.types = device, n, dict(types or {})
-        self.rng = np.random.default_rng(seed)
+    @property
+    def device(self) -> Any:
+        """The device the check runs on."""
 
-    def np_dtype(self, name: str):
-        return np_dtype(name, self.types)
+    @property
+    def n(self) -> int:
+        """The number of items to check with."""
 
-    def up(self, host):
-        from ..verify.devarray import DeviceArray
-        return DeviceArray.from_host(host, self.device)
+    @property
+    def rng(self) -> np.random.Generator:
+        """The seeded generator every random input comes from."""
 
-    def out(self, n: int, dtype):
-        from ..verify.devarray import DeviceArray
-        return DeviceArray(n, dtype if not isinstance(dtype, str) else self.np_dtype(dtype), self.device)
+    @property
+    def types(self) -> Mapping[str, Any]:
+        """The spec's struct types: name -> ((field, dtype), ...)."""
+
+    def np_dtype(self, name: str) -> Any:
+        """A scalar dtype name or a struct type's name -> numpy dtype (:func:`np_dtype`)."""
+
+    def up(self, host: Any) -> Any:
+        """A device copy of ``host`` (``.to_host()`` reads it back)."""
+
+    def out(self, n: int, dtype: Any) -> Any:
+        """A device array of ``n`` elements of ``dtype`` (a name or a numpy dtype), filled with 0xA5 bytes."""
 
     def twice(self, call: Callable[[Any], Any]) -> None:
         """``call(None)`` for the temp-storage size, then ``call(temp)``."""
-        import numpy as np
-        from ..verify.devarray import DeviceArray
-        nbytes = call(None)
-        call(DeviceArray(int(nbytes or 1), np.uint8, self.device, poison=False))
 
-    def rand(self, dtype: str, n: int, *, small: bool = False):
-        from ..verify.reference import rand
-        return rand(self.rng, self.np_dtype(dtype), n, small=small)
+    def rand(self, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
+        """``n`` seeded random values of ``dtype`` (``small``: integers within +-1000)."""
 
-    def value(self, dtype: str, init: Any):
-        return init_value(dtype, init, self.types)
+    def value(self, dtype: str, init: Any) -> Any:
+        """A spec's ``init`` as a 1-element numpy array of ``dtype`` (:func:`init_value`)."""
 
-    def op(self, source: str):
-        from ..build.compile import operator
-        return operator(source)
+    def op(self, source: str) -> Any:
+        """A spec's operator as cuda.compute takes it."""
 
-    def counting(self, dtype: str, start: int = 0):
-        import numpy as np
-        import cuda.compute as cc
-        return cc.CountingIterator(np.dtype(dtype).type(start))
+    def counting(self, dtype: str, start: int = 0) -> Any:
+        """A counting iterator over ``dtype`` indices from ``start``."""
 
+    # the numpy references (:mod:`aot.verify.reference`)
+    def close(self, got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
+        """Raise ``AssertionError`` unless ``got`` equals ``want`` (floats: within a tight relative error)."""
+
+    def reduce_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+        """``op`` folded over ``values`` (init first), as a 1-element array."""
+
+    def scan_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+        """Inclusive scan of ``values`` under ``op``."""
+
+    def select_reference(self, op: str, x: np.ndarray) -> np.ndarray:
+        """The mask of elements the predicate ``op`` keeps."""
+
+    def unique_first(self, op: str, keys: np.ndarray) -> np.ndarray:
+        """Mask of the first element of each run of consecutive keys that ``op`` calls equal."""
+
+    def sorted_problem(self, op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in: np.ndarray | None = None,
+                       vals_out: np.ndarray | None = None) -> str | None:
+        """Why ``keys_out`` (and ``vals_out``) is not ``keys_in`` sorted under comparator ``op``, or ``None``."""
+
+    def np_operator(self, op: str) -> Callable[..., Any]:
+        """A spec's operator as a vectorised numpy function."""
+
+    def no_reference(self, msg: str) -> Exception:
+        """The exception to raise when a spec has no reference (verification reports it, never "ok")."""
 
 class AlgorithmBase:
     """Defaults for the :class:`aot.algorithms.Algorithm` protocol; a definition sets the class attributes

@@ -22,14 +22,13 @@ class BinarySearch(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..verify.reference import close
         dt, n = p["dtype"], c.n
         data = np.sort(c.rand(dt, n, small=True))
         values = np.concatenate([c.rand(dt, n // 2, small=True), data[::3]])
         d_res = c.out(len(values), p["index_dtype"])
         obj(d_data=c.up(data), num_items=n, d_values=c.up(values), num_values=len(values), d_out=d_res)
         want = np.searchsorted(data, values, side=self.side)
-        close(d_res.to_host(), want.astype(p["index_dtype"]), self.name)
+        c.close(d_res.to_host(), want.astype(p["index_dtype"]), self.name)
 
 
 LOWER_BOUND = BinarySearch("lower_bound", "left")

@@ -23,7 +23,6 @@ class UnaryTransform(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..verify.reference import close, np_operator
         dt, od, n = p["dtype"], p["out_dtype"] or p["dtype"], c.n
         if p["input"] == "counting":
             x, d_x = np.arange(n, dtype=dt), c.counting(dt)
@@ -33,8 +32,8 @@ class UnaryTransform(AlgorithmBase):
         d_out = c.out(n, od)
         obj(d_in=d_x, d_out=d_out, num_items=n)
         with np.errstate(all="ignore"):
-            want = np.broadcast_to(np.asarray(np_operator(p["op"])(x)), (n,)).astype(c.np_dtype(od))
-        close(d_out.to_host(), want, "unary_transform")
+            want = np.broadcast_to(np.asarray(c.np_operator(p["op"])(x)), (n,)).astype(c.np_dtype(od))
+        c.close(d_out.to_host(), want, "unary_transform")
 
 
 class BinaryTransform(AlgorithmBase):
@@ -51,15 +50,14 @@ class BinaryTransform(AlgorithmBase):
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
-        from ..verify.reference import close, np_operator
         dt, n = p["dtype"], c.n
         d2, od = p["dtype2"] or dt, p["out_dtype"] or dt
         a, b = c.rand(dt, n, small=True), c.rand(d2, n, small=True)
         d_out = c.out(n, od)
         obj(d_in1=c.up(a), d_in2=c.up(b), d_out=d_out, num_items=n)
         with np.errstate(all="ignore"):
-            want = np.broadcast_to(np.asarray(np_operator(p["op"])(a, b)), (n,)).astype(c.np_dtype(od))
-        close(d_out.to_host(), want, "binary_transform")
+            want = np.broadcast_to(np.asarray(c.np_operator(p["op"])(a, b)), (n,)).astype(c.np_dtype(od))
+        c.close(d_out.to_host(), want, "binary_transform")
 
 
 UNARY_TRANSFORM = UnaryTransform()

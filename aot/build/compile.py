@@ -41,12 +41,51 @@ def operator(op: str):
     return cc.OpKind[op.upper()]
 
 
+class FactoryArgs:
+    """What a definition's ``factory_kwargs`` is given (:class:`aot.algorithms.Build`): makers for each kind
+    of argument.
+
+    ``array(dtype)`` is a ``ProxyArray`` for AoT builds and a real device array elsewhere (benchmarks);
+    ``dtype`` may be a struct type's name (``types``). The rest import cuda.compute lazily."""
+
+    def __init__(self, array: Callable[[Any], Any], types: Mapping[str, Any] | None = None):
+        self._array = array
+        self.types = dict(types or {})
+
+    def np_dtype(self, name: str):
+        from ..algorithms import np_dtype
+        return np_dtype(name, self.types)
+
+    def array(self, dtype: str):
+        return self._array(self.np_dtype(dtype))
+
+    def value(self, dtype: str, init: Any):
+        return init_value(dtype, init, self.types)
+
+    def op(self, source: str):
+        return operator(source)
+
+    def order(self, order: str):
+        import cuda.compute as cc
+        return cc.SortOrder[order.upper()]
+
+    def counting(self, dtype: str):
+        """A counting iterator over ``dtype`` indices; its start is bound at call time."""
+        import numpy as np
+        import cuda.compute as cc
+        return cc.CountingIterator(np.dtype(dtype).type(0))
+
+    def input(self, p: Mapping[str, Any], dtype: str):
+        """The input sequence: an array of ``dtype``, or the indices when ``input: counting``."""
+        return self.counting(dtype) if p.get("input", "array") == "counting" else self.array(dtype)
+
+
 def algorithm_kwargs(spec: CcclSpec, array: Callable[[Any], Any]) -> tuple[str, dict[str, Any]]:
     """The factory name and keyword arguments for ``spec`` (see :mod:`aot.algorithms`); ``array(dtype)``
     makes each array argument (``ProxyArray`` for AoT builds, real device arrays elsewhere)."""
-    from ..algorithms import ALGORITHMS, Build
+    from ..algorithms import ALGORITHMS
     algo = ALGORITHMS[spec.algorithm]
-    return algo.factory, algo.factory_kwargs(spec.params, Build(array, spec.types))
+    return algo.factory, algo.factory_kwargs(spec.params, FactoryArgs(array, spec.types))
 
 
 def build_cccl(spec: CcclSpec, sm: int):

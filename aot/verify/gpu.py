@@ -3,7 +3,7 @@
 ``verify_integrity`` is what ``aot verify DIR|WHEEL`` runs anywhere: every manifest entry present, sizes
 and sha256 right, headers well-formed and consistent with their entries, one producer for the set.
 ``verify_gpu`` executes each artifact this GPU can load (not only the loader's first choice: a PTX
-fallback is checked too) against the numpy references of :mod:`aot.reference`.
+fallback is checked too) against the numpy references of :mod:`aot.verify.reference`.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
     progress = on_spec or (lambda name, done: None)
     from cuda.core import Device
-    from .reference import CheckContext, NoReference, check_cccl, check_kernel, resolve_check
+    from .context import check_cccl
+    from .reference import NoReference
+    from .units import CheckContext, check_kernel, resolve_check
     from ..core.spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = Device()

@@ -1,0 +1,105 @@
+"""The check context of a cuda.compute algorithm on a GPU, and the check ``verify --gpu`` runs with it.
+
+:class:`GpuCheck` implements :class:`aot.algorithms.Check` (what a definition's ``check`` may ask for):
+device arrays from :mod:`aot.verify.devarray`, seeded inputs and the numpy references from
+:mod:`aot.verify.reference`. :func:`check_cccl` runs a loaded algorithm through its definition's check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..algorithms import ALGORITHMS, init_value, np_dtype
+from ..core.spec import CcclSpec
+from . import reference
+from .reference import NoReference
+
+
+class GpuCheck:
+    """What a definition's ``check`` is given on a GPU (:class:`aot.algorithms.Check`): a seeded generator,
+    the device, and helpers that upload, allocate poisoned outputs (0xA5 bytes, so unwritten elements show)
+    and run the two-phase temp-storage protocol of cuda.compute, plus the numpy references."""
+
+    def __init__(self, device, *, n: int = 100_003, seed: int = 0, types: Mapping[str, Any] | None = None):
+        self.device, self.n, self.types = device, n, dict(types or {})
+        self.rng = np.random.default_rng(seed)
+
+    def np_dtype(self, name: str):
+        return np_dtype(name, self.types)
+
+    def up(self, host):
+        from .devarray import DeviceArray
+        return DeviceArray.from_host(host, self.device)
+
+    def out(self, n: int, dtype):
+        from .devarray import DeviceArray
+        return DeviceArray(n, dtype if not isinstance(dtype, str) else self.np_dtype(dtype), self.device)
+
+    def twice(self, call: Callable[[Any], Any]) -> None:
+        """``call(None)`` for the temp-storage size, then ``call(temp)``."""
+        from .devarray import DeviceArray
+        nbytes = call(None)
+        call(DeviceArray(int(nbytes or 1), np.uint8, self.device, poison=False))
+
+    def rand(self, dtype: str, n: int, *, small: bool = False) -> np.ndarray:
+        return reference.rand(self.rng, self.np_dtype(dtype), n, small=small)
+
+    def value(self, dtype: str, init: Any):
+        return init_value(dtype, init, self.types)
+
+    def op(self, source: str):
+        from ..build.compile import operator
+        return operator(source)
+
+    def counting(self, dtype: str, start: int = 0):
+        import cuda.compute as cc
+        return cc.CountingIterator(np.dtype(dtype).type(start))
+
+    # the numpy references (:mod:`aot.verify.reference`)
+    def close(self, got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
+        reference.close(got, want, what, scale=scale)
+
+    def reduce_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+        return reference.reduce_reference(op, dtype, values)
+
+    def scan_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+        return reference.scan_reference(op, dtype, values)
+
+    def select_reference(self, op: str, x: np.ndarray) -> np.ndarray:
+        return reference.select_reference(op, x)
+
+    def unique_first(self, op: str, keys: np.ndarray) -> np.ndarray:
+        return reference.unique_first(op, keys)
+
+    def sorted_problem(self, op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in: np.ndarray | None = None,
+                       vals_out: np.ndarray | None = None) -> str | None:
+        return reference.sorted_problem(op, keys_in, keys_out, vals_in, vals_out)
+
+    def np_operator(self, op: str) -> Callable[..., Any]:
+        return reference.np_operator(op)
+
+    def no_reference(self, msg: str) -> Exception:
+        return NoReference(msg)
+
+
+def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> None:
+    """Run ``obj`` (a loaded cuda.compute algorithm for ``spec``) on seeded random data and raise on any
+    mismatch with numpy: the algorithm's own ``check`` (:mod:`aot.algorithms`). A raw cuda.compute object
+    (a JIT build) gets the spec's operators and compiled-in arguments bound as the loader binds them."""
+    algo = ALGORITHMS.get(spec.algorithm)
+    if algo is None:
+        raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
+    from ..runtime.objects import CcclAlgorithm
+    if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
+        obj = _bind(obj, spec)
+    algo.check(obj, spec.params, GpuCheck(device, n=n, seed=seed, types=spec.types))
+
+
+def _bind(raw, spec: CcclSpec):
+    from ..build.compile import operator
+    algo = ALGORITHMS[spec.algorithm]
+    bound = {slot.keyword: operator(spec.params[slot.field]) for slot in algo.ops}
+    defaults = algo.bound_arguments(spec.params)
+    return lambda **kw: raw(**{**defaults, **kw, **bound})
