@@ -29,16 +29,8 @@ LAYERS = {"aot.algorithms": 0, "aot.core": 1, "aot.cmake": 1, "aot.runtime": 2, 
 #: Imports from a lower layer up to a higher one that stay: the JIT fallback compiles with the build's recipe.
 ALLOWED = {("aot.runtime.jit", "aot.build.compile")}
 
-#: TODO(lead): upward imports in aot/runtime and aot/core that other changes remove; drop each entry when it
-#: goes (the test then insists it stays gone). Empty today.
-PENDING: set[tuple[str, str]] = set()
 
 MAX_LINES = 450
-#: TODO(lead): modules over MAX_LINES in aot/runtime and aot/core owned by other changes.
-PENDING_LONG = {"aot/core/spec.py"}
-
-#: Packages whose modules the assertions cover for now (the other layers are printed only).
-CHECKED = ("aot.runtime", "aot.core")
 
 
 def module_name(path: Path) -> str:
@@ -135,10 +127,6 @@ def upward(g: dict[str, set[str]]) -> set[tuple[str, str]]:
     return {(a, b) for a, targets in g.items() for b in targets if layer(a) < layer(b)}
 
 
-def checked(module: str) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in CHECKED)
-
-
 def test_the_graph_sees_every_kind_of_import():
     """Guard the parser itself: relative, absolute, `from . import module`, function-level imports."""
     g = graph()
@@ -151,36 +139,33 @@ def test_the_graph_sees_every_kind_of_import():
 
 
 def test_no_import_circle():
-    """TODO(lead): today aot.algorithms imports aot.build/aot.verify inside functions (being fixed), which
-    closes one circle through aot.core.spec; upward imports outside aot/runtime and aot/core (and PENDING)
-    are printed and left out of the graph for the assertion. Once they are gone: assert on ``graph()``."""
     g = graph()
-    print("import circles:", circles(g) or "none")
-    unchecked = {e for e in upward(g) if not checked(e[0])} | PENDING
-    rest = {a: {b for b in targets if (a, b) not in unchecked} for a, targets in g.items()}
-    print("import circles without the unchecked upward imports:", circles(rest) or "none")
-    assert circles(rest) == []
+    assert circles(g) == []
 
 
 def test_imports_go_down_the_layers():
     found = upward(graph())
     for a, b in sorted(found):
-        note = ("allowed" if (a, b) in ALLOWED else "pending (TODO)" if (a, b) in PENDING
-                else "asserted" if checked(a) else "not asserted yet")
-        print(f"upward import: {a} (layer {layer(a)}) -> {b} (layer {layer(b)}): {note}")
-    assert {e for e in found if checked(e[0])} - PENDING == ALLOWED
+        print(f"upward import: {a} (layer {layer(a)}) -> {b} (layer {layer(b)})")
+    assert found == ALLOWED
 
 
 def test_no_module_over_450_lines():
-    long: dict[str, int] = {}
+    long = {str(p.relative_to(ROOT)): n for p in sorted(PKG.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_no_class_over_16_methods():
+    """One job per class: the Registry delegates its warm pool, sources and status to collaborators."""
+    big = {}
     for p in sorted(PKG.rglob("*.py")):
-        n = len(p.read_text().splitlines())
-        if n > MAX_LINES:
-            long[str(p.relative_to(ROOT))] = n
-    for path, n in sorted(long.items()):
-        print(f"over {MAX_LINES} lines: {path} ({n})" + (" (pending, TODO)" if path in PENDING_LONG else ""))
-    asserted = {p for p in long if p.startswith(("aot/runtime/", "aot/core/"))}
-    assert asserted - PENDING_LONG == set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef):
+                n = sum(isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef)) for x in node.body)
+                if n > 16:
+                    big[f"{p.relative_to(ROOT)}:{node.name}"] = n
+    assert big == {}
 
 
 # ------------------------------------------------------------------------- the runtime's import closure
@@ -198,13 +183,40 @@ CLOSURE = textwrap.dedent("""
 #: What loading one packaged cuda.compute artifact imports of aot, and nothing more.
 RUNTIME_CLOSURE = [
     "aot",
-    "aot.algorithms", "aot.algorithms._base", "aot.algorithms.binary_search", "aot.algorithms.histogram",
-    "aot.algorithms.reduce", "aot.algorithms.scan", "aot.algorithms.select", "aot.algorithms.sort",
-    "aot.algorithms.three_way_partition", "aot.algorithms.transform", "aot.algorithms.unique",
-    "aot.core", "aot.core.arch", "aot.core.env", "aot.core.errors", "aot.core.format", "aot.core.fs",
-    "aot.core.log", "aot.core.manifest", "aot.core.spec", "aot.core.version", "aot.core.versions",
-    "aot.runtime", "aot.runtime.driver", "aot.runtime.lean", "aot.runtime.objects", "aot.runtime.registry",
-    "aot.runtime.sources", "aot.runtime.stand_ins", "aot.runtime.warm", "aot.runtime.warmup",
+    "aot.algorithms",
+    "aot.algorithms._base",
+    "aot.algorithms.binary_search",
+    "aot.algorithms.histogram",
+    "aot.algorithms.reduce",
+    "aot.algorithms.scan",
+    "aot.algorithms.select",
+    "aot.algorithms.sort",
+    "aot.algorithms.three_way_partition",
+    "aot.algorithms.transform",
+    "aot.algorithms.unique",
+    "aot.core",
+    "aot.core.arch",
+    "aot.core.env",
+    "aot.core.errors",
+    "aot.core.format",
+    "aot.core.fs",
+    "aot.core.log",
+    "aot.core.manifest",
+    "aot.core.oplang",
+    "aot.core.rules",
+    "aot.core.spec",
+    "aot.core.text",
+    "aot.core.version",
+    "aot.core.versions",
+    "aot.runtime",
+    "aot.runtime.driver",
+    "aot.runtime.lean",
+    "aot.runtime.objects",
+    "aot.runtime.registry",
+    "aot.runtime.sources",
+    "aot.runtime.stand_ins",
+    "aot.runtime.warm",
+    "aot.runtime.warmup",
 ]
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, cast
 
 from . import binary_search, histogram, reduce, scan, select, sort, three_way_partition, transform, unique
-from ._base import (BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot, init_value,
-                    is_dtype_field, np_dtype)
+from ._base import (BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot,
+                    References, init_value, is_dtype_field, np_dtype)
 
 
 class Algorithm(Protocol):
@@ -49,4 +49,4 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: cast(Algorithm, a) for a in (
     histogram.HISTOGRAM_EVEN, three_way_partition.THREE_WAY_PARTITION)}
 
 __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmBase", "Build", "BUILTIN_OPS", "Check", "DTYPES", "INPUTS",
-           "OpSlot", "REQUIRED", "SORT_ORDERS", "init_value", "is_dtype_field", "np_dtype"]
+           "OpSlot", "REQUIRED", "References", "SORT_ORDERS", "init_value", "is_dtype_field", "np_dtype"]

@@ -155,7 +155,15 @@ class Check(Protocol):
     def counting(self, dtype: str, start: int = 0) -> Any:
         """A counting iterator over ``dtype`` indices from ``start``."""
 
-    # the numpy references (:mod:`aot.verify.reference`)
+    @property
+    def ref(self) -> References:
+        """The numpy references to compare with."""
+
+
+class References(Protocol):
+    """The numpy references a check compares with (the concrete one is the module
+    :mod:`aot.verify.reference` itself)."""
+
     def close(self, got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
         """Raise ``AssertionError`` unless ``got`` equals ``want`` (floats: within a tight relative error)."""
 
@@ -178,8 +186,10 @@ class Check(Protocol):
     def np_operator(self, op: str) -> Callable[..., Any]:
         """A spec's operator as a vectorised numpy function."""
 
-    def no_reference(self, msg: str) -> Exception:
-        """The exception to raise when a spec has no reference (verification reports it, never "ok")."""
+    @property
+    def NoReference(self) -> type[Exception]:  # noqa: N802 - the exception class's own name
+        """Raised when a spec has no reference (verification reports it, never "ok")."""
+
 
 class AlgorithmBase:
     """Defaults for the :class:`aot.algorithms.Algorithm` protocol; a definition sets the class attributes

@@ -28,7 +28,7 @@ class BinarySearch(AlgorithmBase):
         d_res = c.out(len(values), p["index_dtype"])
         obj(d_data=c.up(data), num_items=n, d_values=c.up(values), num_values=len(values), d_out=d_res)
         want = np.searchsorted(data, values, side=self.side)
-        c.close(d_res.to_host(), want.astype(p["index_dtype"]), self.name)
+        c.ref.close(d_res.to_host(), want.astype(p["index_dtype"]), self.name)
 
 
 LOWER_BOUND = BinarySearch("lower_bound", "left")

@@ -42,7 +42,7 @@ class HistogramEven(AlgorithmBase):
         else:
             width = 2 if 2 * bins + 2 <= np.iinfo(dt).max else 1
             if width * bins > np.iinfo(dt).max:
-                raise c.no_reference(f"histogram_even: {bins} bins do not fit {dt}")
+                raise c.ref.NoReference(f"histogram_even: {bins} bins do not fit {dt}")
             lo = 0 if dt.kind == "u" else -width * 2
             x = c.rng.integers(lo, min(width * bins + 2 * width, int(np.iinfo(dt).max)), n, endpoint=True).astype(dt)
         lower, upper = np.zeros(1, dt), np.array([width * bins], dt)
@@ -53,7 +53,7 @@ class HistogramEven(AlgorithmBase):
         xi = np.floor(x.astype(np.float64) / width).astype(np.int64)
         inside = (x >= 0) & (xi < bins)
         want = np.bincount(xi[inside], minlength=bins).astype(p["counter_dtype"])
-        c.close(d_hist.to_host(), want, "histogram_even")
+        c.ref.close(d_hist.to_host(), want, "histogram_even")
 
 
 HISTOGRAM_EVEN = HistogramEven()

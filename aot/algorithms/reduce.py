@@ -25,8 +25,8 @@ class Reduce(AlgorithmBase):
         init = c.value(dt, p["init"])
         d_in, d_out = c.up(x), c.out(1, dt)
         c.twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, num_items=n, h_init=init))
-        want = c.reduce_reference(p["op"], init.dtype, np.concatenate([init, x]))
-        c.close(d_out.to_host(), want, "reduce", scale=_scale(x, want))
+        want = c.ref.reduce_reference(p["op"], init.dtype, np.concatenate([init, x]))
+        c.ref.close(d_out.to_host(), want, "reduce", scale=_scale(x, want))
 
 
 class SegmentedReduce(AlgorithmBase):
@@ -55,9 +55,9 @@ class SegmentedReduce(AlgorithmBase):
         c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, num_segments=m, start_offsets_in=d_beg,
                               end_offsets_in=d_end, h_init=init))
         segs = [x[offsets[i]:offsets[i + 1]] for i in range(m)]
-        want = np.concatenate([c.reduce_reference(p["op"], init.dtype, np.concatenate([init, s])) for s in segs])
+        want = np.concatenate([c.ref.reduce_reference(p["op"], init.dtype, np.concatenate([init, s])) for s in segs])
         scale = None if x.dtype.names else np.concatenate([_scale(s, want[:1]) for s in segs])
-        c.close(d_out.to_host(), want, "segmented_reduce", scale=scale)
+        c.ref.close(d_out.to_host(), want, "segmented_reduce", scale=scale)
 
 
 def _scale(x, want):

@@ -26,9 +26,9 @@ class Scan(AlgorithmBase):
         init = c.value(dt, p["init"])
         d_in, d_out = c.up(x), c.out(n, dt)
         c.twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, init_value=init, num_items=n))
-        acc = c.scan_reference(p["op"], init.dtype, np.concatenate([init, x]))
+        acc = c.ref.scan_reference(p["op"], init.dtype, np.concatenate([init, x]))
         want = acc[1:] if self.inclusive else acc[:-1]
-        c.close(d_out.to_host(), want, self.name, scale=None if x.dtype.names else np.cumsum(np.abs(x)) + 1)
+        c.ref.close(d_out.to_host(), want, self.name, scale=None if x.dtype.names else np.cumsum(np.abs(x)) + 1)
 
 
 EXCLUSIVE_SCAN = Scan("exclusive_scan", inclusive=False)

@@ -31,13 +31,13 @@ class Select(AlgorithmBase):
             x = c.rand(dt, n, small=True)
             x[c.rng.random(n) < 0.5] = 0
             d_x = c.up(x)
-        keep = c.select_reference(p["op"], x)
+        keep = c.ref.select_reference(p["op"], x)
         d_out, d_cnt = c.out(n, dt), c.out(1, p["count_dtype"])
         c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, d_num_selected_out=d_cnt, num_items=n))
         cnt = int(d_cnt.to_host()[0])
         if cnt != int(keep.sum()):
             raise AssertionError(f"select: selected {cnt}, want {int(keep.sum())}")
-        c.close(d_out.to_host()[:cnt], x[keep], "select")
+        c.ref.close(d_out.to_host()[:cnt], x[keep], "select")
 
 
 SELECT = Select()

@@ -47,9 +47,9 @@ class RadixSort(AlgorithmBase):
         c.twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_out_keys=d_okeys, d_in_values=d_vals,
                               d_out_values=d_ovals, num_items=n))
         perm = _stable_perm(keys, p["order"] == "descending")
-        c.close(d_okeys.to_host(), keys[perm], "radix_sort keys")
+        c.ref.close(d_okeys.to_host(), keys[perm], "radix_sort keys")
         if d_ovals is not None and vals is not None:
-            c.close(d_ovals.to_host(), vals[perm], "radix_sort values")
+            c.ref.close(d_ovals.to_host(), vals[perm], "radix_sort values")
 
 
 class MergeSort(AlgorithmBase):
@@ -73,15 +73,15 @@ class MergeSort(AlgorithmBase):
         c.twice(lambda t: obj(temp_storage=t, d_in_keys=d_keys, d_in_values=d_vals, d_out_keys=d_okeys,
                               d_out_values=d_ovals, num_items=n))
         if p["op"] not in ("less", "greater"):  # a lambda comparator: a checked order, not an exact one
-            problem = c.sorted_problem(p["op"], keys, d_okeys.to_host(), vals,
+            problem = c.ref.sorted_problem(p["op"], keys, d_okeys.to_host(), vals,
                                        d_ovals.to_host() if d_ovals is not None else None)
             if problem:
                 raise AssertionError(f"merge_sort: {problem}")
             return
         perm = _stable_perm(keys, p["op"] == "greater")
-        c.close(d_okeys.to_host(), keys[perm], "merge_sort keys")
+        c.ref.close(d_okeys.to_host(), keys[perm], "merge_sort keys")
         if d_ovals is not None and vals is not None:
-            c.close(d_ovals.to_host(), vals[perm], "merge_sort values")
+            c.ref.close(d_ovals.to_host(), vals[perm], "merge_sort values")
 
 
 class SegmentedSort(AlgorithmBase):
@@ -120,7 +120,7 @@ class SegmentedSort(AlgorithmBase):
         if descending:  # per segment, reversed
             want = np.concatenate([want[offsets[i]:offsets[i + 1]][::-1] for i in range(m)])
         got = d_okeys.to_host()
-        c.close(got, want, "segmented_sort keys")
+        c.ref.close(got, want, "segmented_sort keys")
         # not stable: the (segment, key, value) triples must be the input's, in any order of equal keys
         if d_ovals is not None and vals is not None:
             gv = d_ovals.to_host()

@@ -32,8 +32,8 @@ class ThreeWayPartition(AlgorithmBase):
         else:
             x = c.rand(dt, n, small=True)
             d_x = c.up(x)
-        first = c.select_reference(p["first_op"], x)
-        second = c.select_reference(p["second_op"], x) & ~first
+        first = c.ref.select_reference(p["first_op"], x)
+        second = c.ref.select_reference(p["second_op"], x) & ~first
         rest = ~(first | second)
         d_1, d_2, d_3, d_cnt = c.out(n, dt), c.out(n, dt), c.out(n, dt), c.out(2, p["count_dtype"])
         c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_first_part_out=d_1, d_second_part_out=d_2,
@@ -42,9 +42,9 @@ class ThreeWayPartition(AlgorithmBase):
         want_cnt = (int(first.sum()), int(second.sum()))
         if (int(cnt[0]), int(cnt[1])) != want_cnt:
             raise AssertionError(f"three_way_partition: part sizes {tuple(int(v) for v in cnt)}, want {want_cnt}")
-        c.close(d_1.to_host()[:want_cnt[0]], x[first], "three_way_partition first part")
-        c.close(d_2.to_host()[:want_cnt[1]], x[second], "three_way_partition second part")
-        c.close(d_3.to_host()[:int(rest.sum())], x[rest], "three_way_partition unselected part")
+        c.ref.close(d_1.to_host()[:want_cnt[0]], x[first], "three_way_partition first part")
+        c.ref.close(d_2.to_host()[:want_cnt[1]], x[second], "three_way_partition second part")
+        c.ref.close(d_3.to_host()[:int(rest.sum())], x[rest], "three_way_partition unselected part")
 
 
 THREE_WAY_PARTITION = ThreeWayPartition()

@@ -32,8 +32,8 @@ class UnaryTransform(AlgorithmBase):
         d_out = c.out(n, od)
         obj(d_in=d_x, d_out=d_out, num_items=n)
         with np.errstate(all="ignore"):
-            want = np.broadcast_to(np.asarray(c.np_operator(p["op"])(x)), (n,)).astype(c.np_dtype(od))
-        c.close(d_out.to_host(), want, "unary_transform")
+            want = np.broadcast_to(np.asarray(c.ref.np_operator(p["op"])(x)), (n,)).astype(c.np_dtype(od))
+        c.ref.close(d_out.to_host(), want, "unary_transform")
 
 
 class BinaryTransform(AlgorithmBase):
@@ -56,8 +56,8 @@ class BinaryTransform(AlgorithmBase):
         d_out = c.out(n, od)
         obj(d_in1=c.up(a), d_in2=c.up(b), d_out=d_out, num_items=n)
         with np.errstate(all="ignore"):
-            want = np.broadcast_to(np.asarray(c.np_operator(p["op"])(a, b)), (n,)).astype(c.np_dtype(od))
-        c.close(d_out.to_host(), want, "binary_transform")
+            want = np.broadcast_to(np.asarray(c.ref.np_operator(p["op"])(a, b)), (n,)).astype(c.np_dtype(od))
+        c.ref.close(d_out.to_host(), want, "binary_transform")
 
 
 UNARY_TRANSFORM = UnaryTransform()

@@ -24,7 +24,7 @@ class UniqueByKey(AlgorithmBase):
         dt, vd, n = p["dtype"], p["value_dtype"], c.n
         keys = np.sort(c.rand(dt, n, small=True))
         vals = c.rand(vd, n)
-        first = c.unique_first(p["op"], keys)
+        first = c.ref.unique_first(p["op"], keys)
         d_ok, d_ov, d_cnt = c.out(n, dt), c.out(n, vd), c.out(1, p["count_dtype"])
         d_k, d_v = c.up(keys), c.up(vals)
         c.twice(lambda t: obj(temp_storage=t, d_in_keys=d_k, d_in_items=d_v, d_out_keys=d_ok, d_out_items=d_ov,
@@ -32,8 +32,8 @@ class UniqueByKey(AlgorithmBase):
         cnt = int(d_cnt.to_host()[0])
         if cnt != int(first.sum()):
             raise AssertionError(f"unique_by_key: {cnt} unique, want {int(first.sum())}")
-        c.close(d_ok.to_host()[:cnt], keys[first], "unique_by_key keys")
-        c.close(d_ov.to_host()[:cnt], vals[first], "unique_by_key items")
+        c.ref.close(d_ok.to_host()[:cnt], keys[first], "unique_by_key keys")
+        c.ref.close(d_ov.to_host()[:cnt], vals[first], "unique_by_key items")
 
 
 UNIQUE_BY_KEY = UniqueByKey()

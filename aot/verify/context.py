@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..algorithms import ALGORITHMS, init_value, np_dtype
+from ..algorithms._base import References
 from ..core.spec import CcclSpec
 from . import reference
 from .reference import NoReference
@@ -57,31 +58,10 @@ class GpuCheck:
         import cuda.compute as cc
         return cc.CountingIterator(np.dtype(dtype).type(start))
 
-    # the numpy references (:mod:`aot.verify.reference`)
-    def close(self, got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
-        reference.close(got, want, what, scale=scale)
-
-    def reduce_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
-        return reference.reduce_reference(op, dtype, values)
-
-    def scan_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
-        return reference.scan_reference(op, dtype, values)
-
-    def select_reference(self, op: str, x: np.ndarray) -> np.ndarray:
-        return reference.select_reference(op, x)
-
-    def unique_first(self, op: str, keys: np.ndarray) -> np.ndarray:
-        return reference.unique_first(op, keys)
-
-    def sorted_problem(self, op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in: np.ndarray | None = None,
-                       vals_out: np.ndarray | None = None) -> str | None:
-        return reference.sorted_problem(op, keys_in, keys_out, vals_in, vals_out)
-
-    def np_operator(self, op: str) -> Callable[..., Any]:
-        return reference.np_operator(op)
-
-    def no_reference(self, msg: str) -> Exception:
-        return NoReference(msg)
+    @property
+    def ref(self) -> References:
+        """The numpy references (:class:`aot.algorithms.References`): the module itself."""
+        return reference
 
 
 def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> None:
