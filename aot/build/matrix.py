@@ -327,7 +327,7 @@ def _code_digest(ref: str) -> str:
 
 
 def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
-    """The shared validator (:func:`aot.spec.check_cccl`): a manifest's specs pass the very same checks;
+    """The shared validator (:func:`aot.core.rules.check_cccl`): a manifest's specs pass the very same checks;
     the matrix adds its struct types and hashes operators from code."""
     def digest(ref: str) -> str:
         try:

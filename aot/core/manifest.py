@@ -119,7 +119,7 @@ def spec_definition_problem(name: Any, d: Any) -> str | None:
 
 def _build_spec(name: Any, d: Any) -> Spec:
     """The spec a manifest defines under ``name``, through the matrix's own validator
-    (:func:`aot.spec.spec_from_definition`). Raises :class:`SpecError` for anything it refuses, including
+    (:func:`aot.core.rules.spec_from_definition`). Raises :class:`SpecError` for anything it refuses, including
     what the checks themselves could not survive (they are bounded, so this is a second line)."""
     if not isinstance(d, dict) or d.get("name") != name:
         raise SpecError(f"not an object named {short(name)}")

@@ -46,7 +46,7 @@ MAX_HEADERS, MAX_HEADERS_LEN = 256, 4 * 1024 * 1024
 class SpecError(ValueError):
     """A spec that does not validate; ``field`` names the field at fault (``None``: the spec as a whole).
 
-    Raised by the one validator both the matrix (:mod:`aot.matrix`) and manifests (:mod:`aot.manifest`)
+    Raised by the one validator both the matrix (:mod:`aot.build.matrix`) and manifests (:mod:`aot.core.manifest`)
     use; each caller adds where the spec came from (file and line, or manifest file)."""
 
     def __init__(self, message: str, field: str | None = None):

@@ -6,7 +6,7 @@ Layout under the root (``AOT_CACHE_DIR``, else platformdirs' user cache dir for 
     cccl/<key[:2]>/<key>.aot       artifact files (the packaged format), written tmp + fsync + rename
     cccl/<key[:2]>/<key>.lock      held while one process JIT-builds that key; removed afterwards
     nvrtc/                         cuda.core's FileStreamProgramCache (we do not write a second NVRTC cache)
-    stub/<digest>/libcuda.so.1     the stand-in libcuda of a source checkout (see aot.toolchain)
+    stub/<digest>/libcuda.so.1     the stand-in libcuda of a source checkout (see aot.build.toolchain)
 
 Trust follows ssh and pip: the root, every directory below it down to an entry, and the entry must be
 owned by the effective user and writable by nobody else, or they are never read. A cache key is

@@ -1,6 +1,6 @@
 """The loader's last resort: the per-user cache, then JIT for this device (persisted for next time).
 
-CCCL: the same recipe as the build (``aot.compile.build_cccl`` with the ProxyArray fix) for exactly the
+CCCL: the same recipe as the build (``aot.build.compile.build_cccl`` with the ProxyArray fix) for exactly the
 device's SM, serialized into an artifact file in the user cache. Racing processes build once: the
 builder holds an advisory lock on ``<key>.lock`` and the others re-check the cache once they get it.
 NVRTC: ``cuda.core.Program`` with ``cuda.core.utils.FileStreamProgramCache`` (not a second cache).
@@ -8,7 +8,7 @@ NVRTC: ``cuda.core.Program`` with ``cuda.core.utils.FileStreamProgramCache`` (no
 Disk trouble (read-only or full cache dir, missing permissions, an unusable path) never stops the loader:
 the JIT result is used in memory and one warning says why it was not persisted. A cache directory another
 user could write is not used at all (one warning per process); an entry another user could write is not
-read (one warning naming it): see :mod:`aot.cache` for the rules.
+read (one warning naming it): see :mod:`aot.runtime.cache` for the rules.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ script, ``stub.map.in``), and every one of them returns an error code and counts
 Where they come from: CMake builds them into the installed package (``cccl_patches/lib/``); in a
 checkout they are compiled on demand with the system C compiler (``$CC``, else ``cc``/``gcc``) into a
 fresh private directory (mode 0700, this process only, removed at exit): nothing is reused from a
-shared or predictable location. :mod:`aot._lean` decides whether to load them.
+shared or predictable location. :mod:`aot.runtime.lean` decides whether to load them.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def _truthy(v: Any) -> np.ndarray:
 
 
 def _eval(node, env: dict[str, Any]) -> Any:
-    """Evaluate a vetted lambda body (:func:`aot.spec.lambda_problem`: arithmetic, comparisons, boolean
+    """Evaluate a vetted lambda body (:func:`aot.core.oplang.lambda_problem`: arithmetic, comparisons, boolean
     logic, conditionals over its arguments and numbers) on numpy arrays, element-wise, with Python's
     semantics: ``a and b`` is ``b if a else a``, ``x if c else y`` picks per element."""
     kind = type(node).__name__
