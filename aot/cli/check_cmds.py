@@ -115,7 +115,8 @@ def _verify_gpu(root: Path, args) -> int:
 
         rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
-    for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
+    t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
+    for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
         t.add_column(col)
     for r in rows:
         result = "[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok else "[red]FAILED[/]"
