@@ -221,3 +221,11 @@ def test_every_algorithm_has_a_check():
     from aot.algorithms import AlgorithmBase
     for algo in ALGORITHMS.values():
         assert type(algo).check is not AlgorithmBase.check, algo.name
+
+
+def test_default_matrix_holds_every_algorithm():
+    """The bundled build_matrix.yaml (what `verify --gpu --default` checks) covers all 15 algorithms."""
+    from aot.build.matrix import load_matrix
+    from aot.core.spec import CcclSpec
+    algos = {s.algorithm for s in load_matrix().specs if isinstance(s, CcclSpec)}
+    assert algos == set(ALGORITHMS), sorted(set(ALGORITHMS) - algos)
