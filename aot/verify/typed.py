@@ -104,7 +104,8 @@ def binop(name: str, a: TV, b: TV) -> TV:
             din = x.dev + y.dev
             if name in ("Add", "Sub"):
                 v = x.v + y.v if name == "Add" else x.v - y.v
-                dev = din + _rnd(v, din) + _fma(a, rt) + _fma(b, rt)
+                dev0 = din + _fma(a, rt) + _fma(b, rt)  # a contracted add still rounds once: one ulp more
+                dev = dev0 + _rnd(v, dev0)
                 return TV(v, dev, a.mag + b.mag, amb)
             if name == "Mult":
                 v = x.v * y.v
@@ -406,6 +407,8 @@ def store(tv: Value, out: np.dtype) -> Value:
             amb = tv.amb | bad | ((tv.dev > 0) & _near_integer(f, tv.dev))
             v = np.where(bad, 0, np.trunc(f)).astype(out)
             return TV(v, np.zeros(v.shape), _f64abs(v), amb)
+        if out == tv.dtype:
+            return TV(tv.v, tv.dev, tv.mag, tv.amb)
         v = tv.v.astype(out)
         return TV(v, tv.dev + _rnd(v, tv.dev), tv.mag, tv.amb)
 
