@@ -210,6 +210,7 @@ RUNTIME_CLOSURE = [
     "aot.core.versions",
     "aot.runtime",
     "aot.runtime.driver",
+    "aot.runtime.import_hook",
     "aot.runtime.lean",
     "aot.runtime.objects",
     "aot.runtime.registry",
