@@ -123,7 +123,9 @@ def test_logger_records_each_source_decision(small_build, tmp_path, caplog):
 
 
 def test_logger_is_silent_by_default():
-    code = ("import aot.runtime.registry, logging; h = logging.getLogger('aot').handlers; "
+    """Whatever module of aot logs installs the NullHandler first (the registry's front logs nothing and
+    imports no logging: the loader's records come from aot.runtime.sources, under the registry's name)."""
+    code = ("import aot.runtime.sources, logging; h = logging.getLogger('aot').handlers; "
             "print([type(x).__name__ for x in h])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
                           timeout=60)
