@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from ..core.errors import NoDeviceError
+from . import threads
 from .driver import STUB_MARKER
 
 _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
@@ -94,7 +95,7 @@ class Opening:
         self.error: BaseException | None = None
         self._sm_known = threading.Event()
         self._done = threading.Event()
-        threading.Thread(target=self._open, name="aot-warmup-context", daemon=True).start()
+        threads.spawn("aot-warmup-context", self._open)
 
     def _open(self) -> None:
         try:
@@ -107,11 +108,13 @@ class Opening:
             _check(lib, lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTR_CC_MAJOR, dev), "cuDeviceGetAttribute")
             _check(lib, lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, dev), "cuDeviceGetAttribute")
             self.sm = 10 * major.value + minor.value
+            threads.stamp("device_sm_known")
             self._sm_known.set()
             if self.ctx is None:
                 handle = ctypes.c_void_p(0)
                 _check(lib, lib.cuDevicePrimaryCtxRetain(ctypes.byref(handle), dev), "cuDevicePrimaryCtxRetain")
                 self.ctx = handle.value
+            threads.stamp("context_ready")
         except BaseException as e:  # noqa: BLE001 - kept for the warmup, which falls back
             self.error = e
         finally:

@@ -136,67 +136,6 @@ def import_cuda_core() -> None:
     from cuda.bindings import driver  # noqa: F401
 
 
-class BackgroundImports:
-    """``cuda.core``, then ``cuda.compute`` once a warmup asks for it (:meth:`want_compute`), imported by one
-    thread of the process (``aot-warmup-import``), in that order: importing them from several threads at
-    once can hand one a partially initialised module ("cannot import name 'Device'"). ``core`` and
-    ``compute`` are set when each import is over, failed or not (a task that needs the module imports it
-    again and reports why it cannot)."""
-
-    def __init__(self) -> None:
-        self.core = threading.Event()
-        self.compute = threading.Event()
-        self._lock = threading.Lock()
-        self._started = self._wanted = self._compute_started = self._passed = False
-        self._decided = threading.Event()
-
-    def start(self) -> None:
-        """Start importing cuda.core (once per process): at the start of every warmup, before anything else."""
-        with self._lock:
-            if self._started:
-                return
-            self._started = True
-        threading.Thread(target=self._run, name="aot-warmup-import", daemon=True).start()
-
-    def want_compute(self, wanted: bool) -> None:
-        """A warmup knows its specs: import cuda.compute after cuda.core if ``wanted`` (any warmup may ask)."""
-        with self._lock:
-            self._wanted = self._wanted or wanted
-            late = wanted and self._passed and not self._compute_started
-            if late:
-                self._compute_started = True
-        self._decided.set()
-        if late:  # the import thread ended before anyone wanted cuda.compute
-            threading.Thread(target=self._import_compute, name="aot-warmup-import", daemon=True).start()
-
-    def _run(self) -> None:
-        try:
-            import_cuda_core()
-        except Exception:  # noqa: BLE001, S110 - no driver, no cuda.core: the tasks say so in status()
-            pass
-        finally:
-            self.core.set()
-        self._decided.wait()
-        with self._lock:
-            go = self._wanted and not self._compute_started
-            self._compute_started = self._compute_started or go
-            self._passed = not go
-        if go:
-            self._import_compute()
-
-    def _import_compute(self) -> None:
-        try:
-            import_cuda_compute()
-        except Exception:  # noqa: BLE001, S110 - the CCCL tasks import it again and record why not
-            pass
-        finally:
-            self.compute.set()
-
-
-#: The process's background imports (:class:`BackgroundImports`).
-IMPORTS = BackgroundImports()
-
-
 def install_hint(extra: str = JIT_EXTRA) -> str:
     """``pip install '<dist>[jit]'`` for the distribution that installed ``aot`` (else :data:`DIST_NAME`)."""
     dist = DIST_NAME

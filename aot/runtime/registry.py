@@ -182,7 +182,7 @@ class Registry:
         from .cuctx import caller_context  # ctypes only; loads and initialises nothing
         start = self._starts.add(None if names is None else list(names))
         device, ctx = caller_context()
-        threads.spawn(_begin, self, start, device, ctx)
+        threads.spawn("aot-warmup-start", _begin, self, start, device, ctx)
 
     def ensure_warm(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names.
@@ -340,8 +340,9 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
     """A warmup request's background start (:func:`aot.runtime.threads.spawn`): first the two legs of the
     floor, opening the device and importing CUDA's packages, each in its own thread; then, beside them,
     importing the loader and reading the catalog (:meth:`aot.runtime.warmup.WarmPool.request`)."""
+    threads.stamp("warmup_started")
     try:
-        from . import cuctx, lean
+        from . import cuctx
         served = reg._device
         if served.opening is None:
             opening = cuctx.opening(device, ctx)  # the device current in the caller's thread, else device 0
@@ -349,7 +350,7 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
                 if served.opening is None:  # the registry serves the device its first warmup opened
                     served.opening = opening
                     served.preferred = device
-        lean.IMPORTS.start()
+        threads.IMPORTS.start()
         from .warmup import WarmPool
         with reg._lock:
             if reg._warmup is None:

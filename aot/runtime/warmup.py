@@ -8,7 +8,7 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
 
 * ``aot-warmup-context`` (:class:`aot.runtime.cuctx.Opening`, ctypes, GIL released): ``cuInit``, the
   device's SM, then the context: the caller's current one, else the device's primary context;
-* ``aot-warmup-import`` (once per process, :class:`aot.runtime.lean.BackgroundImports`): cuda.core, then
+* ``aot-warmup-import`` (once per process, :class:`aot.runtime.threads.BackgroundImports`): cuda.core, then
   cuda.compute if a CCCL spec is asked for;
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
@@ -24,18 +24,20 @@ the device is looked up through cuda.core, and each spec's status says why it st
 
 from __future__ import annotations
 
+import atexit
 import os
-import queue
 import threading
 import time
+from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
 from typing import Any, Callable, Protocol
 
 from ..core.log import get_logger
 from ..core.spec import CcclSpec, Spec
 from . import cuctx, sources, threads
+from .threads import IMPORTS
 from . import warm as _warm
 from .driver import ServedDevice
-from .lean import IMPORTS, import_cuda_compute
+from .lean import import_cuda_compute
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had.
@@ -43,6 +45,20 @@ log = get_logger("aot.runtime.registry")
 
 #: Worker threads per registry.
 WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+#: At interpreter exit no new task starts and the running ones finish (a thread inside the driver while
+#: the process tears the driver down can crash it); queued names stay cold.
+_closing = False
+_busy = 0
+_busy_cv = threading.Condition()
+
+
+@atexit.register
+def _quiesce(timeout: float = 30.0) -> None:
+    global _closing
+    with _busy_cv:
+        _closing = True
+        _busy_cv.wait_for(lambda: _busy == 0, timeout)
 
 
 class WarmHost(Protocol):
@@ -79,7 +95,7 @@ class WarmPool:
         self._lock = host._lock
         self._device = host._device
         self._pending: dict[str, _Pending] = {}
-        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._queue: SimpleQueue[str] = SimpleQueue()
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
 
@@ -93,6 +109,7 @@ class WarmPool:
             new = [n for n in dict.fromkeys(names) if n not in self._pending]
             for n in new:
                 self._pending[n] = _Pending()
+        threads.stamp("names_checked")
         start.done.set()
         queued: set[str] = set()
         try:
@@ -125,6 +142,7 @@ class WarmPool:
             flush()
             if sm is not None and n not in queued:
                 self._precheck(specs[n], sm)
+        threads.stamp("prechecked")
         IMPORTS.core.wait()
         flush()
         if cccl:
@@ -173,10 +191,9 @@ class WarmPool:
                 return
             self._workers = True
         for i in range(WORKERS):
-            threading.Thread(target=self._work, args=(opening,), name=f"aot-warmup-{i}", daemon=True).start()
+            threads.spawn(f"aot-warmup-{i}", self._work, opening)
 
     def _work(self, opening: cuctx.Opening) -> None:
-        threads.mark()
         ctx = opening.context()
         if ctx is not None:
             try:
@@ -184,8 +201,21 @@ class WarmPool:
                 self._tls.current = True
             except Exception as e:  # noqa: BLE001 - the tasks then make the device current the old way
                 log.debug("warmup worker: cannot make the context current: %s", e)
+        global _busy
         while True:
-            self._run(self._queue.get())
+            name = self._queue.get()
+            with _busy_cv:
+                if _closing:
+                    return
+                _busy += 1
+            threads.stamp("first_task")
+            try:
+                self._run(name)
+                threads.stamp("last_task_done", last=True)
+            finally:
+                with _busy_cv:
+                    _busy -= 1
+                    _busy_cv.notify_all()
 
     def wait(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
