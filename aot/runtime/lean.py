@@ -149,6 +149,12 @@ def import_cuda_compute() -> ModuleType:
     return cuda.compute
 
 
+def import_cuda_core() -> None:
+    """What every warmup task uses: cuda.core (the device, NVRTC units) and the driver bindings."""
+    import cuda.core  # noqa: F401
+    from cuda.bindings import driver  # noqa: F401
+
+
 def install_hint(extra: str = JIT_EXTRA) -> str:
     """``pip install '<dist>[jit]'`` for the distribution that installed ``aot`` (else :data:`DIST_NAME`)."""
     dist = DIST_NAME
