@@ -8,6 +8,7 @@
 #   .gpu/default/ the default matrix built on the driverless host (python -m aot build --sm 90 --out .gpu/default)
 #   .gpu/<name>/  further artifact sets to verify (each gets `aot verify --gpu`)
 #   .gpu/cu12/ + .whl-cu12/  the cu12 build of the default matrix and cuda-bindings 12.9 (.ci/gpu_cu12.sh)
+#   .gpu/gate/ + .gpu/mutants/  the release gate set and its mutants (.ci/gpu/make_mutants.py; .ci/gpu/gate.sh)
 #   .gpu/algo/    tests/data/algorithms/build_matrix.yaml built the same way (operators from code: built with
 #                 PYTHONPATH=tests/data), checked by tests/test_gpu_algorithms.py
 # Writes every log and JSON table into $OUT/gpu-logs.tgz (the device tool returns at most 8 files) plus
@@ -38,6 +39,7 @@ for d in "$here"/.gpu/*/; do
   [ -f "$d/manifest.json" ] || continue
   [ "$name" = cu12 ] && continue  # CUDA 12 artifacts need the CUDA 12 bindings: .ci/gpu_cu12.sh, below
   [ "$name" = algo ] && continue  # operators from code: tests/test_gpu_algorithms.py, below
+  [ "$name" = gate ] && continue  # the release gate with its mutants: .ci/gpu/gate.sh, below
   step "verify-$name" python3 -m aot verify "$d" --gpu --json "$OUT/verify-$name.json"
 done
 for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level package ships artifacts
@@ -50,7 +52,12 @@ step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" AOT_GPU_ALGO_ARTIFACT
   python3 -m pytest -m gpu -v -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
 # cu12 artifacts with the lean runtime and cuda-bindings 12.9 from .whl-cu12 (a private install dir).
 [ -f .gpu/cu12/manifest.json ] && step cu12 bash .ci/gpu_cu12.sh
-for b in benchmarks/gpu_*.sh; do [ -f "$b" ] && step "$(basename "$b" .sh)" bash "$b"; done
+# The release gate: the gate set passes, every mutant fails (issue 16).
+[ -f .gpu/gate/manifest.json ] && step gate bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants
+# The example packages installed lean, any import order (issue 15).
+step downstream bash .ci/gpu/downstream.sh
+# Warm at the floor: aot's whole-matrix warmup beside the floor, both cases (issue 17).
+step warm env AOT_WARM_RUNS=${AOT_WARM_RUNS:-7} bash .ci/gpu/warm.sh "$here/.gpu/default"
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt" "$FINAL/summary.txt"
 tar czf "$FINAL/gpu-logs.tgz" -C "$OUT" .

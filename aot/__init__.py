@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import (AotError, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError, ToolchainError,
-                          UsageError, VerificationError)
+from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError,
+                          ToolchainError, UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # names for annotations only: importing the loader here would
     from .runtime.objects import CcclAlgorithm, SpecStatus
 
 from .core.version import __version__
+from .runtime import import_hook as _import_hook  # noqa: F401 - a lean `import cuda.compute` works after aot
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
@@ -26,7 +27,7 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
-_LAZY = {"Registry": "runtime.registry", "AotWarning": "runtime.objects", "default_registry": "runtime.default"}
+_LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default"}
 
 
 def __getattr__(name: str):
@@ -51,21 +52,16 @@ def kernel(unit: str, kernel_name: str):
 
 def request_warmup(names: "Iterable[str] | None" = None) -> None:
     """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
-    background threads; returns within a millisecond or so (even the default registry is built in the
-    background; an unknown name is then raised by :func:`ensure_warm`)."""
-    from .runtime.default import request_default_warmup
-    request_default_warmup(names)
+    background threads; returns within a millisecond or so (the default registry reads its manifest and
+    specs in the background too; an unknown name is then raised by :func:`ensure_warm`)."""
+    from .runtime.default import default_registry
+    default_registry().request_warmup(names)
 
 
 def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
-    import time
-
-    from .runtime.default import wait_default_started
-    deadline = None if timeout is None else time.monotonic() + timeout
-    wait_default_started(deadline)
     from .runtime.default import default_registry
-    return default_registry().ensure_warm(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return default_registry().ensure_warm(timeout)
 
 
 def status() -> "dict[str, SpecStatus]":

@@ -131,7 +131,7 @@ def test_the_graph_sees_every_kind_of_import():
     """Guard the parser itself: relative, absolute, `from . import module`, function-level imports."""
     g = graph()
     assert "aot.runtime.sources" in g["aot.runtime.registry"]            # from . import sources
-    assert "aot.core.manifest" in g["aot.runtime.registry"]              # from ..core.manifest import ...
+    assert "aot.core.manifest" in g["aot.runtime.catalog"]               # from ..core.manifest import ...
     assert "aot.build.compile" in g["aot.runtime.jit"]                   # inside a function
     assert "aot.runtime.default" in g["aot"]                             # the package's own __init__
     assert "aot.algorithms" in g["aot.runtime.objects"]                  # from ..algorithms import (a package)
@@ -209,14 +209,15 @@ RUNTIME_CLOSURE = [
     "aot.core.version",
     "aot.core.versions",
     "aot.runtime",
+    "aot.runtime.catalog",
     "aot.runtime.driver",
+    "aot.runtime.import_hook",
     "aot.runtime.lean",
     "aot.runtime.objects",
     "aot.runtime.registry",
     "aot.runtime.sources",
     "aot.runtime.stand_ins",
-    "aot.runtime.warm",
-    "aot.runtime.warmup",
+    "aot.runtime.threads",
 ]
 
 

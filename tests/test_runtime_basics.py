@@ -123,7 +123,9 @@ def test_logger_records_each_source_decision(small_build, tmp_path, caplog):
 
 
 def test_logger_is_silent_by_default():
-    code = ("import aot.runtime.registry, logging; h = logging.getLogger('aot').handlers; "
+    """Whatever module of aot logs installs the NullHandler first (the registry's front logs nothing and
+    imports no logging: the loader's records come from aot.runtime.sources, under the registry's name)."""
+    code = ("import aot.runtime.sources, logging; h = logging.getLogger('aot').handlers; "
             "print([type(x).__name__ for x in h])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
                           timeout=60)
@@ -141,3 +143,87 @@ def test_error_classes_exported_without_cuda_or_logging():
                           timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
+
+
+# ------------------------------------------------------------------ issue 17: the catalog is read on first need
+def _bad_manifest_set(tmp_path):
+    root = tmp_path / "set"
+    root.mkdir()
+    (root / "manifest.json").write_text("{ not json")
+    return root
+
+
+def test_construction_reads_nothing_first_use_warns(tmp_path):
+    """``Registry(dir)`` records its arguments: an unreadable manifest costs no warning there, nor does
+    ``status()`` before anything was asked; the first call that needs the specs reads it and warns once."""
+    root = _bad_manifest_set(tmp_path)
+    unit = NvrtcUnit("u", "u.cu", "", ("k",), {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg = Registry(root, specs=[unit], device_sm=90)
+        assert reg.status() == {} and reg._cat is None
+    assert caught == []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert reg.names() == ["u"] and reg.manifest is None and str(reg.root) == str(root)
+        reg.names()
+    msgs = [str(w.message) for w in caught if issubclass(w.category, aot.AotWarning)]
+    assert len(msgs) == 1 and "ignoring packaged artifacts" in msgs[0] and "not valid JSON" in msgs[0], msgs
+
+
+@driverless
+def test_manifest_warnings_from_a_warmup_reach_the_callers_thread(tmp_path):
+    """``request_warmup`` first: the manifest is read in a warmup thread, and its warning is raised in the
+    caller's thread at its next call (here ``ensure_warm``), once, where ``catch_warnings`` sees it."""
+    import threading
+    root = _bad_manifest_set(tmp_path)
+    reg = Registry(root, specs=[NvrtcUnit("u", "u.cu", "", ("k",), {})], device_sm=90)
+    seen: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *a, **k: seen.append((str(message), threading.current_thread().name))
+        reg.request_warmup()
+        cold = reg.ensure_warm(timeout=60)
+        reg.names()
+        reg.status()
+    assert cold == ["u"]
+    mine = [(m, t) for m, t in seen if "ignoring packaged artifacts" in m]
+    assert len(mine) == 1 and mine[0][1] == threading.current_thread().name, seen
+
+
+def test_unknown_name_is_raised_by_ensure_warm(small_build):
+    """Names are checked in the warmup's thread (the caller's only starts it): ``ensure_warm`` raises the
+    unknown one, with the closest known name; nothing of that request is warmed; the next wait is clean."""
+    reg = Registry(small_build.out, device_sm=90)
+    reg.request_warmup(["reduce_sum_i32", "reduce_sum_i33"])
+    with pytest.raises(errors.AotError, match="unknown spec 'reduce_sum_i33' .did you mean 'reduce_sum_i32'"):
+        reg.ensure_warm(timeout=60)
+    assert reg.ensure_warm(timeout=60) == [] and reg.status() == {}
+
+
+def test_from_package_finds_the_folder_without_importlib_resources(tmp_path):
+    """An imported package's folder comes from its ``__path__``, one not imported yet from its spec; an
+    unknown package is one AotError naming it."""
+    code = textwrap.dedent("""
+        import sys, warnings
+        warnings.simplefilter("ignore")
+        import aot
+        sys.path.insert(0, sys.argv[1])
+        a = aot.Registry.from_package("lazy_pkg", "artifactz")       # not imported: found by its spec
+        import lazy_pkg
+        b = aot.Registry.from_package("lazy_pkg", "artifactz")
+        try:
+            aot.Registry.from_package("no_such_pkg_xyz")
+        except aot.AotError as e:
+            err = str(e)
+        print(a._source == b._source, a._source.endswith("lazy_pkg/artifactz"), "importlib.resources" in sys.modules)
+        print(err)
+    """)
+    (tmp_path / "lazy_pkg").mkdir()
+    (tmp_path / "lazy_pkg" / "__init__.py").write_text("")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, env=repo_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    same, where, resources, err = proc.stdout.strip().splitlines()
+    assert (same, where, resources) == ("True", "True", "False"), proc.stdout
+    assert "no_such_pkg_xyz" in err and "cannot be found" in err

@@ -60,3 +60,10 @@ class VerificationError(AotError):
     """An artifact ran on the GPU and disagreed with the numpy reference, or a package failed verify."""
 
     return_code = 7
+
+
+class AotWarning(UserWarning):
+    """An artifact or cache entry was skipped (the next source served instead), or a manifest is unusable.
+
+    Not an error, so it has no exit code; it lives here because this module is stdlib-only, and the
+    registry's front (:mod:`aot.runtime.registry`) warns before anything heavier is imported."""

@@ -3,11 +3,12 @@
 One rule runs through it: never call into a missing driver (after one failed call ``cuda.bindings``
 can hang the next one), and never take aot's stand-in ``libcuda.so.1`` (a build-only link target,
 marked by :data:`STUB_MARKER`) for a driver.
+
+Cheap to import (the registry's front constructs a :class:`ServedDevice`): ctypes is imported where used.
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Mapping
 
 from ..core.errors import ArtifactError, NoDeviceError
@@ -18,6 +19,7 @@ STUB_MARKER = "aot_libcuda_stub"
 
 def real_driver_present() -> bool:
     """True when the system loader finds a libcuda.so.1 that is not our stand-in."""
+    import ctypes
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -102,13 +104,15 @@ def current_device_sm() -> int:
 
 class ServedDevice:
     """The device a registry serves: its SM (the caller's ``device_sm``, else the current device's, found
-    on first use), that device's id once found, and ``preferred``: the device current in the thread that
-    asked for a warmup (the warmup threads make it current before they look the device up)."""
+    on first use or published by the warmup's device thread: :meth:`found`), that device's id once found,
+    and ``preferred``: the device current in the thread that asked for a warmup (warmup threads without
+    an opened context make it current before they look the device up)."""
 
     def __init__(self, sm: int | None):
         self._sm = sm
         self.id: int | None = None      # the device served (warmup threads make it current)
         self.preferred: int | None = None
+        self.opening: Any = None  # the warmup's aot.runtime.cuctx.Opening of this device, once one started
 
     @property
     def known(self) -> bool:
@@ -123,6 +127,14 @@ class ServedDevice:
             except Exception:  # noqa: BLE001 - an explicit device_sm (tests) needs no device
                 pass
         return self._sm
+
+    def found(self, device: int, sm: int) -> None:
+        """The warmup opened ``device`` (SM ``sm``) through the driver: the device served, unless the
+        registry already knows its SM (the caller's ``device_sm``) or its device."""
+        if self.id is None:
+            self.id = device
+        if self._sm is None:
+            self._sm = sm
 
     def make_current(self) -> None:
         """In a warmup thread: make the served device current (the preferred one before it is known)."""

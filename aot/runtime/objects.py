@@ -1,7 +1,7 @@
 """What the loader hands out and keeps: the per-thread algorithm object, per-spec status, the loaded payload.
 
-Light to import (``aot.AotWarning`` comes from here): no CUDA package, no logging; cuda.compute is
-imported the first time a :class:`CcclAlgorithm` is made.
+Light to import: no CUDA package, no logging; cuda.compute is imported the first time a
+:class:`CcclAlgorithm` is made. (``AotWarning`` lives in :mod:`aot.core.errors`; it is re-exported here.)
 """
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.errors import AotWarning
 from ..core.spec import CcclSpec
 from .lean import import_cuda_compute
 
-
-class AotWarning(UserWarning):
-    """An artifact or cache entry was skipped; the next source served instead."""
+__all__ = ["AotWarning", "CcclAlgorithm", "SpecStatus"]
 
 
 @dataclass

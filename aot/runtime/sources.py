@@ -17,7 +17,6 @@ manifest, device and warning channel, and opens candidates through the registry'
 from __future__ import annotations
 
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Protocol, cast
 
@@ -29,7 +28,7 @@ from ..core.manifest import Manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
-from .lean import import_cuda_compute, require_jit
+from .lean import foreign_cccl, import_cuda_compute, require_jit
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
@@ -62,6 +61,11 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
     cands = host.packaged_candidates(spec, device_sm)
+    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if cands and spec.family == "cccl" else None
+    if foreign is not None:  # another cuda-cccl built the package: one warning for it, not one per file
+        host._warn(foreign.warning)
+        st.errors.append(foreign.warning)
+        cands = []
     log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
               ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
     for cand in cands:
@@ -86,7 +90,7 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         host._warn(refusal)
         raise AotError(refusal)
     log.debug("%s: no packaged artifact served; trying the user cache, then JIT for sm_%d", spec.name, device_sm)
-    require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
+    require_jit(spec.name, device_sm, foreign)  # stand-ins instead of the toolkit: one error naming the extra
     try:
         if isinstance(spec, CcclSpec):
             from .jit import cccl_from_cache_or_jit
@@ -141,6 +145,14 @@ def packaged_candidates(manifest: Manifest | None, spec: Spec, device_sm: int) -
 def open_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, Any], path: Path,
                   device_sm: int) -> _Loaded:
     """Read, check and load one packaged artifact; ArtifactError (or the loader's error) says why not."""
+    return materialize(spec, check_packaged(manifest, spec, entry, path), path)
+
+
+def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, Any], path: Path) -> fmt.Artifact:
+    """Everything :func:`open_packaged` checks before it loads anything: the file (regular, bounded, size and
+    sha256 as the manifest says), the header (against the entry and the payload), the content key (against
+    the spec's definition) and the producer versions. No CUDA: a warmup runs this while cuda.compute
+    imports. ArtifactError says why not."""
     data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
     import hashlib
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
@@ -158,6 +170,13 @@ def open_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, Any
     if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], manifest.producer):
         raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
     check_producer(h["producer"], h["family"])
+    return art
+
+
+def materialize(spec: Spec, art: fmt.Artifact, path: Path) -> _Loaded:
+    """Load an artifact :func:`check_packaged` accepted: ``cuda.compute.deserialize`` (CCCL), or a
+    ``cuda.core.ObjectCode`` with every kernel of the unit got from it (NVRTC)."""
+    h = art.header
     if spec.family == "cccl":
         obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
         return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
@@ -191,6 +210,7 @@ def symbol_mapping(header: Mapping[str, Any]) -> dict[str, bytes] | None:
 
 def package_artifact_dir(package: str, folder: str = "artifacts") -> Path:
     """``<installed package>/<folder>``; an unimportable package is an error naming it."""
+    from importlib import resources  # 12-18 ms to import: only here (the registry finds most folders without it)
     try:
         return Path(str(resources.files(package))) / folder
     except (ModuleNotFoundError, TypeError, ValueError) as e:

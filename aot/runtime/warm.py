@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -130,25 +129,9 @@ def warm_nvrtc(code: Any, kernel_names: Iterable[str]) -> int:
     return n
 
 
-def import_cuda_core() -> None:
-    """What every warmup task uses (cuda.core for the device and NVRTC units, the driver bindings)."""
-    import cuda.core  # noqa: F401
-    from cuda.bindings import driver  # noqa: F401
-
-
 def caller_device() -> int | None:
-    """The device current in the calling thread, without importing CUDA's Python packages (this runs in
-    ``request_warmup``, which must return within milliseconds): ``None`` when the driver library is not
-    loaded in this process yet or no context is current (the warmup then uses cuda.core's default)."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
-    except OSError:
-        return None  # nothing in this process has touched the driver: no context can be current
-    dev = ctypes.c_int(-1)
-    try:
-        if lib.cuCtxGetDevice(ctypes.byref(dev)) != 0:
-            return None
-    except AttributeError:
-        return None
-    return dev.value if dev.value >= 0 else None
-
+    """The device current in the calling thread, without importing CUDA's Python packages
+    (:func:`aot.runtime.cuctx.caller_context`): ``None`` when the driver library is not loaded in this
+    process yet or no context is current (a warmup then uses device 0)."""
+    from .cuctx import caller_context
+    return caller_context()[0]

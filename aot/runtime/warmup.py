@@ -2,22 +2,39 @@
 
 Warm means: the artifact read, checked and deserialized, its library loaded for the device and every
 kernel of it loaded into the device (:mod:`aot.runtime.warm`), so the first call runs like the second.
-Nothing CUDA is imported or queried in the caller's thread: one dispatch thread imports CUDA's packages
-(in order) and hands the specs to a pool of 4 threads, which make the registry's device current and load.
+Nothing CUDA is imported or queried in the caller's thread. The floor a warmup cannot beat is what any
+CUDA program pays: importing cuda.compute (bound by the GIL) beside making the context (not). The work
+is overlapped around it (``t = 0`` is ``request_warmup``; its background thread starts the first two):
 
-The pool knows its registry only through what it is given: the registry's lock, its :class:`ServedDevice`,
-and callables to look a spec up, load it (single flight) and reach its status record.
+* ``aot-warmup-context`` (:class:`aot.runtime.cuctx.Opening`, ctypes, GIL released): ``cuInit``, the
+  device's SM, then the context: the caller's current one, else the device's primary context;
+* ``aot-warmup-import`` (once per process, :class:`aot.runtime.threads.BackgroundImports`): cuda.core, then
+  cuda.compute if a CCCL spec is asked for;
+* the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
+  then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
+  checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
+* :data:`WORKERS` threads ``aot-warmup-N``, each with the context current (once): NVRTC units as soon as
+  cuda.core is imported, then CCCL specs, largest first, once cuda.compute is: deserialize, load the
+  library, load every kernel. cuda.compute loads libraries under one process-wide lock, so one worker's
+  deserializing overlaps another's library and kernel loading.
+
+Without a usable driver (or when opening the device fails) the workers load as the loader always does:
+the device is looked up through cuda.core, and each spec's status says why it stayed cold.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
+from typing import Any, Callable, Protocol
 
 from ..core.log import get_logger
 from ..core.spec import CcclSpec, Spec
+from . import cuctx, sources, threads
+from .threads import IMPORTS
 from . import warm as _warm
 from .driver import ServedDevice
 from .lean import import_cuda_compute
@@ -26,86 +43,208 @@ from .objects import SpecStatus, _Loaded
 #: The loader's records keep the logger name they always had.
 log = get_logger("aot.runtime.registry")
 
+#: Worker threads per registry.
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+#: At interpreter exit no new task starts and the running ones finish (a thread inside the driver while
+#: the process tears the driver down can crash it); queued names stay cold.
+_closing = False
+_busy = 0
+_busy_cv = threading.Condition()
+
+
+@atexit.register
+def _quiesce(timeout: float = 30.0) -> None:
+    global _closing
+    with _busy_cv:
+        _closing = True
+        _busy_cv.wait_for(lambda: _busy == 0, timeout)
+
+
+class WarmHost(Protocol):
+    """What the pool needs of its registry (:class:`aot.runtime.registry.Registry`)."""
+
+    _lock: threading.Lock  # spare objects and status records are shared with the registry
+    _device: ServedDevice
+    _book: Any  # aot.runtime.registry.StatusBook
+    _prechecked: dict[str, tuple[Any, Any, Any]]
+    manifest: Any
+
+    def names(self) -> list[str]: ...
+
+    def spec(self, name: str) -> Spec: ...
+
+    def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Any]: ...
+
+    def _load(self, name: str) -> _Loaded: ...
+
+
+class _Pending:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
 
 class WarmPool:
-    """The background warmup of one registry: :meth:`request` starts it, :meth:`wait` joins it."""
+    """The background warmup of one registry: :meth:`request` (in a request's thread), :meth:`wait`."""
 
-    def __init__(self, lock: threading.Lock, device: ServedDevice, *, spec: Callable[[str], Spec],
-                 load: Callable[[str], _Loaded], status_of: Callable[[str], SpecStatus]):
-        self._lock = lock  # the registry's: spare objects and status records are shared with it
-        self._device = device
-        self._spec, self._load, self._status_of = spec, load, status_of
-        self._pool: ThreadPoolExecutor | None = None
-        self._futures: dict[str, Any] = {}
+    def __init__(self, host: WarmHost):
+        self._host = host
+        self._lock = host._lock
+        self._device = host._device
+        self._pending: dict[str, _Pending] = {}
+        self._queue: SimpleQueue[str] = SimpleQueue()
+        self._workers = False
+        self._tls = threading.local()  # .current: this worker made the opened context current
 
-    def prefer_device(self, device: int | None) -> None:
-        """The device to warm up for, unless the registry knows its device or one was chosen already."""
-        if self._device.preferred is None:
-            self._device.preferred = device
-
-    def request(self, names: list[str]) -> None:
-        """Start warming ``names`` (known specs: the registry checked them); returns at once; idempotent."""
-        if not self._device.known and self._device.preferred is None:
-            self._device.preferred = _warm.caller_device()  # the caller's current device is the one to warm up for
+    def request(self, start: Any, opening: cuctx.Opening) -> None:
+        """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
+        ``start.done`` is set), and dispatch the new ones. ``opening``: the registry's device."""
+        host = self._host
+        names = host.names() if start.names is None else start.names
+        specs = {n: host.spec(n) for n in names}
         with self._lock:
-            new = [n for n in dict.fromkeys(names) if n not in self._futures]
+            new = [n for n in dict.fromkeys(names) if n not in self._pending]
             for n in new:
-                self._futures[n] = Future()
+                self._pending[n] = _Pending()
+        threads.stamp("names_checked")
+        start.done.set()
+        queued: set[str] = set()
+        try:
+            self._dispatch(new, specs, opening, queued)
+        except BaseException as e:  # noqa: BLE001 - never leave ensure_warm waiting on a name
+            for n in new:
+                if n not in queued:
+                    self._pending[n].error = e
+                    self._pending[n].done.set()
+            log.debug("warmup dispatch failed: %s: %s", type(e).__name__, e)
+
+    def _dispatch(self, new: list[str], specs: dict[str, Spec], opening: cuctx.Opening, queued: set[str]) -> None:
+        nvrtc = [n for n in new if not isinstance(specs[n], CcclSpec)]
+        cccl = sorted((n for n in new if isinstance(specs[n], CcclSpec)), key=self._size, reverse=True)
+        IMPORTS.want_compute(bool(cccl))
         if not new:
             return
-        cccl = [n for n in new if isinstance(self._spec(n), CcclSpec)]
-        nvrtc = [n for n in new if n not in cccl]
-        go = threading.Event()
+        self._start_workers(opening)
+        sm = self._served_sm(opening)
 
-        def dispatch() -> None:
-            go.wait()  # the caller never waits for the GIL behind a busy warmup thread
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="aot-warmup")
-                pool = self._pool
-            # This thread alone imports CUDA's packages, in order: importing them from several threads at
-            # once can hand one a partially initialised module ("cannot import name 'Device'"). NVRTC
-            # units need no cuda.compute: they load while it imports (~200 ms).
-            _import_quietly(_warm.import_cuda_core)
-            for n in nvrtc:
-                pool.submit(self._run, n, self._futures[n])
-            if cccl:
-                _import_quietly(import_cuda_compute)
-            for n in cccl:
-                pool.submit(self._run, n, self._futures[n])
+        def flush() -> None:  # queue what can run now: its CUDA package is imported
+            for group, ready in ((nvrtc, IMPORTS.core), (cccl, IMPORTS.compute)):
+                if ready.is_set():
+                    for n in group:
+                        if n not in queued:
+                            queued.add(n)
+                            self._queue.put(n)
 
-        threading.Thread(target=dispatch, name="aot-warmup-dispatch", daemon=True).start()
-        go.set()
+        for n in nvrtc + cccl:
+            flush()
+            if sm is not None and n not in queued:
+                self._precheck(specs[n], sm)
+        threads.stamp("prechecked")
+        IMPORTS.core.wait()
+        flush()
+        if cccl:
+            IMPORTS.compute.wait()
+            flush()
+
+    def _size(self, name: str) -> int:
+        manifest = self._host.manifest
+        return max((e["size"] for e in manifest.entries_for(name)), default=0) if manifest is not None else 0
+
+    def _served_sm(self, opening: cuctx.Opening) -> int | None:
+        """The SM to choose artifacts for: the registry's (``device_sm``, or found already), else the opened
+        device's, published as the registry's device; ``None`` without one (the tasks then look it up)."""
+        if self._device.known:
+            return self._device.sm()
+        found = opening.device_sm()  # cuInit and two attributes: well before the context
+        if found is None:
+            return None
+        self._device.found(*found)
+        return self._device.sm()
+
+    def _precheck(self, spec: Spec, sm: int) -> None:
+        """Read and check the best packaged artifact of ``spec`` for ``sm`` now, while CUDA imports: the
+        registry's ``open_packaged`` then only loads it (or raises what the check found)."""
+        host = self._host
+        manifest = host.manifest
+        if manifest is None or (isinstance(spec, CcclSpec) and spec.code):  # code specs are re-keyed first
+            return
+        cands = host.packaged_candidates(spec, sm)
+        if not cands:
+            return
+        entry = cands[0].ref
+        try:
+            path = manifest.path_of(entry)
+        except Exception:  # noqa: BLE001 - the task's search says why
+            return
+        try:
+            found: Any = sources.check_packaged(manifest, spec, entry, path)
+        except Exception as e:  # noqa: BLE001 - the task's search raises it, warns and goes on
+            found = e
+        host._prechecked[os.fspath(path)] = (spec, entry, found)
+
+    def _start_workers(self, opening: cuctx.Opening) -> None:
+        with self._lock:
+            if self._workers:
+                return
+            self._workers = True
+        for i in range(WORKERS):
+            threads.spawn(f"aot-warmup-{i}", self._work, opening)
+
+    def _work(self, opening: cuctx.Opening) -> None:
+        ctx = opening.context()
+        if ctx is not None:
+            try:
+                cuctx.make_current(ctx)
+                self._tls.current = True
+            except Exception as e:  # noqa: BLE001 - the tasks then make the device current the old way
+                log.debug("warmup worker: cannot make the context current: %s", e)
+        global _busy
+        while True:
+            name = self._queue.get()
+            with _busy_cv:
+                if _closing:
+                    return
+                _busy += 1
+            threads.stamp("first_task")
+            try:
+                self._run(name)
+                threads.stamp("last_task_done", last=True)
+            finally:
+                with _busy_cv:
+                    _busy -= 1
+                    _busy_cv.notify_all()
 
     def wait(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            futures = dict(self._futures)
+            pending = dict(self._pending)
         cold = []
-        for n, f in futures.items():
+        for n, p in pending.items():
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                f.result(timeout=left)
-            except Exception:  # noqa: BLE001 - reported through status() and the returned list
+            if not p.done.wait(left) or p.error is not None:  # errors: reported through status()
                 cold.append(n)
         return sorted(cold)
 
-    def _run(self, name: str, future: Future) -> None:
-        if not future.set_running_or_notify_cancel():
-            return
+    def _run(self, name: str) -> None:
+        pending = self._pending[name]
         try:
             self._warm(name)
-        except BaseException as e:  # noqa: BLE001 - handed to ensure_warm through the future
-            future.set_exception(e)
-        else:
-            future.set_result(None)
+        except BaseException as e:  # noqa: BLE001 - handed to ensure_warm
+            pending.error = e
+        finally:
+            pending.done.set()
 
     def _warm(self, name: str) -> None:
+        host = self._host
         try:
-            self._device.make_current()
-            loaded = self._load(name)
-            spec = self._spec(name)
+            if not getattr(self._tls, "current", False):
+                self._device.make_current()  # no opened context: cuda.core's current device, as the loader
+            loaded = host._load(name)
+            spec = host.spec(name)
             if isinstance(spec, CcclSpec):
                 with self._lock:
                     spare = loaded.obj
@@ -128,6 +267,9 @@ class WarmPool:
             log.debug("warmup of %s failed: %s: %s", name, type(e).__name__, e)
             raise
 
+    def _status_of(self, name: str) -> SpecStatus:
+        return self._host._book.of(name)
+
     def _load_kernels(self, name: str, warm: Callable[[], int]) -> int | None:
         """Run a :mod:`aot.runtime.warm` loader; its failure is not the spec's (the kernels then load at the
         first call, as without warmup): record why in the spec's status and go on."""
@@ -141,11 +283,3 @@ class WarmPool:
             return None
         log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
         return n
-
-
-def _import_quietly(do_import: Callable[[], Any]) -> None:
-    """Import ahead of the warmup tasks; a failure is theirs to report (each retries and records it)."""
-    try:
-        do_import()
-    except Exception:  # noqa: BLE001, S110 - no driver, no cuda.compute: the tasks say so in status()
-        pass
