@@ -273,7 +273,13 @@ def main(argv=None) -> int:
         spec_from_definition(md)  # an invalid mutant spec fails here, loudly
         jobs += [(mutation, name, md, desc, e) for e in doc["artifacts"]
                  if e["name"] == name and (sms is None or e["sm"] in sms)]
-    print(f"{len({(j[0], j[1]) for j in jobs})} mutants, {len(jobs)} items to compile ({a.jobs} at a time)")
+    n_mutants = len({(j[0], j[1]) for j in jobs})
+    # Controls: the base's own definitions rebuilt here. A mutant equal to its control is equivalent (init is
+    # a call argument); a control unequal to the base means the base came from other code: rebuild it.
+    controls = sorted({j[1] for j in jobs if j[0] == "init-swap"} or {jobs[0][1]} if jobs else set())
+    jobs += [("control", name, doc["specs"][name], "the base's definition, rebuilt", e) for name in controls
+             for e in doc["artifacts"] if e["name"] == name and (sms is None or e["sm"] in sms)]
+    print(f"{n_mutants} mutants + {len(controls)} control(s), {len(jobs)} items to compile ({a.jobs} at a time)")
     t0 = time.time()
 
     def build(job):
@@ -284,14 +290,22 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         results = list(pool.map(build, jobs))
     from aot.core.format import read
+    control = {e["path"]: r[0] for (mu, _, _, _, e), r in results if mu == "control"}
+    stale = [p for p, payload in control.items() if payload is None or payload != read(base / p).payload]
+    if stale:
+        print(f"error: {base} was not built by this checkout: rebuilding {stale[0]} gives other bytes (or fails); "
+              f"rebuild the base, then the mutants")
+        return 1
     groups: dict[tuple[str, str], dict] = {}
     for (mutation, name, md, desc, e), (payload, extra, error, secs) in results:
+        if mutation == "control":
+            continue
         g = groups.setdefault((mutation, name), {"swaps": {}, "errors": [], "same": 0, "s": 0.0, "desc": desc,
                                                  "definition": md})
         g["s"] += secs
         if payload is None:
             g["errors"].append(f"{e['path']}: {error}")
-        elif payload == read(base / e["path"]).payload:
+        elif payload == control.get(e["path"], read(base / e["path"]).payload):
             g["same"] += 1
         else:
             g["swaps"][e["path"]] = (payload, extra)

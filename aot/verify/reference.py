@@ -151,8 +151,7 @@ def _opaque(fn: Callable) -> Callable[..., Value]:
         out = lift(g(*arrays))
         n = _n(out)
         for k, t in (out.items() if isinstance(out, dict) else [(None, out)]):
-            mags = [x[k].mag if k is not None else x.mag for x in xs
-                    if (isinstance(x, dict) and k in x) or (k is None and isinstance(x, TV))]
+            mags = [p.mag for x in xs if (p := _part(x, k)) is not None]
             if not mags:  # a struct result from scalar operands, or the reverse: every operand's magnitude
                 mags = [m.mag for x in xs for m in (x.values() if isinstance(x, dict) else [x])]
             t.mag = sum(mags, np.zeros(n))
@@ -161,6 +160,13 @@ def _opaque(fn: Callable) -> Callable[..., Value]:
                 t.dev = 4 * eps * (np.abs(t.v.astype(F8)) + t.mag)
         return out
     return h
+
+
+def _part(v: Value, name: str | None) -> TV | None:
+    """Field ``name`` of a struct value (``None``: a scalar value itself), or None where it has none."""
+    if name is None:
+        return v if isinstance(v, TV) else None
+    return v.get(name) if isinstance(v, dict) else None
 
 
 def _array(v: Value) -> np.ndarray:
