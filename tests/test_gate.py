@@ -91,9 +91,12 @@ def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
     target = next(e for e in doc["artifacts"] if e["name"] == "reduce_sum_i32" and e["sm"] == 90)
     other = next(e for e in doc["artifacts"] if e["name"] == "lower_bound_i32" and e["sm"] == 90)
     payload = read(base / other["path"]).payload  # "computes the wrong thing" (another algorithm entirely)
-    dest = tmp_path / "mut"
-    mm.write_mutant(base, dest, {target["path"]: (payload, {})}, {"must_fail": "reduce_sum_i32"})
-    assert mm.loader_problems(base, dest) == []
-    assert read(dest / target["path"]).payload == payload
-    assert main(["verify", str(dest)]) == 0
-    assert json.loads((dest / "mutation.json").read_text())["must_fail"] == "reduce_sum_i32"
+    for keep in ({"reduce_sum_i32"}, None):  # only the mutated spec (the default), or the whole set
+        dest = tmp_path / f"mut-{keep is None}"
+        mm.write_mutant(base, dest, {target["path"]: (payload, {})}, {"must_fail": "reduce_sum_i32"}, keep=keep)
+        assert mm.loader_problems(base, dest) == []
+        assert read(dest / target["path"]).payload == payload
+        assert main(["verify", str(dest)]) == 0
+        assert json.loads((dest / "mutation.json").read_text())["must_fail"] == "reduce_sum_i32"
+        names = set(json.loads((dest / "manifest.json").read_text())["specs"])
+        assert names == ({"reduce_sum_i32"} if keep else set(doc["specs"]))

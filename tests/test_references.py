@@ -224,6 +224,16 @@ def test_every_algorithm_has_a_check():
         assert type(algo).check is not AlgorithmBase.check, algo.name
 
 
+def test_operators_from_code_that_are_not_one_expression():
+    """Called element by element (not typed): a correct device passes, a wrong one fails."""
+    p = {**ISSUE_B, "op": "gate_ops:add_pair_in_steps"}
+    assert verdict("segmented_reduce", p, PAIR, fake_segmented_reduce_pair(), 5_003) == "accept"
+    assert "field 'n'" in verdict("segmented_reduce", p, PAIR, fake_segmented_reduce_pair(n_delta=1), 5_003)
+    t = {"dtype": "float32", "out_dtype": "float64", "op": "gate_ops:half_plus_one_in_steps"}
+    assert verdict("unary_transform", t, None, fake_unary(lambda x: x.astype(F8) * 0.5 + 1.0), 5_003) == "accept"
+    assert verdict("unary_transform", t, None, fake_unary(lambda x: x.astype(F8) * 0.5 - 1.0), 5_003) != "accept"
+
+
 def test_default_matrix_holds_every_algorithm():
     """The bundled build_matrix.yaml (what `verify --gpu --default` checks) covers all 15 algorithms."""
     from aot.build.matrix import load_matrix

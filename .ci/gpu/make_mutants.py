@@ -3,11 +3,12 @@
 compute the wrong thing, each of which ``aot verify --gpu`` must FAIL.
 
 From a built artifact directory (the gate matrix, tests/data/gate/build_matrix.yaml), writes one directory
-per mutant under ``--out``: a copy of the base in which one spec's payloads are replaced by those of a
-*mutant* definition (built here, on the CPU), while the manifest keeps the ORIGINAL definition and every
-header keeps the original name and content key (payload size and sha256 recomputed in the header and the
-manifest entry). ``aot verify DIR`` (integrity) and the loader's own checks (content key recomputed from the
-manifest's definition, header == entry, producer) all pass: only running the kernels can tell. Mutations:
+per mutant under ``--out``: the base's manifest and artifacts for the mutated spec (``--whole``: every
+spec) in which that spec's payloads are replaced by those of a *mutant* definition (built here, on the
+CPU), while the manifest keeps the ORIGINAL definition and every header keeps the original name and
+content key (payload size and sha256 recomputed in the header and the manifest entry). ``aot verify DIR``
+(integrity) and the loader's own checks (content key recomputed from the manifest's definition, header ==
+entry, producer) all pass: only running the kernels can tell. Mutations:
 
   proxyfix-off  the spec built WITHOUT cccl_patches' ProxyArray fix (sorts with values): keys-only kernels,
                 the values output never written
@@ -185,14 +186,22 @@ def compile_item(definition: dict, sm: int, kind: str, unpatched: bool, out: Pat
 
 
 # ------------------------------------------------------------------------------------ writing and checking
-def write_mutant(base: Path, dest: Path, swaps: dict[str, tuple[bytes, dict]], info: dict) -> None:
+def write_mutant(base: Path, dest: Path, swaps: dict[str, tuple[bytes, dict]], info: dict,
+                 keep: set[str] | None = None) -> None:
     """``base`` copied to ``dest`` with the payload of each manifest path in ``swaps`` replaced; the header
-    keeps everything (name, content key, SM, kind, producer) but the payload's size and sha256."""
+    keeps everything (name, content key, SM, kind, producer) but the payload's size and sha256. ``keep``:
+    only these specs (their definitions and artifacts: a consistent, smaller set), else all of them."""
     from aot.core.format import encode, read
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(base, dest, ignore=shutil.ignore_patterns(".aot-lock", "build-report.json"))
-    doc = json.loads((dest / "manifest.json").read_text())
+    doc = json.loads((base / "manifest.json").read_text())
+    if keep is not None:
+        doc["specs"] = {k: v for k, v in doc["specs"].items() if k in keep}
+        doc["artifacts"] = [e for e in doc["artifacts"] if e["name"] in keep]
+    dest.mkdir(parents=True)
+    for entry in doc["artifacts"]:
+        (dest / entry["path"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(base / entry["path"], dest / entry["path"])
     for entry in doc["artifacts"]:
         if entry["path"] in swaps:
             payload, extra = swaps[entry["path"]]
@@ -217,6 +226,7 @@ def loader_problems(base: Path, dest: Path) -> list[str]:
     problems = verify_integrity(dest)[1]
     m, b = load_manifest(dest), load_manifest(base)
     base_sha = {e["path"]: e["sha256"] for e in b.artifacts}
+    problems += [f"{n}: definition differs from the base's" for n in m.specs if m.specs[n] != b.specs.get(n)]
     for e in m.artifacts:
         h = decode(read_file(m.path_of(e), expect_size=e["size"])).header
         if h["content_key"] != item_key(m.built[e["name"]], e["sm"], e["payload_kind"], m.producer):
@@ -240,6 +250,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="every mutation that fits every spec, not the gate plan")
     ap.add_argument("--code-swap", action="append", default=[], metavar="A=B",
                     help="op-swap an operator from code A for B (default: the gate's add_pair=sub_pair)")
+    ap.add_argument("--whole", action="store_true",
+                    help="copy every spec into each mutant set (default: only the mutated spec, ~0.2-1 MB each)")
     ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args(argv)
     base = a.base.resolve()
@@ -261,7 +273,13 @@ def main(argv=None) -> int:
         spec_from_definition(md)  # an invalid mutant spec fails here, loudly
         jobs += [(mutation, name, md, desc, e) for e in doc["artifacts"]
                  if e["name"] == name and (sms is None or e["sm"] in sms)]
-    print(f"{len({(j[0], j[1]) for j in jobs})} mutants, {len(jobs)} items to compile ({a.jobs} at a time)")
+    n_mutants = len({(j[0], j[1]) for j in jobs})
+    # Controls: the base's own definitions rebuilt here. A mutant equal to its control is equivalent (init is
+    # a call argument); a control unequal to the base means the base came from other code: rebuild it.
+    controls = sorted({j[1] for j in jobs if j[0] == "init-swap"} or {jobs[0][1]} if jobs else set())
+    jobs += [("control", name, doc["specs"][name], "the base's definition, rebuilt", e) for name in controls
+             for e in doc["artifacts"] if e["name"] == name and (sms is None or e["sm"] in sms)]
+    print(f"{n_mutants} mutants + {len(controls)} control(s), {len(jobs)} items to compile ({a.jobs} at a time)")
     t0 = time.time()
 
     def build(job):
@@ -272,14 +290,22 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         results = list(pool.map(build, jobs))
     from aot.core.format import read
+    control = {e["path"]: r[0] for (mu, _, _, _, e), r in results if mu == "control"}
+    stale = [p for p, payload in control.items() if payload is None or payload != read(base / p).payload]
+    if stale:
+        print(f"error: {base} was not built by this checkout: rebuilding {stale[0]} gives other bytes (or fails); "
+              f"rebuild the base, then the mutants")
+        return 1
     groups: dict[tuple[str, str], dict] = {}
     for (mutation, name, md, desc, e), (payload, extra, error, secs) in results:
+        if mutation == "control":
+            continue
         g = groups.setdefault((mutation, name), {"swaps": {}, "errors": [], "same": 0, "s": 0.0, "desc": desc,
                                                  "definition": md})
         g["s"] += secs
         if payload is None:
             g["errors"].append(f"{e['path']}: {error}")
-        elif payload == read(base / e["path"]).payload:
+        elif payload == control.get(e["path"], read(base / e["path"]).payload):
             g["same"] += 1
         else:
             g["swaps"][e["path"]] = (payload, extra)
@@ -300,7 +326,8 @@ def main(argv=None) -> int:
             expected["equivalent"][dest_name] = {**info, "why": "init is a call-time argument (h_init)"}
             status = "equivalent (cuda.compute takes init at call time): not a mutant"
         else:
-            write_mutant(base, a.out / dest_name, g["swaps"], {**info, "must_fail": name})
+            write_mutant(base, a.out / dest_name, g["swaps"], {**info, "must_fail": name},
+                         keep=None if a.whole else {name})
             problems = loader_problems(base, a.out / dest_name)
             expected["mutants"][dest_name] = {**info, "must_fail": name, "replaced": sorted(g["swaps"])}
             status = "written; loader checks pass" if not problems else f"BAD: {problems[:2]}"

@@ -146,19 +146,33 @@ def code_elementwise(fn: Callable) -> Callable[..., np.ndarray]:
 
 def _opaque(fn: Callable) -> Callable[..., Value]:
     """An operator from code that :mod:`aot.verify.typed` cannot read, on typed values: called element by
-    element; every float field taken to be sum-like (its magnitude: the operands' magnitudes added)."""
+    element on numpy scalars, whose types may differ from numba's. Every float result is taken to be
+    sum-like (its magnitude: the operands' magnitudes added) and allowed ``4 eps (|v| + magnitude)`` in the
+    narrowest float type involved (the device may compute in a wider type than numpy did, or narrower)."""
     g = code_elementwise(fn)
 
     def h(*xs: Value) -> Value:
         arrays = [_array(x) for x in xs]
+        floats = [t for a in arrays for _, t, _ in fields(a.dtype) if t.kind == "f"]
         out = lift(g(*arrays))
-        if isinstance(out, dict):
-            for k, t in out.items():
-                t.mag = sum((x[k].mag for x in xs if isinstance(x, dict) and k in x), np.zeros(_n(out)))
-            return out
-        out.mag = sum((x.mag for x in xs if isinstance(x, TV)), np.zeros(_n(out)))
+        n = _n(out)
+        for k, t in (out.items() if isinstance(out, dict) else [(None, out)]):
+            mags = [p.mag for x in xs if (p := _part(x, k)) is not None]
+            if not mags:  # a struct result from scalar operands, or the reverse: every operand's magnitude
+                mags = [m.mag for x in xs for m in (x.values() if isinstance(x, dict) else [x])]
+            t.mag = sum(mags, np.zeros(n))
+            if t.dtype.kind == "f":
+                eps = max(float(np.finfo(d).eps) for d in floats + [t.dtype])
+                t.dev = 4 * eps * (np.abs(t.v.astype(F8)) + t.mag)
         return out
     return h
+
+
+def _part(v: Value, name: str | None) -> TV | None:
+    """Field ``name`` of a struct value (``None``: a scalar value itself), or None where it has none."""
+    if name is None:
+        return v if isinstance(v, TV) else None
+    return v.get(name) if isinstance(v, dict) else None
 
 
 def _array(v: Value) -> np.ndarray:
@@ -318,6 +332,7 @@ def sorted_problem(op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in=N
         bad = np.flatnonzero(less.want & ~less.dont_care)
         if bad.size:
             i = int(bad[0]) + 1
-            return (f"not sorted under {op!r}: element [{i}] = {keys_out[i]!r} sorts before "
-                    f"[{i - 1}] = {keys_out[i - 1]!r}")
+            k = np.asarray(keys_out)
+            return (f"not sorted under {op!r}: element [{i}] = {k[i].item()!r} sorts before "
+                    f"[{i - 1}] = {k[i - 1].item()!r}")
     return None

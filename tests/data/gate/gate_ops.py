@@ -19,3 +19,14 @@ def is_multiple_of_3(i):
 def half_plus_one(x):
     """float32 in, float64 arithmetic (numba types the literals as float64): stored as the spec's out_dtype."""
     return x * 0.5 + 1
+
+
+def add_pair_in_steps(a, b):
+    """Not one expression: the references call it element by element (tests/test_references.py)."""
+    w = a.w + b.w
+    return (w, a.n + b.n)
+
+
+def half_plus_one_in_steps(x):
+    y = x * 0.5
+    return y + 1
