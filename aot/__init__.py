@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # names for annotations only: importing the loader here would
     from .runtime.objects import CcclAlgorithm, SpecStatus
 
 from .core.version import __version__
+from .runtime import import_hook as _import_hook  # noqa: F401 - a lean `import cuda.compute` works after aot
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",

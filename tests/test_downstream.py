@@ -104,10 +104,24 @@ def test_wheel_holds_only_manifest_and_artifacts_and_pins_cccl(wheels, example):
     assert "/tmp" not in z.read(f"{pkg}/artifacts/manifest.json").decode()
     info = json.loads(z.read(f"{pkg}/artifacts/aot-package.json"))
     assert info["complete"] and info["sms"] == [int(SM)] and info["cuda_major"] == "13"
-    assert len(info["specs"]) == 3 and sum(s["family"] == "cccl" for s in info["specs"].values()) == 2
+    n_cccl = {"hatch-mypkg": 3, "skbuild-mypkg": 2}[example]
+    assert len(info["specs"]) == n_cccl + 1 and sum(s["family"] == "cccl" for s in info["specs"].values()) == n_cccl
+    cccl = dist_version("cuda-cccl")
+    lean = ["cccl-aot-cu13<0.2,>=0.1.0", f"cuda-cccl=={cccl}", "cuda-bindings<14,>=13"]
+    assert info["requires"] == ["cccl-aot-cu13>=0.1.0,<0.2", f"cuda-cccl=={cccl}", "cuda-bindings>=13,<14"]
+    assert info["jit"] == "cccl-aot-cu13[jit]>=0.1.0,<0.2"
     meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
-    requires = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
-    assert f"cuda-cccl[cu13]=={dist_version('cuda-cccl')}" in requires, requires
+    requires = {_canonical(ln.split(":", 1)[1].strip()) for ln in meta.splitlines() if ln.startswith("Requires-Dist:")}
+    # What loading needs, and no toolkit: neither cuda-cccl's [cu13] extra nor a toolkit distribution.
+    assert {_canonical(r) for r in lean} <= requires, requires
+    assert not [r for r in requires if "[cu13]" in r or r.startswith(("cuda-toolkit", "nvidia-"))], requires
+    assert "Provides-Extra: jit" in meta
+    assert _canonical('cccl-aot-cu13[jit]<0.2,>=0.1.0; extra == "jit"') in requires, requires
+
+
+def _canonical(requirement: str) -> str:
+    from packaging.requirements import Requirement
+    return str(Requirement(requirement))
 
 
 def test_examples_have_their_own_specs_and_a_lambda():
@@ -127,7 +141,7 @@ def test_installed_wheels_name_their_specs_and_verify(fresh_env, tmp_path):
     r = _run(fresh_env, "-W", "error", "-c", code, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     hatch, skb, root = json.loads(r.stdout)
-    assert hatch == ["axpy", "product_i32", "running_max_i64"]
+    assert hatch == ["axpy", "multiples_of_7_i64", "product_i32", "running_max_i64"]
     assert skb == ["clamp", "max_f32", "select_positive_mult3_i64"]
     assert "site-packages" in root
     for pkg in PKG.values():
@@ -153,7 +167,10 @@ def test_hatch_wheel_is_reproducible(wheels, shim, tmp_path):
 
 
 # ------------------------------------------------------------------------------ [tool.aot] and bundle
-def _project(tmp_path: Path, tool: str, deps: str = '"cuda-cccl[cu13]==1.2.1"') -> Path:
+LEAN_DEPS = '"cccl-aot-cu13", "cuda-cccl==1.2.1"'
+
+
+def _project(tmp_path: Path, tool: str, deps: str = LEAN_DEPS) -> Path:
     p = tmp_path / "proj"
     shutil.copytree(EXAMPLES / "skbuild-mypkg", p, ignore=shutil.ignore_patterns("build", "artifacts"))
     (p / "pyproject.toml").write_text(f'[project]\nname = "x"\nversion = "1"\ndependencies = [{deps}]\n\n'
@@ -182,16 +199,37 @@ def test_tool_aot_errors_name_file_key_and_problem(tmp_path, tool, message):
 
 
 def test_pins_must_follow_the_artifacts():
-    from aot.package.bundle import pin_problems
-    prod = {"cuda_cccl": "1.2.1", "cuda_major": "13"}
-    assert pin_problems(["cuda-cccl[cu13]==1.2.1", "numpy"], prod) == []
-    assert pin_problems(["cuda-cccl==1.2.1"], prod) == []
-    assert "exactly that version" in pin_problems(["cuda-cccl>=1.2"], prod)[0]
-    assert "exactly that version" in pin_problems(["cuda-cccl==1.2.0"], prod)[0]
-    assert "not cu12" in pin_problems(["cuda-cccl[cu12]==1.2.1"], prod)[0]
-    assert "no cuda-cccl pin" in pin_problems(["numpy"], prod)[0]
+    from aot.package.bundle import jit_requirement, pin_problems, required_pins
+    prod = {"cuda_cccl": "1.2.1", "cuda_major": "13", "aot": "0.1.0"}
+    assert required_pins(prod) == ["cccl-aot-cu13>=0.1.0,<0.2", "cuda-cccl==1.2.1", "cuda-bindings>=13,<14"]
+    assert jit_requirement(prod) == "cccl-aot-cu13[jit]>=0.1.0,<0.2"
+    assert required_pins({**prod, "aot": "1.3.2", "cuda_major": "12"})[0] == "cccl-aot-cu12>=1.3.2,<2"
+    # The lean pins pass; so does a project that wants the toolkit itself (cuda-cccl[cu13]: the same version).
+    assert pin_problems(required_pins(prod) + ["numpy"], prod) == []
+    assert pin_problems(["cccl-aot-cu13", "cuda-cccl==1.2.1"], prod) == []
+    assert pin_problems(["cccl-aot-cu13", "cuda-cccl[cu13]==1.2.1", "numpy"], prod) == []
+    one = pin_problems(["cccl-aot-cu13", "cuda-cccl>=1.2"], prod)
+    assert len(one) == 1 and "exactly that version" in one[0] and 'declare "cuda-cccl==1.2.1"' in one[0], one
+    assert "exactly that version" in pin_problems(["cccl-aot-cu13", "cuda-cccl==1.2.0"], prod)[0]
+    assert "not cu12" in pin_problems(["cccl-aot-cu13", "cuda-cccl[cu12]==1.2.1"], prod)[0]
+    assert 'add "cuda-cccl==1.2.1"' in pin_problems(["cccl-aot-cu13", "numpy"], prod)[0]
+    assert 'add "cccl-aot-cu13>=0.1.0,<0.2"' in pin_problems(["cuda-cccl==1.2.1"], prod)[0]
     assert pin_problems(["numpy"], prod, require=False) == []
-    assert "excludes CUDA 13" in pin_problems(["cuda-cccl==1.2.1", "cuda-bindings<13"], prod)[0]
+    assert "whose aot runtime is cccl-aot-cu13" in pin_problems(["cccl-aot-cu12", "cuda-cccl==1.2.1"], prod)[0]
+    assert "excludes aot 0.1.0" in pin_problems(["cccl-aot-cu13>=0.2", "cuda-cccl==1.2.1"], prod)[0]
+    assert "excludes CUDA 13" in pin_problems(["cccl-aot-cu13", "cuda-cccl==1.2.1", "cuda-bindings<13"], prod)[0]
+
+
+def test_the_rule_is_said_once():
+    """The hook adds required_pins; pin_problems' suggestions and the README's block are the same lines."""
+    from aot.package.bundle import jit_requirement, required_pins
+    prod = {"cuda_cccl": "1.2.1", "cuda_major": "13", "aot": "0.1.0"}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**What a wheel carrying artifacts requires**", 1)[1].split("```", 2)[1]
+    lines = [ln.split("#")[0].strip() for ln in block.strip().splitlines()]
+    assert lines == [*required_pins(prod), f'{jit_requirement(prod)}; extra == "jit"']
+    assert "cuda-cccl[cu13]==" not in readme.split("## Shipping your own kernels", 1)[1].split("## Environment", 1)[0] \
+        .replace('a declared `cuda-cccl[cu13]==1.2.1`', '')
 
 
 def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, tmp_path):
@@ -207,7 +245,7 @@ def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, t
                               env=repo_env(), timeout=120)
     r = bundle()
     assert r.returncode == 2 and "no cuda-cccl pin" in r.stderr, r.stderr
-    (p / "pyproject.toml").write_text((p / "pyproject.toml").read_text().replace('"numpy"', '"cuda-cccl==1.2.1"'))
+    (p / "pyproject.toml").write_text((p / "pyproject.toml").read_text().replace('"numpy"', LEAN_DEPS))
     r = bundle()
     assert r.returncode == 7 and "lacks" in r.stderr and "--allow-partial" in r.stderr, r.stderr
     assert not (p / "mypkg_skbuild" / "artifacts").exists()
@@ -227,6 +265,39 @@ def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, t
     v = subprocess.run([sys.executable, "-m", "aot", "verify", str(out), "--for-wheel"], capture_output=True,
                        text=True, env=repo_env(), timeout=120)
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_bundle_never_deletes_the_authors_files(small_build, tmp_path):
+    """aot replaces <package>/<folder>/ as a whole: a folder holding files aot did not write stops the bundle
+    (before any build) with one line naming them, and they stay; aot's own earlier output is replaced."""
+    m = tmp_path / "matrix.yaml"
+    m.write_text((ROOT / "build_matrix.yaml").read_text())
+    p = _project(tmp_path, 'package = "mypkg_skbuild"\nmatrix = "../matrix.yaml"\nsm = "80,89,90"\n'
+                           'allow-partial = true')
+    out = p / "mypkg_skbuild" / "artifacts"
+    (out / "notes").mkdir(parents=True)
+    mine = {"keep.txt": b"the author's", "notes/a.md": b"# notes", "fake.aot": b"not an artifact"}
+    for rel, data in mine.items():
+        (out / rel).write_bytes(data)
+
+    def bundle():
+        return subprocess.run([sys.executable, "-m", "aot", "bundle", "--project", str(p), "--artifacts",
+                               str(small_build.out), "-q"], capture_output=True, text=True, env=repo_env(),
+                              timeout=120)
+    r = bundle()
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and str(out) in line and "fake.aot, keep.txt, notes/a.md" in line, line
+    assert "aot did not write" in line and "[tool.aot] folder" in line, line
+    assert {rel: (out / rel).read_bytes() for rel in mine} == mine  # nothing of the author's was touched
+    for rel in mine:
+        (out / rel).unlink()
+    assert bundle().returncode == 0
+    assert bundle().returncode == 0  # aot's own folder (artifacts, manifest, aot-package.json) is replaced
+    from aot.package.bundle import foreign_files
+    assert foreign_files(out) == [] and (out / "manifest.json").is_file()
+    (out / "cccl" / "link").symlink_to(tmp_path)
+    assert foreign_files(out) == ["cccl/link"]
 
 
 def test_from_package_warns_once_naming_the_path(tmp_path):
@@ -309,3 +380,104 @@ def test_checks_resolve_only_inside_the_owning_package():
     with pytest.raises(NoReference, match="not inside package"):
         resolve_check("mypkgevil.x:f", "mypkg")
     assert resolve_check("aot.verify.units:check_kernel", "aot").__name__ == "check_kernel"
+
+
+# ------------------------------------------------------------------------ a real lean install (slow)
+#: Distributions of the CUDA toolkit / JIT stack that a lean install must not contain.
+TOOLCHAIN = ("nvidia-cuda-nvrtc", "nvidia-nvjitlink", "nvidia-nvvm", "nvidia-cuda-nvcc", "numba-cuda-mlir",
+             "numba", "cuda-toolkit")
+LEAN_LIMIT_MB = 200
+#: The files the runtime wheel is built from (the rest of the checkout is not needed for a tool-only wheel).
+WHEEL_SOURCES = ("aot", "cccl_patches", "CMakeLists.txt", "pyproject.toml", "README.md", "build_matrix.yaml")
+
+LEAN_CHECK = """
+import json, sys, sysconfig
+{imports}
+from aot.runtime import lean
+st = lean.state()
+print(json.dumps({{"counting": cuda.compute.CountingIterator.__name__, "bindings": bool(cuda.compute._BINDINGS_AVAILABLE),
+                  "stand_ins": sorted(st.stand_ins) if st else None, "calls": lean.stub_calls(), **{extra}}}))
+"""
+
+
+def _runtime_wheel(work: Path) -> Path:
+    """cccl-aot-cu13, tool-only, as the release makes it (.ci/variant.py on a copy of the sources)."""
+    src = work / "src"
+    src.mkdir()
+    for name in WHEEL_SOURCES:
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copyfile)(
+            ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__", "artifacts")}
+                                        if (ROOT / name).is_dir() else {}))
+    subprocess.run([sys.executable, str(ROOT / ".ci" / "variant.py"), "cu13", str(src / "pyproject.toml")],
+                   check=True, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AOT_WHEEL_")}
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w",
+                        str(work / "wheel"), str(src)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = (work / "wheel").glob("cccl_aot_cu13-*.whl")
+    return whl
+
+
+@pytest.mark.slow
+def test_lean_install_of_both_examples_imports_in_any_order(wheels, tmp_path_factory):
+    """Both example wheels and cccl-aot-cu13 installed for real into one fresh environment, their other
+    dependencies from the package index: no toolchain distribution, under 200 MB, and `import mypkg_hatch,
+    cuda.compute` as well as `import cuda.compute` first (the .pth hook) work there without the toolkit."""
+    work = tmp_path_factory.mktemp("lean")
+    runtime = _runtime_wheel(work)
+    d = work / "venv"
+    venv.EnvBuilder(with_pip=False).create(d)
+    py = d / "bin" / "python"
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--only-binary", ":all:",
+                        str(runtime), *map(str, wheels.values())], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "check"], capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    size = int(subprocess.run(["du", "-s", "--block-size=1", str(site)], capture_output=True, text=True,
+                              check=True).stdout.split()[0])
+    dists = json.loads(subprocess.run([str(py), "-c", "import importlib.metadata as m, json; print(json.dumps("
+                                       "sorted(d.metadata['Name'].lower() for d in m.distributions())))"],
+                                      capture_output=True, text=True, check=True).stdout)
+    print(f"lean install: {size / 1e6:.1f} MB of site-packages; {', '.join(dists)}")
+    assert size <= LEAN_LIMIT_MB * 1e6, f"{size / 1e6:.1f} MB"
+    assert not [n for n in dists if n.replace("_", "-").startswith(TOOLCHAIN)], dists
+    real = [p for pat in ("libnvrtc.so*", "libnvJitLink.so*") for p in site.rglob(pat) if "cccl_patches" not in p.parts]
+    assert real == [], real  # aot's stand-ins (cccl_patches/lib) only
+    assert {"cccl-aot-cu13", "cuda-cccl", "cuda-bindings", "mypkg-hatch", "mypkg-skbuild"} <= set(dists), dists
+    assert (site / "cccl_aot.pth").is_file() and (site / "_cccl_aot_hook.py").is_file()
+    # No driver here: aot's stand-in libcuda (installed with it) plays the driver; the environment sees
+    # nothing of the checkout or of the test environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_"))}
+    env.update(LD_PRELOAD=str(site / "cccl_patches" / "lib" / "libcuda.so.1"),
+               AOT_CACHE_DIR=str(work / "cache"))
+
+    def lean_run(imports: str, extra: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(py), "-c", LEAN_CHECK.format(imports=imports, extra=extra)], cwd=work,
+                              env={**env, **more}, capture_output=True, text=True, timeout=300)
+
+    # The package first (its __init__ builds its Registry), then the application's cuda.compute.
+    r = lean_run("import mypkg_hatch, mypkg_skbuild, cuda.compute\nimport aot",
+                 '{"aot": aot.__file__, "hatch": mypkg_hatch.registry.names(), '
+                 '"skbuild": mypkg_skbuild.registry.names(), '
+                 '"served": aot.Registry.from_package("mypkg_hatch", device_sm=80)._load("product_i32").source}')
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["aot"].startswith(str(site)), out
+    assert out["hatch"] == ["axpy", "multiples_of_7_i64", "product_i32", "running_max_i64"], out
+    assert out["skbuild"] == ["clamp", "max_f32", "select_positive_mult3_i64"], out
+    assert out["counting"] == "CountingIterator" and out["bindings"] and out["served"] == "packaged", out
+    # NVRTC and nvJitLink are aot's stand-ins (cudart may be found for real: this host has /usr/local/cuda).
+    assert {"nvJitLink", "nvrtc"} <= set(out["stand_ins"]) and not any(out["calls"].values()), out
+    # cuda.compute first: the .pth hook prepared it; nothing of the packages was imported.
+    r = lean_run("import cuda.compute", '{"pkgs": sorted(m for m in sys.modules if m.startswith("mypkg"))}')
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["counting"] == "CountingIterator" and {"nvJitLink", "nvrtc"} <= set(out["stand_ins"]), out
+    assert out["pkgs"] == [], out
+    # ... and that hook is what makes it work: switched off, cuda-pathfinder finds no NVRTC.
+    r = lean_run("import cuda.compute", "{}", AOT_IMPORT_HOOK="0")
+    assert r.returncode != 0 and "nvrtc" in r.stderr.lower(), r.stderr[-2000:]

@@ -211,6 +211,7 @@ RUNTIME_CLOSURE = [
     "aot.runtime",
     "aot.runtime.catalog",
     "aot.runtime.driver",
+    "aot.runtime.import_hook",
     "aot.runtime.lean",
     "aot.runtime.objects",
     "aot.runtime.registry",

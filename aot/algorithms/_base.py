@@ -160,21 +160,50 @@ class Check(Protocol):
         """The numpy references to compare with."""
 
 
+class Expect(Protocol):
+    """A reference result (:class:`aot.verify.reference.Expected`): ``want``; ``tol``, absolute per element
+    (for a struct, a dict float field -> tolerances); ``dont_care``, elements no reference can decide
+    (rounding could flip a comparison). ``part(sl)``: the same for a slice of the elements."""
+
+    @property
+    def want(self) -> np.ndarray: ...
+
+    @property
+    def tol(self) -> Any: ...
+
+    @property
+    def dont_care(self) -> np.ndarray: ...
+
+    def part(self, sl: slice) -> Expect: ...
+
+
 class References(Protocol):
     """The numpy references a check compares with (the concrete one is the module
-    :mod:`aot.verify.reference` itself)."""
+    :mod:`aot.verify.reference` itself). Operators are typed as the device types them (numba's rules for
+    lambdas and operators from code, the C++ functor's type for built-ins)."""
 
-    def close(self, got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
-        """Raise ``AssertionError`` unless ``got`` equals ``want`` (floats: within a tight relative error)."""
+    def close(self, got: np.ndarray, want: np.ndarray, what: str, *, tol: Any = None,
+              dont_care: np.ndarray | None = None) -> None:
+        """Raise ``AssertionError`` unless ``got`` equals ``want``: integers exactly, floats within ``tol``."""
 
-    def reduce_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
-        """``op`` folded over ``values`` (init first), as a 1-element array."""
+    def close_to(self, got: np.ndarray, expected: Expect, what: str) -> None:
+        """:meth:`close` with an :class:`Expect`'s tolerance and don't-care elements."""
 
-    def scan_reference(self, op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
-        """Inclusive scan of ``values`` under ``op``."""
+    def expect_transform(self, op: str, out_dtype: Any, *inputs: np.ndarray) -> Expect:
+        """``op`` applied element-wise, stored as ``out_dtype``."""
 
-    def select_reference(self, op: str, x: np.ndarray) -> np.ndarray:
-        """The mask of elements the predicate ``op`` keeps."""
+    def expect_predicate(self, op: str, *inputs: np.ndarray) -> Expect:
+        """The boolean mask ``op`` gives (``dont_care``: where rounding could flip it)."""
+
+    def expect_reduce(self, op: str, dtype: Any, values: np.ndarray) -> Expect:
+        """``op`` folded over ``values`` (init first) in any association order, as a 1-element result."""
+
+    def expect_segmented_reduce(self, op: str, dtype: Any, init: np.ndarray, x: np.ndarray,
+                                offsets: np.ndarray) -> Expect:
+        """``op`` over ``init`` and each segment ``x[offsets[i]:offsets[i + 1]]``."""
+
+    def expect_scan(self, op: str, dtype: Any, values: np.ndarray) -> Expect:
+        """Inclusive scan of ``values`` (init first) under ``op``, per prefix."""
 
     def unique_first(self, op: str, keys: np.ndarray) -> np.ndarray:
         """Mask of the first element of each run of consecutive keys that ``op`` calls equal."""
@@ -183,12 +212,28 @@ class References(Protocol):
                        vals_out: np.ndarray | None = None) -> str | None:
         """Why ``keys_out`` (and ``vals_out``) is not ``keys_in`` sorted under comparator ``op``, or ``None``."""
 
-    def np_operator(self, op: str) -> Callable[..., Any]:
-        """A spec's operator as a vectorised numpy function."""
+    def mismatch(self, what: str, message: str) -> AssertionError:
+        """A failure that is not element-wise (a count, a permutation), for the check to raise."""
 
     @property
     def NoReference(self) -> type[Exception]:  # noqa: N802 - the exception class's own name
         """Raised when a spec has no reference (verification reports it, never "ok")."""
+
+
+def decided_input(c: Check, ops: tuple[str, ...], x: np.ndarray, counting: bool) -> np.ndarray:
+    """``x`` with every element on which rounding could decide a predicate of ``ops`` either way (a
+    multiply-add the device may contract, next to a comparison's threshold) replaced by one that is decided,
+    so a selection's output is exact. Counting inputs cannot be changed: such a spec has no reference."""
+    import numpy as np
+    dc = np.zeros(len(x), bool)
+    for op in ops:
+        dc |= c.ref.expect_predicate(op, x).dont_care
+    if dc.any():
+        if counting or dc.all():
+            raise c.ref.NoReference(f"predicate {ops}: rounding could decide {int(dc.sum())} inputs either way")
+        x = x.copy()
+        x[dc] = x[np.flatnonzero(~dc)[0]]
+    return x
 
 
 class AlgorithmBase:

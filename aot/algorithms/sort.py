@@ -76,7 +76,7 @@ class MergeSort(AlgorithmBase):
             problem = c.ref.sorted_problem(p["op"], keys, d_okeys.to_host(), vals,
                                        d_ovals.to_host() if d_ovals is not None else None)
             if problem:
-                raise AssertionError(f"merge_sort: {problem}")
+                raise c.ref.mismatch("merge_sort", problem)
             return
         perm = _stable_perm(keys, p["op"] == "greater")
         c.ref.close(d_okeys.to_host(), keys[perm], "merge_sort keys")
@@ -127,8 +127,8 @@ class SegmentedSort(AlgorithmBase):
             a, b = np.lexsort((vals, keys, seg)), np.lexsort((gv, got, seg))
             if not (np.array_equal(keys[a], got[b]) and np.array_equal(vals[a].view(np.uint8),
                                                                         gv[b].view(np.uint8))):
-                raise AssertionError("segmented_sort: output (key, value) pairs are not the input's pairs, "
-                                     "segment by segment")
+                raise c.ref.mismatch("segmented_sort values", "output (key, value) pairs are not the input's "
+                                     "pairs, segment by segment")
 
 
 RADIX_SORT = RadixSort()

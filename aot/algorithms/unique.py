@@ -31,7 +31,7 @@ class UniqueByKey(AlgorithmBase):
                               d_out_num_selected=d_cnt, num_items=n))
         cnt = int(d_cnt.to_host()[0])
         if cnt != int(first.sum()):
-            raise AssertionError(f"unique_by_key: {cnt} unique, want {int(first.sum())}")
+            raise c.ref.mismatch("unique_by_key count", f"{cnt} unique, want {int(first.sum())}")
         c.ref.close(d_ok.to_host()[:cnt], keys[first], "unique_by_key keys")
         c.ref.close(d_ov.to_host()[:cnt], vals[first], "unique_by_key items")
 

@@ -150,5 +150,6 @@ def cmd_bundle(args) -> int:
           f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else f", PARTIAL ({len(info['missing'])} "
                                                                            f"missing)"))
     if not args.quiet:
-        print(f"the wheel must require: {', '.join(res.pins)}")
+        print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
+              f"package's own 'jit' extra: {info['jit']}")
     return 0

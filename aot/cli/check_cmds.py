@@ -115,24 +115,37 @@ def _verify_gpu(root: Path, args) -> int:
 
         rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
-    for col in ("spec", "SM used", "kind", "source", "result", "load + run + numpy check ms"):
+    t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
+    for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
         t.add_column(col)
     for r in rows:
-        result = ("[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok
-                  else f"[red]FAILED[/] {r.detail[:200]}")
+        result = "[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok else "[red]FAILED[/]"
         t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source, result, f"{r.ms:.1f}")
     Console().print(t)
     bad = [r for r in rows if not r.ok]
-    unrun = [r for r in rows if r.status == "loaded, not executed"]
-    print(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
-          + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
-             if unrun else ""))
+    print(gpu_failure_report(rows))
     if args.json:
         from ..core.fs import atomic_write
         atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
     if bad:
-        raise VerificationError(f"{len(bad)} GPU check(s) failed; first: {bad[0].spec}: {bad[0].detail}")
+        names = sorted({r.spec for r in bad})
+        raise VerificationError(f"{len(bad)} of {len(rows)} GPU checks FAILED ({', '.join(names[:6])}"
+                                f"{', ...' if len(names) > 6 else ''}): see the failures listed above"
+                                + (f" and in {args.json}" if args.json else ""))
     return 0
+
+
+def gpu_failure_report(rows) -> str:
+    """The lines under the ``verify --gpu`` table: one per failed check (spec, SM, kind, then what differs,
+    how many elements, the first index, got and want), never wrapped, then the count of checks passed."""
+    bad = [r for r in rows if not r.ok]
+    unrun = [r for r in rows if r.status == "loaded, not executed"]
+    lines = ([f"FAILED ({len(bad)}):"] + [f"  {r.failure_line()}" for r in bad]) if bad else []
+    lines.append(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
+                 + (f"; {len(bad)} FAILED" if bad else "")
+                 + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
+                    if unrun else ""))
+    return "\n".join(lines)
 
 
 def cmd_inspect(args) -> int:

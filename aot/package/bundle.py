@@ -6,9 +6,11 @@ One code path for every integration: ``aot bundle`` (any build backend), the hat
 :func:`bundle`. It runs the same build driver as ``aot build`` and the same checks as
 ``aot verify --for-wheel``; build reports and host paths never reach the package folder.
 
-Pins follow the artifacts: cuda.compute blobs load only under the exact cuda-cccl that built them, so a
-project whose ``[project].dependencies`` do not pin that cuda-cccl (or pin another CUDA major) is stopped
-with an explanation (:func:`pin_problems`); the hatchling hook adds the pins itself instead.
+Pins follow the artifacts and ask only for what loading needs (:func:`required_pins`): aot's runtime of that
+CUDA major, the exact cuda-cccl that built them (no ``cuXX`` extra: no toolkit), that major's cuda-bindings.
+A project whose ``[project].dependencies`` lack or contradict them is stopped with an explanation
+(:func:`pin_problems`); the hatchling hook adds them itself, and the JIT fallback under the package's own
+``jit`` extra (:func:`jit_requirement`).
 """
 
 from __future__ import annotations
@@ -46,20 +48,51 @@ class BundleResult:
     built: bool                 # False: a prebuilt set was bundled
 
 
+#: The runtime distribution of one CUDA major (``.ci/variant.py`` names it); the import package stays ``aot``.
+RUNTIME_DIST = "cccl-aot-cu{major}"
+
+
+def _aot_range(version: str) -> str:
+    """The aot versions that load artifacts of ``version``: the same release series (format version 1), from
+    ``version`` up: ``>=0.1.0,<0.2`` (0.x: the minor), ``>=1.2.0,<2`` (else the major)."""
+    from packaging.version import Version
+    release = Version(version).release + (0, 0)
+    upper = f"0.{release[1] + 1}" if release[0] == 0 else str(release[0] + 1)
+    return f">={version},<{upper}"
+
+
 def required_pins(producer: Mapping[str, Any]) -> list[str]:
-    """What a wheel carrying artifacts from ``producer`` must require: the exact cuda-cccl (for its CUDA
-    major) and that major's cuda-bindings."""
+    """What a wheel carrying artifacts from ``producer`` requires to *load* them, and nothing more (no
+    compiler): aot's runtime of that CUDA major, the exact cuda-cccl that built them, without the ``cuXX``
+    extra that pulls the toolkit, and that major's cuda-bindings."""
+    from ..core.version import __version__
     major = int(str(producer["cuda_major"]))
-    return [f"cuda-cccl[cu{major}]=={producer['cuda_cccl']}", f"cuda-bindings>={major},<{major + 1}"]
+    runtime = RUNTIME_DIST.format(major=major) + _aot_range(str(producer.get("aot") or __version__))
+    return [runtime, f"cuda-cccl=={producer['cuda_cccl']}", f"cuda-bindings>={major},<{major + 1}"]
+
+
+def jit_requirement(producer: Mapping[str, Any]) -> str:
+    """The opt-in JIT fallback (the CUDA toolkit through aot's ``[jit]`` extra), for the package's own
+    ``jit`` extra: ``cccl-aot-cu13[jit]>=0.1.0,<0.2``."""
+    runtime = required_pins(producer)[0]
+    name = RUNTIME_DIST.format(major=int(str(producer["cuda_major"])))
+    return f"{name}[jit]{runtime[len(name):]}"
 
 
 def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, require: bool = True) -> list[str]:
     """Why ``dependencies`` ([project].dependencies) cannot ship artifacts from ``producer``; empty if they
-    can. ``require``: a missing cuda-cccl pin is a problem (the hatch hook adds it instead)."""
+    can. ``require``: a missing cuda-cccl pin or aot runtime is a problem (the hatch hook adds them instead).
+
+    The rule (the hook, these messages and the README say the same): the wheel requires
+    :func:`required_pins`. A declared ``cuda-cccl[cuXX]==X`` (the project wants the toolkit itself) is fine;
+    another cuda-cccl, the other CUDA major, or an aot range without the version that built them is not."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     cccl, major = str(producer["cuda_cccl"]), int(str(producer["cuda_major"]))
-    problems, seen = [], False
+    runtime_pin, cccl_pin, _ = required_pins(producer)
+    runtime = RUNTIME_DIST.format(major=major)
+    built_by = str(producer.get("aot") or "")
+    problems, seen_cccl, seen_runtime = [], False, False
     for text in dependencies:
         try:
             req = Requirement(text)
@@ -71,22 +104,33 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
         name = canonicalize_name(req.name)
         wrong_major = sorted(x for x in req.extras if x in ("cu12", "cu13") and x != f"cu{major}")
         if name == "cuda-cccl":
-            seen = True
+            seen_cccl = True
             pins = [s for s in req.specifier if s.operator in ("==", "===")]
             if len(pins) != 1 or pins[0].version != cccl or len(req.specifier) != 1:
                 problems.append(f"{text!r}: the artifacts were built with cuda-cccl {cccl} and load only under "
-                                f"exactly that version; declare \"cuda-cccl[cu{major}]=={cccl}\"")
+                                f"exactly that version; declare \"{cccl_pin}\"")
             if wrong_major:
                 problems.append(f"{text!r}: the artifacts are for CUDA {major}, not {', '.join(wrong_major)}")
+        elif name in ("cccl-aot", "cccl-aot-cu12", "cccl-aot-cu13"):
+            seen_runtime = True
+            if name != runtime:
+                problems.append(f"{text!r}: the artifacts are for CUDA {major}, whose aot runtime is {runtime}; "
+                                f"declare \"{runtime_pin}\"")
+            elif built_by and not req.specifier.contains(built_by, prereleases=True):
+                problems.append(f"{text!r}: excludes aot {built_by}, which built the artifacts; declare "
+                                f"\"{runtime_pin}\"")
         elif name in ("cuda-core", "cuda-bindings", "cuda-python"):
             if wrong_major:
                 problems.append(f"{text!r}: the artifacts are for CUDA {major}, not {', '.join(wrong_major)}")
             if name != "cuda-core" and not any(req.specifier.contains(v, prereleases=True)
                                               for v in (f"{major}.0", f"{major}.9.99")):
                 problems.append(f"{text!r}: excludes CUDA {major}, which the artifacts need")
-    if require and not seen:
+    if require and not seen_cccl:
         problems.append(f"no cuda-cccl pin: a wheel carrying these artifacts must require exactly the cuda-cccl "
-                        f"that built them; add \"cuda-cccl[cu{major}]=={cccl}\" to [project].dependencies")
+                        f"that built them; add \"{cccl_pin}\" to [project].dependencies")
+    if require and not seen_runtime:
+        problems.append(f"no aot runtime: the package loads its artifacts with aot; add \"{runtime_pin}\" to "
+                        f"[project].dependencies")
     return problems
 
 
@@ -120,6 +164,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         raise UsageError(f"{cfg.pyproject}: [tool.aot] key 'checks': {unknown[0]!r} is not an NVRTC unit of "
                          f"{cfg.matrix.name}")
     sms = _sms_for(cfg, sm)
+    out = Path(out) if out is not None else cfg.out_dir
+    refuse_foreign_files(out)  # before minutes of compiling; checked again before the swap
     allow = cfg.allow_partial if allow_partial is None else allow_partial
     src = prebuilt if prebuilt is not None else cfg.prebuilt_dir()
     if src is None:
@@ -136,8 +182,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
     info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
             **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer)}
-    out = Path(out) if out is not None else cfg.out_dir
+            "requires": required_pins(m.producer), "jit": jit_requirement(m.producer)}
     n, size = write_package_folder(Path(src), out, info, names={s.name for s in specs})
     return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None)
 
@@ -151,11 +196,52 @@ def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bo
                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
 
 
+#: What aot writes into a package folder (or an ``aot build`` output there), besides ``*.aot`` artifacts.
+_OURS = {MANIFEST_NAME, INFO_NAME, "build-report.json", ".aot-lock"}
+
+
+def foreign_files(out: Path) -> list[str]:
+    """Paths (relative, sorted) under the package folder ``out`` that aot did not write: anything but
+    ``manifest.json``, ``aot-package.json``, an ``aot build``'s report and lock, and ``*.aot`` files that
+    start with the artifact magic (symlinks and special files count as foreign). Empty if ``out`` is absent."""
+    from ..core.format import MAGIC
+    if not out.is_dir() or out.is_symlink():
+        return []
+    found = []
+    for top, dirs, files in os.walk(out):  # never follows symlinked folders: they are listed, not entered
+        here = Path(top)
+        for name in [*files, *(d for d in dirs if (here / d).is_symlink())]:
+            p = here / name
+            rel = p.relative_to(out).as_posix()
+            if p.is_symlink() or not p.is_file():
+                found.append(rel)
+            elif rel in _OURS:
+                continue
+            elif p.suffix == ".aot":
+                with open(p, "rb") as f:
+                    if f.read(len(MAGIC)) != MAGIC:
+                        found.append(rel)
+            else:
+                found.append(rel)
+    return sorted(found)
+
+
+def refuse_foreign_files(out: Path) -> None:
+    """Stop (one line naming them) when ``out`` holds files aot did not write: the folder is replaced as a
+    whole, and nothing of the author's is deleted silently."""
+    found = foreign_files(out)
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise UsageError(f"{out}: holds files aot did not write ({shown}); aot replaces this folder as a whole, "
+                         f"so move them out of it, or set [tool.aot] folder to another name")
+
+
 def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
                          names: set[str] | None = None) -> tuple[int, int]:
     """Copy ``src``'s manifest and the artifacts it names (only those of ``names``) into ``out``, plus
     ``aot-package.json``: into a sibling temporary folder first, then swapped in, so a reader never sees a
-    half-written folder. Nothing else (reports, stray files) is copied. Returns (artifacts, bytes)."""
+    half-written folder. Nothing else (reports, stray files) is copied, and an ``out`` holding files aot did
+    not write is refused (:func:`refuse_foreign_files`), never replaced. Returns (artifacts, bytes)."""
     from ..core.env import SOURCE_DATE_EPOCH
     from ..core.manifest import write_manifest
     m = load_manifest(src)
@@ -183,6 +269,7 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
         if out.exists() or out.is_symlink():
             if not out.is_dir() or out.is_symlink():
                 raise UsageError(f"{out}: exists and is not a directory")
+            refuse_foreign_files(out)
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
         os.replace(stage, out)

@@ -4,9 +4,14 @@ artifacts into the wheel (registered through ``[project.entry-points.hatch] aot 
 It runs :func:`aot.bundle.bundle` (the same build + ``verify --for-wheel`` as ``aot bundle``) into
 ``build/aot-bundle/<folder>``, adds exactly those files under ``<package>/<folder>/`` via
 ``force_include``, marks the wheel platform-specific (``py3-none-<platform>``: the artifacts are Linux
-x86_64 GPU code, not pure Python) and adds the pins the artifacts need (exact cuda-cccl, that CUDA major's
-cuda-bindings) to the wheel's requirements. A pin the project declares that contradicts the artifacts
-stops the build with an explanation. Only wheels carry artifacts; the sdist carries the sources.
+x86_64 GPU code, not pure Python) and adds what loading the artifacts needs to the wheel's requirements
+(:func:`aot.package.bundle.required_pins`: ``cccl-aot-cuXX`` of the aot release series that built them, the
+exact ``cuda-cccl==X`` without the toolkit extra, that major's ``cuda-bindings``), always, next to what the
+project declares (requirements of one name intersect). Where the project declares a ``jit`` extra
+(``jit = ["cccl-aot-cu13[jit]"]``) the hook pins it the same way, so ``pip install 'mypkg[jit]'`` adds the
+toolkit for JIT fallback; without one it says so once. A dependency the project declares that contradicts
+the artifacts stops the build with an explanation. Only wheels carry artifacts; the sdist carries the
+sources.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ class AotBuildHook(BuildHookInterface):
             return
         import sysconfig
         from .config import load_config
-        from .bundle import bundle, pin_problems
+        from .bundle import RUNTIME_DIST, bundle, pin_problems
         from ..core.errors import AotError
         cfg = load_config(self.root)
         stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
@@ -43,12 +48,14 @@ class AotBuildHook(BuildHookInterface):
                 build_data["force_include"][str(p)] = f"{prefix}/{p.relative_to(stage).as_posix()}"
         build_data["pure_python"] = False
         build_data["tag"] = "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-        declared = {canonicalize_name(Requirement(d).name) for d in self.metadata.core.dependencies}
-        for pin in res.pins:  # what the project already declares was checked above
-            if canonicalize_name(Requirement(pin).name) not in declared:
-                build_data["dependencies"].append(pin)
+        build_data["dependencies"].extend(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
+        if "jit" in self.metadata.core.optional_dependencies:  # a build hook cannot add Provides-Extra itself
+            build_data["dependencies"].append(f'{res.info["jit"]}; extra == "jit"')
+        else:
+            runtime = RUNTIME_DIST.format(major=res.info["producer"]["cuda_major"])
+            self.app.display_warning(f"aot: {cfg.pyproject}: no 'jit' extra, so users cannot opt into JIT fallback "
+                                     f"for GPUs the artifacts do not cover; add jit = [\"{runtime}[jit]\"] to "
+                                     f"[project.optional-dependencies]")
 
 
 @hookimpl

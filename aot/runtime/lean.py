@@ -21,8 +21,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..core.errors import ToolchainError
+
+if TYPE_CHECKING:
+    from ..core.manifest import Manifest
 
 #: The distribution name in pyproject.toml (the CUDA-major variants are ``<name>-cu12`` / ``-cu13``).
 DIST_NAME = "cccl-aot"
@@ -56,7 +60,9 @@ class RuntimeToolchain:
 
 
 _state: RuntimeToolchain | None = None
-_lock = threading.Lock()
+#: Reentrant: import_cuda_compute() imports cuda.compute holding it, and the import hook
+#: (:mod:`aot.runtime.import_hook`) then runs in the same thread.
+_lock = threading.RLock()
 _handles: dict[str, ctypes.CDLL] = {}
 
 
@@ -115,6 +121,19 @@ def prepare() -> RuntimeToolchain:
         return _state
 
 
+def prepare_for_import() -> RuntimeToolchain | None:
+    """The import hook's call (:mod:`aot.runtime.import_hook`), on the first ``import cuda.compute`` of the
+    process: :func:`prepare`, unless it ran already (a lock-free check: aot's own
+    :func:`import_cuda_compute` imports cuda.compute after preparing) or cuda-bindings is not installed
+    (nothing to prepare: cuda.compute then reports its own problem)."""
+    if _state is not None:
+        return _state
+    from ..core.versions import dist_version
+    if dist_version("cuda-bindings") == "missing":
+        return None
+    return prepare()
+
+
 def import_cuda_compute() -> ModuleType:
     """``cuda.compute``, imported with the real toolkit where there is one, else with the stand-ins."""
     if "cuda.compute" in sys.modules and (_state is not None or not _forced()):
@@ -148,9 +167,47 @@ def install_hint(extra: str = JIT_EXTRA) -> str:
     return f"pip install '{dist}[{extra}]'"
 
 
-def require_jit(spec_name: str, device_sm: int) -> None:
-    """Raise one ToolchainError naming the spec, the SM and the extra when JIT cannot work here."""
+@dataclass(frozen=True)
+class ForeignCccl:
+    """Packaged cuda.compute artifacts built with another cuda-cccl than the installed one (they cannot load:
+    a blob carries its exact cuda-cccl version). Said once per package (:attr:`warning`), then JIT serves
+    where the toolkit is installed, else :func:`require_jit` raises :meth:`error`."""
+
+    who: str         # "package 'mypkg'" or "the artifacts in <dir>"
+    built: str       # the cuda-cccl that built them
+    installed: str   # the cuda-cccl installed here
+
+    @property
+    def warning(self) -> str:
+        return (f"aot: {self.who} ships cuda.compute artifacts built with cuda-cccl {self.built}, but cuda-cccl "
+                f"{self.installed} is installed, so they cannot load: its cuda.compute specs JIT-compile where the "
+                f"CUDA toolkit is installed; to load them install cuda-cccl=={self.built} (or a build of it made "
+                f"with cuda-cccl {self.installed})")
+
+    def error(self, spec_name: str, device_sm: int) -> str:
+        return (f"{spec_name}: {self.who} ships it built with cuda-cccl {self.built}, but cuda-cccl {self.installed} "
+                f"is installed, and JIT fallback (sm_{device_sm}) needs the CUDA toolkit, which is not installed: "
+                f"pip install 'cuda-cccl=={self.built}' to load the packaged artifact, or {install_hint()}")
+
+
+def foreign_cccl(manifest: Manifest | None, owner: str | None) -> ForeignCccl | None:
+    """:class:`ForeignCccl` when ``manifest`` was built with another cuda-cccl than the installed one;
+    ``owner`` names the package (else the folder is named)."""
+    from ..core.versions import runtime_versions
+    if manifest is None:
+        return None
+    built, installed = manifest.producer.get("cuda_cccl"), runtime_versions()["cuda_cccl"]
+    if not isinstance(built, str) or built == installed:
+        return None
+    return ForeignCccl(f"package {owner!r}" if owner else f"the artifacts in {manifest.root}", built, installed)
+
+
+def require_jit(spec_name: str, device_sm: int, foreign: ForeignCccl | None = None) -> None:
+    """Raise one ToolchainError naming the spec, the SM and the extra when JIT cannot work here (and, for a
+    package built with another cuda-cccl, the cuda-cccl that would load its artifacts)."""
     st = prepare()
+    if not st.jit and foreign is not None:
+        raise ToolchainError(foreign.error(spec_name, device_sm))
     if not st.jit:
         raise ToolchainError(f"{spec_name}: no packaged artifact fits sm_{device_sm}, and JIT fallback needs the "
                              f"CUDA toolkit (NVRTC, nvJitLink), which is not installed: {install_hint()}")

@@ -28,7 +28,7 @@ from ..core.manifest import Manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
-from .lean import import_cuda_compute, require_jit
+from .lean import foreign_cccl, import_cuda_compute, require_jit
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
@@ -61,6 +61,11 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
     cands = host.packaged_candidates(spec, device_sm)
+    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if cands and spec.family == "cccl" else None
+    if foreign is not None:  # another cuda-cccl built the package: one warning for it, not one per file
+        host._warn(foreign.warning)
+        st.errors.append(foreign.warning)
+        cands = []
     log.debug("%s: device sm_%d, %d packaged candidate(s): %s", spec.name, device_sm, len(cands),
               ", ".join(f"{c.kind} sm_{c.sm}" for c in cands) or "none")
     for cand in cands:
@@ -85,7 +90,7 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         host._warn(refusal)
         raise AotError(refusal)
     log.debug("%s: no packaged artifact served; trying the user cache, then JIT for sm_%d", spec.name, device_sm)
-    require_jit(spec.name, device_sm)  # stand-ins instead of the toolkit: one error naming the extra
+    require_jit(spec.name, device_sm, foreign)  # stand-ins instead of the toolkit: one error naming the extra
     try:
         if isinstance(spec, CcclSpec):
             from .jit import cccl_from_cache_or_jit

@@ -57,10 +57,18 @@ class GpuRow:
     ms: float
     detail: str = ""
     status: str = ""  # "ok" | "failed" | "loaded, not executed" (an NVRTC unit with no check)
+    #: A failed comparison's facts (:meth:`aot.verify.compare.Mismatch.to_json`: what, count, total, index,
+    #: got, want, reason); None for other failures (an exception: ``detail`` says it).
+    failure: dict | None = None
 
     def __post_init__(self):
         if not self.status:
             self.status = "ok" if self.ok else "failed"
+
+    def failure_line(self) -> str:
+        """One line saying where and what failed: spec, SM and kind, then the comparison's message."""
+        where = f"{self.spec} {'sm_' + str(self.sm) if self.sm else '-'} {self.kind}"
+        return f"{where}: {' | '.join(self.detail.splitlines()) or self.status}"
 
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
@@ -74,7 +82,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     progress = on_spec or (lambda name, done: None)
     from cuda.core import Device
     from .context import check_cccl
-    from .reference import NoReference
+    from .compare import Mismatch, NoReference
     from .units import CheckContext, check_kernel, resolve_check
     from ..core.spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
@@ -123,8 +131,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
+                mismatch = isinstance(e, Mismatch)
                 rows.append(GpuRow(name, spec.family, sm, kind, source, False, (time.perf_counter() - t0) * 1e3,
-                                   f"{type(e).__name__}: {e}"))
+                                   str(e) if mismatch else f"{type(e).__name__}: {e}",
+                                   failure=e.to_json() if isinstance(e, Mismatch) else None))
         progress(name, True)
     return rows
 

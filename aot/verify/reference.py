@@ -1,22 +1,56 @@
 """Numpy references: what ``verify --gpu`` compares every algorithm and bundled NVRTC unit with.
 
-Seeded random inputs (:func:`rand`), every operator a spec may name as a vectorised numpy function
-(:func:`np_operator`), the reference reduce/scan/select/unique/sort results, and :func:`close`, which
-compares exactly for integers and with a tight relative error for floating-point sums. A spec with no
-reference raises :class:`NoReference` and fails verification: nothing ships unchecked. The checks that
-use these live in :mod:`aot.verify.context` (cuda.compute algorithms) and :mod:`aot.verify.units`
-(NVRTC units).
+Seeded random inputs (:func:`rand`) and, for each kind of algorithm, the expected output as an
+:class:`Expected` (``want``, a tolerance, and the elements no reference can decide): ``expect_transform``,
+``expect_predicate``, ``expect_reduce``, ``expect_segmented_reduce`` and ``expect_scan``. They follow the
+device's arithmetic (:mod:`aot.verify.typed`: numba's types for a lambda's mixed scalars and literals, the
+C++ functor's type for a built-in), so a transform compares bit for bit except where the device may
+contract a multiply-add; a float reduction or scan may associate in any order, so it is allowed
+``H * eps * (sum of magnitudes)`` per float field (:func:`aot.verify.compare.reassociation_tol`);
+integers and min/max compare exactly. An operator from code whose body is one expression is typed the same
+way; any other is called element by element and treated as sum-like. :func:`close` compares (per struct
+field) and raises :class:`Mismatch`. A spec with no reference raises :class:`NoReference` and fails
+verification: nothing ships unchecked. The checks that use these live in :mod:`aot.algorithms` (through
+:mod:`aot.verify.context`) and :mod:`aot.verify.units`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import ast
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from .compare import F8, Mismatch, NoReference, close, fields, tree_height
+from .typed import TV, Value, lift, resolve_code, store, typed_operator
 
-class NoReference(Exception):
-    pass
+__all__ = ["Expected", "Mismatch", "NoReference", "close", "close_to", "expect_predicate", "expect_reduce",
+           "expect_scan", "expect_segmented_reduce", "expect_transform", "mismatch", "np_operator", "rand",
+           "reduce_reference", "scan_reference", "select_reference", "sorted_problem", "unique_first"]
+
+
+class Expected(NamedTuple):
+    """A reference result: ``want`` (the output's dtype), ``tol`` (absolute, per element: an array, or for a
+    struct a dict float field -> array) and ``dont_care`` (bool per element)."""
+
+    want: np.ndarray
+    tol: Any
+    dont_care: np.ndarray
+
+    def part(self, sl: slice) -> Expected:
+        tol = ({k: np.asarray(t)[sl] for k, t in self.tol.items()} if isinstance(self.tol, dict)
+               else self.tol[sl] if np.ndim(self.tol) else self.tol)
+        return Expected(self.want[sl], tol, self.dont_care[sl])
+
+
+def close_to(got: np.ndarray, expected: Any, what: str) -> None:
+    """:func:`close` with ``expected``'s tolerance and don't-care elements."""
+    close(got, expected.want, what, tol=expected.tol, dont_care=expected.dont_care)
+
+
+def mismatch(what: str, message: str) -> Mismatch:
+    """A failure that is not element-wise (a count, a permutation): ``what: message``."""
+    return Mismatch(what, message=message)
 
 
 def rand(rng: np.random.Generator, dtype: Any, n: int, *, small: bool = False) -> np.ndarray:
@@ -36,137 +70,220 @@ def rand(rng: np.random.Generator, dtype: Any, n: int, *, small: bool = False) -
     return rng.integers(lo, hi, n, dtype=dt, endpoint=True)
 
 
-_UFUNCS: dict[str, np.ufunc] = {
-    "plus": np.add, "minus": np.subtract, "multiplies": np.multiply, "minimum": np.minimum,
-    "maximum": np.maximum, "less": np.less, "greater": np.greater, "less_equal": np.less_equal,
-    "greater_equal": np.greater_equal, "equal_to": np.equal, "not_equal_to": np.not_equal,
-    "bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}
-#: Built-ins whose reduction numpy computes exactly like any association order (integers) or within
-#: rounding (floats): the fast ``ufunc.reduce`` / ``accumulate`` paths are valid for them.
-_ASSOCIATIVE = ("plus", "multiplies", "minimum", "maximum", "bit_and", "bit_or", "bit_xor")
-
-_BINOPS: dict[str, Callable] = {
-    "Add": np.add, "Sub": np.subtract, "Mult": np.multiply, "Div": np.true_divide, "FloorDiv": np.floor_divide,
-    "Mod": np.remainder, "Pow": np.power, "BitAnd": np.bitwise_and, "BitOr": np.bitwise_or,
-    "BitXor": np.bitwise_xor, "LShift": np.left_shift, "RShift": np.right_shift}
-_CMPOPS: dict[str, Callable] = {"Eq": np.equal, "NotEq": np.not_equal, "Lt": np.less, "LtE": np.less_equal,
-                                "Gt": np.greater, "GtE": np.greater_equal}
+# ------------------------------------------------------------------------------- typed values <-> arrays
+def _n(v: Value) -> int:
+    return len(next(iter(v.values())).v) if isinstance(v, dict) else int(np.size(v.v))
 
 
-def _truthy(v: Any) -> np.ndarray:
-    return np.asarray(v) != 0
+def _take(v: Value, idx: np.ndarray) -> Value:
+    if isinstance(v, dict):
+        return {k: _take(t, idx) for k, t in v.items()}
+    return TV(v.v[idx], v.dev[idx], v.mag[idx], v.amb[idx])
 
 
-def _eval(node, env: dict[str, Any]) -> Any:
-    """Evaluate a vetted lambda body (:func:`aot.core.oplang.lambda_problem`: arithmetic, comparisons, boolean
-    logic, conditionals over its arguments and numbers) on numpy arrays, element-wise, with Python's
-    semantics: ``a and b`` is ``b if a else a``, ``x if c else y`` picks per element."""
-    kind = type(node).__name__
-    if kind == "Constant":
-        return node.value
-    if kind == "Name":
-        return env[node.id]
-    if kind == "BinOp":
-        return _BINOPS[type(node.op).__name__](_eval(node.left, env), _eval(node.right, env))
-    if kind == "UnaryOp":
-        v = _eval(node.operand, env)
-        op = type(node.op).__name__
-        if op == "Not":
-            return ~_truthy(v)
-        if op == "Invert":
-            return np.invert(v) if np.asarray(v).dtype != bool else ~np.asarray(v)
-        return np.negative(v) if op == "USub" else np.positive(v)
-    if kind == "Compare":  # a < b < c == (a < b) and (b < c)
-        left, result = _eval(node.left, env), None
-        for op, comp in zip(node.ops, node.comparators):
-            right = _eval(comp, env)
-            part = _CMPOPS[type(op).__name__](left, right)
-            result = part if result is None else np.logical_and(result, part)
-            left = right
-        return result
-    if kind == "BoolOp":
-        vals = [_eval(v, env) for v in node.values]
-        res = vals[-1]
-        for v in reversed(vals[:-1]):
-            res = np.where(_truthy(v), res, v) if type(node.op).__name__ == "And" else np.where(_truthy(v), v, res)
-        return res
-    if kind == "IfExp":
-        return np.where(_truthy(_eval(node.test, env)), _eval(node.body, env), _eval(node.orelse, env))
-    raise NoReference(f"lambda node {kind} has no numpy evaluation")  # lambda_problem admits none
+def _put(v: Value, idx: np.ndarray, w: Value) -> None:
+    if isinstance(v, dict):
+        for k in v:
+            _put(v[k], idx, w[k])
+        return
+    n = len(idx)
+    for a, b in ((v.v, w.v), (v.dev, w.dev), (v.mag, w.mag), (v.amb, w.amb)):
+        a[idx] = np.broadcast_to(b, (n,))
 
 
-def np_operator(op: str) -> Callable[..., Any]:
-    """A spec's operator (a built-in name or a vetted lambda source) as a vectorised numpy function."""
-    if op in _UFUNCS:
-        return _UFUNCS[op]
-    if isinstance(op, str) and op.startswith("lambda"):
-        import ast
-        from ..core.oplang import lambda_problem
-        problem = lambda_problem(op)  # checked again: specs also come from manifests on disk
-        if problem:
-            raise NoReference(f"operator {op!r}: {problem}")
-        tree = ast.parse(op, mode="eval").body
-        assert isinstance(tree, ast.Lambda)  # lambda_problem accepted it: a single lambda expression
-        params = [a.arg for a in tree.args.args]
+def _settle(v: Value, n: int) -> Value:
+    """Every array of ``v`` as a writable array of ``n`` elements (a constant result broadcasts)."""
+    if isinstance(v, dict):
+        return {k: _settle(t, n) for k, t in v.items()}
+    return TV(*(np.broadcast_to(a, (n,)).copy() for a in (v.v, v.dev, v.mag, v.amb)))
 
-        def f(*xs):
-            with np.errstate(all="ignore"):
-                return _eval(tree.body, dict(zip(params, xs)))
-        return f
-    from ..core.oplang import is_code_ref
-    if is_code_ref(op):  # an operator from code (the caller vetted its module): called element by element
-        from ..core.opref import resolve
-        fn = resolve(op)
 
-        def g(*xs):
-            arrs = [np.asarray(x) for x in xs]
-            n = max(a.shape[0] if a.ndim else 1 for a in arrs)
-            rows = [a.view(np.recarray) if a.dtype.names else a for a in arrs]
+def _expected(v: Value, dtype: np.dtype, n: int, rounds: bool, height: int) -> Expected:
+    """Assemble an :class:`Expected` of ``dtype`` from a typed result; ``rounds``: allow reassociation
+    (``height`` roundings per path) on top of the arithmetic's own deviation bound."""
+    v = _settle(v, n)
+    want = np.empty(n, dtype)
+    tol: dict[str | None, np.ndarray] = {}
+    dc = np.zeros(n, bool)
+    for name, t, _ in fields(dtype):
+        tv = v[name] if name is not None else v
+        if name is None:
+            want[...] = tv.v
+        else:
+            want[name] = tv.v
+        dc |= tv.amb
+        if t.kind == "f":
+            extra = 0.0
+            if rounds:
+                with np.errstate(all="ignore"):
+                    extra = height * float(np.finfo(t).eps) * tv.mag + np.spacing(np.abs(tv.v)).astype(F8)
+            tol[name] = tv.dev + extra
+    return Expected(want, tol.get(None, 0.0) if dtype.names is None else tol, dc)
+
+
+# ------------------------------------------------------------------------------- operators
+def code_elementwise(fn: Callable) -> Callable[..., np.ndarray]:
+    """An operator from code called element by element on numpy scalars / records (what the device runs is
+    numba's compilation of the same Python)."""
+    def g(*xs):
+        arrs = [np.asarray(x) for x in xs]
+        n = max(a.shape[0] if a.ndim else 1 for a in arrs)
+        rows = [a.view(np.recarray) if a.dtype.names else a for a in arrs]
+        with np.errstate(all="ignore"):
             out = [fn(*(r[i] if r.ndim else r for r in rows)) for i in range(n)]
-            like = next((a.dtype for a in arrs if a.dtype.names), None)
-            if like is not None and out and isinstance(out[0], tuple):  # a struct-valued operator
-                return np.array(out, dtype=like)
-            return np.array(out)
-        return g
-    raise NoReference(f"no numpy reference for operator {op!r}")
+        like = next((a.dtype for a in arrs if a.dtype.names), None)
+        if like is not None and out and isinstance(out[0], tuple):  # a struct-valued operator
+            return np.array(out, dtype=like)
+        return np.array(out)
+    return g
 
 
-def _as(v: Any, dtype, n: int | None = None) -> np.ndarray:
-    """``v`` stored into ``dtype`` (what the device does with an operator's result), broadcast to ``n``."""
-    with np.errstate(all="ignore"):
-        a = np.asarray(v).astype(dtype)
-    return np.broadcast_to(a, (n,)).copy() if n is not None and a.shape != (n,) else a
+def _opaque(fn: Callable) -> Callable[..., Value]:
+    """An operator from code that :mod:`aot.verify.typed` cannot read, on typed values: called element by
+    element; every float field taken to be sum-like (its magnitude: the operands' magnitudes added)."""
+    g = code_elementwise(fn)
+
+    def h(*xs: Value) -> Value:
+        arrays = [_array(x) for x in xs]
+        out = lift(g(*arrays))
+        if isinstance(out, dict):
+            for k, t in out.items():
+                t.mag = sum((x[k].mag for x in xs if isinstance(x, dict) and k in x), np.zeros(_n(out)))
+            return out
+        out.mag = sum((x.mag for x in xs if isinstance(x, TV)), np.zeros(_n(out)))
+        return out
+    return h
 
 
-def reduce_reference(op: str, dtype, values: np.ndarray) -> np.ndarray:
-    """``op`` folded over ``values`` (init first), as a 1-element array: pairwise, in order, so it equals
-    any association order a GPU uses whenever the operator is associative."""
-    if op in _ASSOCIATIVE:
-        return _UFUNCS[op].reduce(values.astype(dtype)).reshape(1).astype(dtype)
-    f, v = np_operator(op), values.astype(dtype)
-    if len(v) == 0:
-        raise ValueError("nothing to reduce")
-    while len(v) > 1:
-        tail = v[len(v) - len(v) % 2:]
-        v = np.concatenate([_as(f(v[0:len(v) - 1:2], v[1::2]), dtype, len(v) // 2), tail])
-    return v.reshape(1)
+def _array(v: Value) -> np.ndarray:
+    if not isinstance(v, dict):
+        return v.v
+    n = _n(v)
+    out = np.empty(n, [(k, t.v.dtype) for k, t in v.items()])
+    for k, t in v.items():
+        out[k] = np.broadcast_to(t.v, (n,))
+    return out
 
 
-def scan_reference(op: str, dtype, values: np.ndarray) -> np.ndarray:
-    """Inclusive scan of ``values`` under ``op`` (Hillis-Steele: log2(n) vectorised steps, left operand
-    always the earlier element)."""
-    if op in _ASSOCIATIVE:
-        return _UFUNCS[op].accumulate(values.astype(dtype), dtype=dtype)
-    f, y, k = np_operator(op), values.astype(dtype), 1
-    while k < len(y):
-        y = np.concatenate([y[:k], _as(f(y[:-k], y[k:]), dtype, len(y) - k)])
+def _operator(op: Any) -> tuple[Callable[..., Value], bool]:
+    """(the operator on typed values, whether it does float arithmetic that rounds)."""
+    try:
+        return typed_operator(op), _rounds(op)
+    except NoReference:
+        from ..core.oplang import is_code_ref
+        if not (callable(op) or is_code_ref(op)):
+            raise
+    return _opaque(resolve_code(op)), True
+
+
+def _rounds(op: Any) -> bool:
+    """Whether ``op`` does arithmetic that rounds (so the association order changes a float result):
+    plus/minus/multiplies, or any arithmetic operator in a lambda's or code's expression; selections
+    (min/max, comparisons, bitwise) never round."""
+    from .typed import BUILTIN_BINOPS, BUILTIN_CMP, code_expression, vet_lambda
+    if isinstance(op, str) and (op in ("minimum", "maximum") or op in BUILTIN_CMP):
+        return False
+    if isinstance(op, str) and op in BUILTIN_BINOPS:
+        return op in ("plus", "minus", "multiplies")
+    if isinstance(op, str) and op.lstrip().startswith("lambda"):
+        tree: ast.AST = vet_lambda(op)
+    else:
+        parsed = code_expression(resolve_code(op))
+        tree = parsed[1] if parsed else ast.parse("a + b")
+    arith = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+    return any(isinstance(x, ast.BinOp) and isinstance(x.op, arith) for x in ast.walk(tree))
+
+
+# ------------------------------------------------------------------------------- element-wise
+def expect_transform(op: Any, out_dtype: Any, *inputs: np.ndarray) -> Expected:
+    """``out[i] = op(in[i], ...)`` stored as ``out_dtype``: exact wherever the device cannot round
+    differently; else within the arithmetic's deviation bound."""
+    out = np.dtype(out_dtype)
+    f, _ = _operator(op)
+    res = store(f(*(lift(x) for x in inputs)), out)
+    return _expected(res, out, len(inputs[0]), False, 0)
+
+
+def expect_predicate(op: Any, *inputs: np.ndarray) -> Expected:
+    """The mask a predicate (or a binary relation) gives; ``dont_care`` where rounding could flip it."""
+    return expect_transform(op, np.dtype(bool), *inputs)
+
+
+# ------------------------------------------------------------------------------- reductions and scans
+def _fold(f: Callable[..., Value], dtype: np.dtype, v: Value, lens: np.ndarray) -> Value:
+    """``f`` folded pairwise within each segment of ``v`` (lengths ``lens``, each >= 1), all segments at
+    once: one vectorised level per tree level, pairs (0, 1), (2, 3), ... and an odd last item carried."""
+    lens = lens.astype(np.int64)
+    while lens.max(initial=1) > 1:
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        k = np.arange(int(lens.sum())) - np.repeat(starts, lens)
+        even = k % 2 == 0
+        left = even & (k + 1 < np.repeat(lens, lens))
+        li = np.flatnonzero(left)
+        combined = store(f(_take(v, li), _take(v, li + 1)), dtype)
+        nxt = _take(v, np.flatnonzero(even))
+        _put(nxt, np.flatnonzero(left[even]), combined)
+        v, lens = nxt, (lens + 1) // 2
+    return v
+
+
+def _init_first(init: np.ndarray, x: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each segment with ``init`` in front: (values, lengths)."""
+    sizes = np.diff(offsets.astype(np.int64))
+    return np.insert(x, offsets[:-1].astype(np.int64), np.repeat(init, len(sizes))), sizes + 1
+
+
+def expect_segmented_reduce(op: Any, dtype: Any, init: np.ndarray, x: np.ndarray, offsets: np.ndarray) -> Expected:
+    """``op`` over ``init`` then each segment ``x[offsets[i]:offsets[i + 1]]`` (an empty one gives init),
+    in any association order: float fields within :func:`reassociation_tol` of the pairwise fold."""
+    dt = np.dtype(dtype)
+    f, rounds = _operator(op)
+    vals, lens = _init_first(init.astype(dt), x.astype(dt), offsets)
+    r = _fold(f, dt, lift(vals), lens)
+    return _expected(r, dt, len(lens), rounds, tree_height(int(lens.max(initial=1))))
+
+
+def expect_reduce(op: Any, dtype: Any, values: np.ndarray) -> Expected:
+    """``op`` folded over ``values`` (init first) in any association order, as 1-element arrays."""
+    v = np.asarray(values)
+    return expect_segmented_reduce(op, dtype, v[:1], v[1:], np.array([0, len(v) - 1]))
+
+
+def expect_scan(op: Any, dtype: Any, values: np.ndarray) -> Expected:
+    """Inclusive scan of ``values`` (init first; Hillis-Steele, the left operand the earlier element), each
+    prefix within the reassociation bound of a scan (its decoupled look-back chain included)."""
+    dt = np.dtype(dtype)
+    f, rounds = _operator(op)
+    n = len(values)
+    y, k = _settle(lift(np.asarray(values).astype(dt)), n), 1
+    while k < n:
+        r = store(f(_take(y, np.arange(0, n - k)), _take(y, np.arange(k, n))), dt)
+        y = _settle(y, n)
+        _put(y, np.arange(k, n), r)
         k *= 2
-    return y
+    return _expected(y, dt, n, rounds, tree_height(n, scan=True))
+
+
+# ------------------------------------------------------------------------------- the plain-array API
+def np_operator(op: str) -> Callable[..., Any]:
+    """A spec's operator as a vectorised function of numpy arrays, typed as the device types it."""
+    f, _ = _operator(op)
+    return lambda *xs: _array(f(*(lift(np.asarray(x)) for x in xs)))
+
+
+def reduce_reference(op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+    """``op`` folded over ``values`` (init first), as a 1-element array (pairwise, in order)."""
+    return expect_reduce(op, dtype, values).want
+
+
+def scan_reference(op: str, dtype: Any, values: np.ndarray) -> np.ndarray:
+    """Inclusive scan of ``values`` under ``op``."""
+    return expect_scan(op, dtype, values).want
 
 
 def select_reference(op: str, x: np.ndarray) -> np.ndarray:
-    """The mask of elements the predicate keeps."""
-    return _as(_truthy(np_operator(op)(x)), bool, len(x))
+    """The mask of elements the predicate keeps (:func:`expect_predicate` also says where it is unsure)."""
+    return expect_predicate(op, x).want
 
 
 def unique_first(op: str, keys: np.ndarray) -> np.ndarray:
@@ -174,8 +291,10 @@ def unique_first(op: str, keys: np.ndarray) -> np.ndarray:
     ``unique_by_key`` keeps: each key is compared with the previous input key)."""
     if len(keys) == 0:
         return np.zeros(0, bool)
-    same = _as(_truthy(np_operator(op)(keys[:-1], keys[1:])), bool, len(keys) - 1)
-    return np.concatenate([[True], ~same])
+    same = expect_predicate(op, keys[:-1], keys[1:])
+    if same.dont_care.any():
+        raise NoReference(f"operator {op!r}: rounding could decide some key comparisons either way")
+    return np.concatenate([[True], ~same.want])
 
 
 def sorted_problem(op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in=None, vals_out=None) -> str | None:
@@ -189,25 +308,10 @@ def sorted_problem(op: str, keys_in: np.ndarray, keys_out: np.ndarray, vals_in=N
         if not (np.array_equal(keys_in[a], keys_out[b]) and np.array_equal(vals_in[a], vals_out[b])):
             return "output (key, value) pairs are not a permutation of the input pairs"
     if len(keys_out) > 1:
-        bad = np.flatnonzero(_as(_truthy(np_operator(op)(keys_out[1:], keys_out[:-1])), bool, len(keys_out) - 1))
+        less = expect_predicate(op, keys_out[1:], keys_out[:-1])
+        bad = np.flatnonzero(less.want & ~less.dont_care)
         if bad.size:
             i = int(bad[0]) + 1
             return (f"not sorted under {op!r}: element [{i}] = {keys_out[i]!r} sorts before "
                     f"[{i - 1}] = {keys_out[i - 1]!r}")
     return None
-
-
-def close(got: np.ndarray, want: np.ndarray, what: str, *, scale: np.ndarray | None = None) -> None:
-    if got.shape != want.shape:
-        raise AssertionError(f"{what}: shape {got.shape} != {want.shape}")
-    if got.dtype.kind == "f":
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both are +-inf
-            rel = max(1e-9, 1024 * float(np.finfo(got.dtype).eps))  # float32 sums round at ~1e-7
-            tol = rel * (np.abs(scale) if scale is not None else np.maximum(1.0, np.abs(want))) + 1e-12
-            bad = ~((np.abs(got - want) <= tol) | (got == want))
-    else:
-        bad = got != want
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} elements differ; first at [{i}]: "
-                             f"got {got[i]!r}, want {want[i]!r}")

@@ -1,0 +1,100 @@
+"""The release gate's tooling on the CPU (issue 16): the gate matrix (tests/data/gate) loads with its
+operators from code; the mutation plan of .ci/gpu/make_mutants.py fits it and covers every kind of
+mutation; a mutant directory written by the tool passes every check the loader and ``aot verify DIR`` make
+(only ``verify --gpu`` can tell it apart). The GPU half is .ci/gpu/gate.sh."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+GATE = ROOT / "tests" / "data" / "gate"
+MATRIX = GATE / "build_matrix.yaml"
+
+
+@pytest.fixture(scope="module")
+def mm():
+    spec = importlib.util.spec_from_file_location("make_mutants", ROOT / ".ci" / "gpu" / "make_mutants.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def gate_specs():
+    sys.path.insert(0, str(GATE))
+    try:
+        from aot.build.matrix import load_matrix
+        yield {s.name: s for s in load_matrix(MATRIX).specs}
+    finally:
+        sys.path.remove(str(GATE))
+
+
+def test_gate_matrix_covers_the_kinds_of_issue_16(gate_specs):
+    from aot.core.spec import CcclSpec, NvrtcUnit
+    cccl = [s for s in gate_specs.values() if isinstance(s, CcclSpec)]
+    p = {s.name: s.params for s in cccl}
+    assert any(q.get("out_dtype") == "float64" and q["dtype"] == "float32" and "+ 1" in q["op"] for q in p.values())
+    assert any(s.types and s.algorithm == "segmented_reduce" and s.code for s in cccl)  # struct, op from code
+    assert any(q.get("input") == "counting" for q in p.values())
+    assert any(q["dtype"].startswith("uint") for q in p.values())
+    assert {"inclusive_scan", "exclusive_scan", "reduce", "segmented_reduce", "radix_sort", "segmented_sort"} <= \
+        {s.algorithm for s in cccl}
+    units = [s for s in gate_specs.values() if isinstance(s, NvrtcUnit)]
+    assert {u.name for u in units} == {"block_sums", "morton"}  # both have a bundled check (aot.verify.units)
+    assert any("<" in k for u in units for k in u.kernels)  # a templated unit
+
+
+def test_the_plan_fits_the_gate_matrix_and_covers_every_mutation(mm, gate_specs):
+    from aot.core.rules import spec_from_definition
+    sys.path.insert(0, str(GATE))
+    try:
+        kinds = set()
+        for mutation, name in mm.GATE_PLAN:
+            d = gate_specs[name].definition()
+            if mutation == "unwritten":
+                d["source"] = gate_specs[name].source
+            md, desc = mm.mutate(mutation, d, mm.GATE_CODE_SWAP)
+            assert md is not None and (md != d or mutation == "proxyfix-off"), (mutation, name)
+            back = spec_from_definition(md)
+            assert back.name == name and desc
+            kinds.add(mutation)
+    finally:
+        sys.path.remove(str(GATE))
+    assert kinds == set(mm.MUTATIONS)
+    assert 10 <= len(mm.GATE_PLAN) <= 14
+
+
+def test_mutations(mm):
+    assert mm.mutate_lambda("lambda x: x * x + 1") == "lambda x: x * x - 1"
+    assert mm.mutate_lambda("lambda x: x < 0") == "lambda x: x >= 0"
+    src, n = mm.inject_early_return("__global__ void k(int* o) { o[0] = 1; }\n__global__ void j() {}")
+    assert n == 2 and src.count("gridDim.x - 1 && threadIdx.x == 0) return;") == 2
+    d = {"name": "s", "algorithm": "reduce", "dtype": "float32", "op": "plus", "init": 0}
+    assert mm.mutate("dtype-swap", d, {})[0]["dtype"] == "int32"
+    assert mm.mutate("init-swap", d, {})[0]["init"] == 1
+    assert mm.mutate("order-swap", d, {})[0] is None
+
+
+def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
+    """A payload swapped under the original name, content key and manifest definition: integrity, content
+    keys, producer and coverage all pass; `aot verify DIR` (CPU) says OK."""
+    from aot.cli.main import main
+    from aot.core.format import read
+    base = small_build.out
+    doc = json.loads((base / "manifest.json").read_text())
+    target = next(e for e in doc["artifacts"] if e["name"] == "reduce_sum_i32" and e["sm"] == 90)
+    other = next(e for e in doc["artifacts"] if e["name"] == "lower_bound_i32" and e["sm"] == 90)
+    payload = read(base / other["path"]).payload  # "computes the wrong thing" (another algorithm entirely)
+    dest = tmp_path / "mut"
+    mm.write_mutant(base, dest, {target["path"]: (payload, {})}, {"must_fail": "reduce_sum_i32"})
+    assert mm.loader_problems(base, dest) == []
+    assert read(dest / target["path"]).payload == payload
+    assert main(["verify", str(dest)]) == 0
+    assert json.loads((dest / "mutation.json").read_text())["must_fail"] == "reduce_sum_i32"
