@@ -9,7 +9,9 @@ result (cuda.compute's library load: nogil but under its process-wide _LOAD_LOCK
 (cuLibraryEnumerateKernels + cuKernelGetFunction, aot.runtime.warm). Reports the wall time of that phase and the
 per-stage sums; if the wall time does not fall with W, the driver serializes kernel loading and the
 post-import tail of a warmup is about the W=1 number (the workers then only overlap deserializing with
-loading). Exit 6 without a usable GPU.
+loading). ``order`` lists each spec's library and kernel milliseconds in completion order: a first spec
+far slower than the rest means a one-time cost in the driver that could be paid earlier, off the
+critical path. Exit 6 without a usable GPU.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ CHILD = textwrap.dedent(r"""
     for a in arts:
         q.put(a)
     sums = {"deserialize": 0.0, "library": 0.0, "kernels": 0.0, "count": 0}
+    order = []                             # (spec, kernels, library ms, kernels ms) in completion order
     lock = threading.Lock()
     def work():
         Device(0).set_current()
@@ -58,6 +61,7 @@ CHILD = textwrap.dedent(r"""
             k = time.perf_counter()
             with lock:
                 sums["deserialize"] += d - s; sums["library"] += l - d; sums["kernels"] += k - l; sums["count"] += n
+                order.append((a.header["name"], n, round((l - d) * 1e3, 2), round((k - l) * 1e3, 2)))
     ts = [threading.Thread(target=work) for _ in range(workers)]
     t4 = time.perf_counter()
     for t in ts: t.start()
@@ -65,7 +69,8 @@ CHILD = textwrap.dedent(r"""
     t5 = time.perf_counter()
     print(json.dumps({"workers": workers, "specs": len(arts), "kernels": sums["count"], "import_ms": (t1 - t0) * 1e3,
                       "context_ms": (t2 - t1) * 1e3, "read_check_ms": (t3 - t2) * 1e3, "phase_wall_ms": (t5 - t4) * 1e3,
-                      **{f"sum_{k}_ms": v * 1e3 for k, v in sums.items() if k != "count"}}))
+                      **{f"sum_{k}_ms": v * 1e3 for k, v in sums.items() if k != "count"},
+                      "order": order}))
 """)
 
 

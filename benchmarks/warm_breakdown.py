@@ -129,6 +129,7 @@ AOT = PRELUDE + textwrap.dedent(r"""
             problems.append(f"{n}: kernels not loaded ({s.kernels})")
     out["problems"], out["specs"] = problems, len(reg.names())
     out["kernels"] = sum(s.kernels or 0 for s in st.values())
+    out["load_ms"] = {n: s.ms for n, s in st.items()}  # per spec: read, check, deserialize (not the kernels)
     if n_items <= 0:                       # --items 0: no calls (a dry run of the pipeline)
         print(json.dumps({**out, "calls": {}}))
         raise SystemExit(0)

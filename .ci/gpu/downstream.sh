@@ -133,6 +133,7 @@ dev.set_current()
 class Array:  # the application's own device array (cuda.core memory, CUDA array interface)
     def __init__(self, n, dtype):
         self.dtype, self.n = np.dtype(dtype), int(n)
+        self.nbytes = self.n * self.dtype.itemsize  # cuda.compute reads temp storage's size from it
         self.buf = dev.allocate(max(1, self.n * self.dtype.itemsize), stream=dev.default_stream)
         self.__cuda_array_interface__ = {"shape": (self.n,), "typestr": self.dtype.str, "version": 3,
                                          "data": (int(self.buf.handle), False), "strides": None}

@@ -14,7 +14,7 @@ warnings a registry earns while one of them reads its manifest are held for the 
 from __future__ import annotations
 
 import _thread
-import threading
+import threading  # here, in the caller's thread: the thread that first imports threading becomes its main_thread()
 import time
 from typing import Any, Callable
 

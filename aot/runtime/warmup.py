@@ -130,9 +130,12 @@ class WarmPool:
         self._start_workers(opening)
         sm = self._served_sm(opening)
 
-        def flush() -> None:  # queue what can run now: its CUDA package is imported
-            for group, ready in ((nvrtc, IMPORTS.core), (cccl, IMPORTS.compute)):
+        groups = [(nvrtc, IMPORTS.core), (cccl, IMPORTS.compute)]
+
+        def flush() -> None:  # queue what can run now (its CUDA package is imported), each group once
+            for group, ready in list(groups):
                 if ready.is_set():
+                    groups.remove((group, ready))
                     for n in group:
                         if n not in queued:
                             queued.add(n)

@@ -257,7 +257,10 @@ def _unary(op: str, a: TV) -> TV:
     if op == "USub":
         rt = neg_type(a.dtype)
         with np.errstate(all="ignore"):
-            v = np.negative(a.v.astype(rt))
+            # numba types -x of a narrow unsigned as int64 but the device negates in the operand's own width,
+            # then widens (seen on the H100: -851 as uint32 gives 4294966445): wrap first, then widen.
+            src = a.v if a.dtype.kind == "u" else a.v.astype(rt)
+            v = np.negative(src).astype(rt)
         return TV(v, a.dev, a.mag, a.amb, prod=a.prod if rt == a.dtype else None)
     if a.dtype == B:
         raise NumbaTypingError("+bool")
