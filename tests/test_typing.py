@@ -172,3 +172,4 @@ def test_a_sequential_float32_sum_is_far_inside_the_reassociation_bound():
     exact = expect_reduce("plus", np.int32, np.arange(1000, dtype=np.int32))
     assert exact.want.tolist() == [499500] and not np.any(exact.tol)  # integers: exact
     assert not np.any(expect_reduce("maximum", np.float64, x.astype(np.float64)).tol)  # selections: exact
+    assert not np.any(expect_reduce("minimum", np.float32, x).tol)  # float32 too
