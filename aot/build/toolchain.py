@@ -21,6 +21,7 @@ from ..core.versions import dist_version, producer_versions, stub_digest
 from ..runtime.driver import STUB_MARKER, native_sm, real_driver_present
 from ..core.fs import trust_problem
 from ..core.errors import ToolchainError
+from .isolated import expose_build_env_toolkit
 
 
 
@@ -196,6 +197,7 @@ def worker_setup(stub_path: str | None) -> None:
 
     The file is checked again here (a worker trusts no path it was handed) and loaded through the
     descriptor that was checked, so it cannot be swapped between the check and ``dlopen``."""
+    expose_build_env_toolkit()  # a worker of pip's isolated build starts with a fresh ``site``
     if not stub_path:
         return
     from ..core.env import STUB_PATH

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .config import AotConfig
+from ..build.isolated import expose_build_env_toolkit
 from ..core.errors import AotError, UsageError
 from ..core.manifest import MANIFEST_NAME, load_manifest
 
@@ -158,6 +159,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     from ..core.env import JOBS
     from ..build.matrix import load_matrix
     from ..verify.gpu import check_for_wheel
+    expose_build_env_toolkit()  # pip's isolated build: its toolkit, not the outer environment's (or none)
     specs = load_matrix(cfg.matrix).specs
     unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family == "nvrtc"}]
     if unknown:
