@@ -3,8 +3,9 @@ artifacts into the wheel (registered through ``[project.entry-points.hatch] aot 
 
 It runs :func:`aot.bundle.bundle` (the same build + ``verify --for-wheel`` as ``aot bundle``) into
 ``build/aot-bundle/<folder>``, adds exactly those files under ``<package>/<folder>/`` via
-``force_include``, marks the wheel platform-specific (``py3-none-<platform>``: the artifacts are Linux
-x86_64 GPU code, not pure Python) and adds what loading the artifacts needs to the wheel's requirements
+``force_include``, tags the wheel ``py3-none-<the platforms of cuda-cccl's wheel>`` (:mod:`aot.package.tags`:
+``py3-none-manylinux_2_26_x86_64``, which the package index accepts; no host code, so no Python or ABI
+tag, and nothing for ``auditwheel repair`` to do) and adds what loading the artifacts needs to the wheel's requirements
 (:func:`aot.package.bundle.required_pins`: ``cccl-aot-cuXX`` of the aot release series that built them, the
 exact ``cuda-cccl==X`` without the toolkit extra, that major's ``cuda-bindings``), always, next to what the
 project declares (requirements of one name intersect). Where the project declares a ``jit`` extra
@@ -29,8 +30,8 @@ class AotBuildHook(BuildHookInterface):
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or version == "editable":
             return
-        import sysconfig
         from .config import load_config
+        from .tags import publishable, wheel_tag
         from .bundle import RUNTIME_DIST, bundle, pin_problems
         from ..core.errors import AotError
         cfg = load_config(self.root)
@@ -47,7 +48,11 @@ class AotBuildHook(BuildHookInterface):
             if p.is_file():
                 build_data["force_include"][str(p)] = f"{prefix}/{p.relative_to(stage).as_posix()}"
         build_data["pure_python"] = False
-        build_data["tag"] = "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        build_data["tag"] = wheel_tag()
+        if not publishable(build_data["tag"].split("-")[-1].split(".")[0]):
+            self.app.display_warning(f"aot: wheel tag {build_data['tag']}: the installed cuda-cccl is no wheel "
+                                     f"(a source install), so its platform is unknown and no package index "
+                                     f"accepts this tag; build with cuda-cccl installed from its wheel")
         build_data["dependencies"].extend(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
         if "jit" in self.metadata.core.optional_dependencies:  # a build hook cannot add Provides-Extra itself
             build_data["dependencies"].append(f'{res.info["jit"]}; extra == "jit"')
