@@ -53,6 +53,7 @@ def cmd_verify(args) -> int:
     with contextlib.ExitStack() as stack:
         if args.package:
             roots = [_package_dir(args.package, args.folder)]
+            print(f"package {args.package}: reading {roots[0]}")
         else:
             target = None if args.default else _target_or_build_output(args.target, "verify")
             roots = _artifact_dirs(target, stack)
@@ -163,9 +164,10 @@ def cmd_inspect(args) -> int:
 
 
 def _inspect_one(root: Path, title: str) -> None:
+    """The table of one artifact folder (spec x SM, sizes), the producer and the coverage: with rich where it
+    is installed, else as plain text (a runtime-only install has no ``[build]`` extra, and reading a wheel
+    must work there too)."""
     from collections import defaultdict
-    from rich.console import Console
-    from rich.table import Table
     from ..core.manifest import load_manifest
     from ..verify.gpu import coverage
     m = load_manifest(root)
@@ -174,28 +176,45 @@ def _inspect_one(root: Path, title: str) -> None:
     for a in m.artifacts:
         label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
         cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
-    t = Table(title=f"{title} (sizes in KB)")
-    t.add_column("family")
-    t.add_column("spec")
-    for sm in sms:
-        t.add_column(f"sm_{sm}", justify="right")
-    t.add_column("ptx", justify="right")
-    t.add_column("total KB", justify="right")
-    for (family, name), row in sorted(cells.items()):
-        t.add_row(family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
-                  f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}")
-    console = Console()
-    console.print(t)
+    header = ["family", "spec", *(f"sm_{sm}" for sm in sms), "ptx", "total KB"]
+    rows = [[family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+             f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}"]
+            for (family, name), row in sorted(cells.items())]
     total = sum(a["size"] for a in m.artifacts)
     v = m.producer
-    console.print(f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
-                  f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
-                  f"nvJitLink {v.get('nvjitlink')}")
     cov = coverage(m)
-    console.print(f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
-                  f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
-                  f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}"
-                  + (" ..." if len(cov.missing) > 8 else "")))
+    lines = [f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
+             f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
+             f"nvJitLink {v.get('nvjitlink')}",
+             f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
+             f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
+             f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}" + (" ..." if len(cov.missing) > 8 else ""))]
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:  # a runtime-only install: the same table, as plain text
+        print(plain_table(f"{title} (sizes in KB)", header, rows))
+        print("\n".join(lines))
+        return
+    t = Table(title=escape(f"{title} (sizes in KB)"))
+    for i, col in enumerate(header):
+        t.add_column(col, justify="right" if i >= 2 else "left")
+    for r in rows:
+        t.add_row(*map(escape, r))
+    console = Console()
+    console.print(t)
+    for line in lines:
+        console.print(escape(line))
+
+
+def plain_table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    """``rows`` under ``header`` in aligned columns (text left, numbers right), below ``title``."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([title, line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
 def _check_packageable(root: Path, args):
@@ -214,11 +233,29 @@ def _check_packageable(root: Path, args):
 
 
 def _package_dir(package: str, folder: str) -> Path:
-    """The artifact folder an installed package ships (the path Registry.from_package reads)."""
-    from ..runtime.sources import package_artifact_dir
-    root = package_artifact_dir(package, folder)
-    if not (root / "manifest.json").is_file():
-        raise UsageError(f"package {package!r}: no manifest at {root / 'manifest.json'}")
-    return root
-
-
+    """The artifact folder an installed package ships (the path Registry.from_package reads), found without
+    importing the package. ``python -m aot`` run in a project's folder puts that folder first on sys.path,
+    so the source tree's ``mypkg/`` shadows the installed package, and it has no artifacts (a build backend
+    puts them into the wheel only): then the installed copy further down sys.path is read, and stderr says
+    so. Which folder was read is always printed by the caller."""
+    import importlib.util
+    from ..core.manifest import MANIFEST_NAME
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError) as e:
+        raise UsageError(f"package {package!r}: cannot be found ({e})") from None
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"package {package!r}: cannot be found (no such package on sys.path)")
+    root = Path(list(spec.submodule_search_locations)[0]) / folder
+    if (root / MANIFEST_NAME).is_file():
+        return root
+    cwd = Path.cwd().resolve()
+    for entry in sys.path:
+        candidate = Path(entry or cwd).joinpath(*package.split("."), folder)
+        if candidate.resolve() != root.resolve() and (candidate / MANIFEST_NAME).is_file():
+            print(f"aot: {root.parent} shadows the installed {package} (run from another folder to avoid it); "
+                  f"reading {candidate}", file=sys.stderr)
+            return candidate
+    shadow = f" ({root.parent} in the current folder shadows any installed {package}: run from another folder)" \
+        if cwd in root.resolve().parents else ""
+    raise UsageError(f"package {package!r}: no manifest at {root / MANIFEST_NAME}{shadow}")

@@ -6,14 +6,21 @@ import sys
 
 from ..core.errors import AotError, UsageError
 
+#: Distributions a runtime install (``pip install cccl-aot-cu13`` or a package's wheel) leaves out on purpose.
+BUILD_ONLY = {"numba-cuda-mlir": "expected in a runtime install: only building or JIT-compiling Python "
+                                 "operators needs it, through the [jit] or [cu13] extra"}
+
 
 def cmd_doctor(args) -> int:
     from ..core.env import describe
     from ..core.versions import dist_version
     from ..build.toolchain import native_sm, real_driver_present
-    print(f"aot {__import__('aot').__version__}; {sys.version.split()[0]}")
+    print(f"aot {__import__('aot').__version__}, Python {sys.version.split()[0]}")
     for dist in ("cuda-cccl", "cuda-core", "cuda-bindings", "numba-cuda-mlir"):
-        print(f"  {dist}: {dist_version(dist)}")
+        v = dist_version(dist)
+        if v == "missing" and dist in BUILD_ONLY:
+            v = f"not installed ({BUILD_ONLY[dist]})"
+        print(f"  {dist}: {v}")
     real = real_driver_present()
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()

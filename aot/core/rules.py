@@ -124,6 +124,13 @@ def _is_digest(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
+def _missing(field: str, d: Mapping[str, Any], message: str) -> SpecError:
+    """A required ``field`` is absent: a key of ``d`` that is a near miss of it (``algoritm:``) is named, with
+    the "did you mean" unknown keys get (checked only once the algorithm is known)."""
+    near = next((k for k in d if isinstance(k, str) and hint(k, (field,))), None)
+    return SpecError(message + (f"; {short(near)} is not a field{hint(near, (field,))}" if near else ""), field)
+
+
 def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
                digest: Callable[[str], str] | None = None) -> CcclSpec:
     """The CCCL spec a mapping (a matrix entry, a manifest definition) describes, every field checked
@@ -132,10 +139,12 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
     A matrix entry comes with the matrix's ``types`` and a ``digest`` that hashes an operator from code's
     source (importing its module: the matrix is the user's own file). A manifest definition (both
     ``None``) carries its own ``types`` and ``code`` digests, checked here and never imported."""
+    if "name" not in d:
+        raise _missing("name", d, "a spec needs a non-empty string 'name'")
     name = check_name(d.get("name"))
     algo = d.get("algorithm")
     if algo is None:
-        raise SpecError("missing required field", "algorithm")
+        raise _missing("algorithm", d, "missing required field")
     if not isinstance(algo, str) or algo not in ALGORITHMS:
         raise SpecError(f"unknown algorithm {short(algo)}{hint(algo, ALGORITHMS)}; known: "
                         f"{', '.join(ALGORITHMS)}", "algorithm")

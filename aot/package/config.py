@@ -25,10 +25,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.errors import MatrixError
+from ..core.text import short
 
 KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks")
 CUDA_KEYS = ("cu12", "cu13")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Longest ``[tool.aot]`` string (paths, SM lists); a package or folder name part becomes a file name: 255.
+MAX_VALUE_LEN = 4096
+MAX_NAME_PART = 255
 _CHECK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -110,13 +114,15 @@ def load_config(project: str | Path) -> AotConfig:
 
     for key in tool:
         if key not in KEYS:
-            raise ConfigError(f"{path}: [tool.aot]: unknown key {key!r}{_hint(key, KEYS)}; known: "
+            raise ConfigError(f"{path}: [tool.aot]: unknown key {short(key)}{_hint(key, KEYS)}; known: "
                               f"{', '.join(KEYS)}")
 
     def string(key: str, default: str | None) -> str | None:
         v = tool.get(key, default)
         if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise fail(key, f"must be a non-empty string, got {v!r}")
+            raise fail(key, f"must be a non-empty string, got {short(v)}")
+        if v is not None and len(v) > MAX_VALUE_LEN:
+            raise fail(key, f"{short(v)} is {len(v)} characters, over the {MAX_VALUE_LEN}-character limit")
         return v
 
     def string_or_default(key: str, default: str) -> str:
@@ -128,7 +134,9 @@ def load_config(project: str | Path) -> AotConfig:
         raise fail("package", "missing: name the import package that receives the artifacts, e.g. "
                               "package = \"mypkg\"")
     if not all(_IDENT.fullmatch(p) for p in package.split(".")):
-        raise fail("package", f"{package!r} is not a dotted import name")
+        raise fail("package", f"{short(package)} is not a dotted import name")
+    if max(map(len, package.split("."))) > MAX_NAME_PART:
+        raise fail("package", f"{short(package)}: a name longer than a file name ({MAX_NAME_PART} characters)")
     rel = Path(*package.split("."))
     candidates = [project / rel, project / "src" / rel]
     package_dir = next((c for c in candidates if c.is_dir()), None)
@@ -136,22 +144,32 @@ def load_config(project: str | Path) -> AotConfig:
         raise fail("package", f"no folder {rel} or src/{rel} in {project}")
     folder = string_or_default("folder", "artifacts")
     if "/" in folder or "\\" in folder or folder in (".", "..") or not _IDENT.fullmatch(folder):
-        raise fail("folder", f"{folder!r} must be a plain folder name (letters, digits, '_')")
+        raise fail("folder", f"{short(folder)} must be a plain folder name (letters, digits, '_')")
+    if len(folder) > MAX_NAME_PART:
+        raise fail("folder", f"{short(folder)}: longer than a file name ({MAX_NAME_PART} characters)")
     matrix = project / string_or_default("matrix", "build_matrix.yaml")
-    if not matrix.is_file():
+    try:
+        found = matrix.is_file()
+    except OSError as e:  # a name longer than the file system allows (ENAMETOOLONG)
+        raise fail("matrix", f"{short(str(matrix))}: {e.strerror or e}") from None
+    if not found:
         raise fail("matrix", f"{matrix} does not exist")
     sm: Any = tool.get("sm", "all")
     if isinstance(sm, dict):
         for k, v in sm.items():
             if k not in CUDA_KEYS:
-                raise fail("sm", f"unknown CUDA major {k!r}{_hint(k, CUDA_KEYS)}; use {' or '.join(CUDA_KEYS)}")
+                raise fail("sm", f"unknown CUDA major {short(k)}{_hint(k, CUDA_KEYS)}; use {' or '.join(CUDA_KEYS)}")
             if not isinstance(v, str) or not v.strip():
-                raise fail("sm", f"sm.{k} must be a string such as \"80,90\" or \"all\", got {v!r}")
+                raise fail("sm", f"sm.{k} must be a string such as \"80,90\" or \"all\", got {short(v)}")
+            if len(v) > MAX_VALUE_LEN:
+                raise fail("sm", f"sm.{k} is {len(v)} characters, over the {MAX_VALUE_LEN}-character limit")
     elif isinstance(sm, int) and not isinstance(sm, bool):
         sm = str(sm)
     elif not isinstance(sm, str) or not sm.strip():
         raise fail("sm", f"must be a string (\"all\", \"80,90\") or a table per CUDA major "
-                         f"({{cu12 = \"75,80\", cu13 = \"80,90\"}}), got {sm!r}")
+                         f"({{cu12 = \"75,80\", cu13 = \"80,90\"}}), got {short(sm)}")
+    if isinstance(sm, str) and len(sm) > MAX_VALUE_LEN:
+        raise fail("sm", f"{short(sm)} is {len(sm)} characters, over the {MAX_VALUE_LEN}-character limit")
     if isinstance(sm, str):  # syntax only; whether this NVRTC can target them is checked at build time
         from ..core.arch import parse_sm_list
         from ..core.errors import UsageError
@@ -163,15 +181,15 @@ def load_config(project: str | Path) -> AotConfig:
     pre = string("prebuilt", None)
     allow_partial = tool.get("allow-partial", False)
     if not isinstance(allow_partial, bool):
-        raise fail("allow-partial", f"must be true or false, got {allow_partial!r}")
+        raise fail("allow-partial", f"must be true or false, got {short(allow_partial)}")
     checks = tool.get("checks", {})
     if not isinstance(checks, dict):
         raise fail("checks", "must be a table {unit = \"package.module:function\"}")
     for unit, target in checks.items():
         if not isinstance(target, str) or not _CHECK.fullmatch(target):
-            raise fail("checks", f"{unit} = {target!r}: expected \"{package}.module:function\"")
+            raise fail("checks", f"{short(unit)} = {short(target)}: expected \"{package}.module:function\"")
         if not (target.split(":")[0] == package or target.startswith(package + ".")):
-            raise fail("checks", f"{unit} = {target!r}: a check must live inside {package!r} (the package "
+            raise fail("checks", f"{short(unit)} = {short(target)}: a check must live inside {package!r} (the package "
                                  f"that owns the artifacts)")
     proj = doc.get("project", {}) if isinstance(doc.get("project"), dict) else {}
     deps = proj.get("dependencies", [])

@@ -34,9 +34,9 @@ class AotBuildHook(BuildHookInterface):
         from .tags import publishable, wheel_tag
         from .bundle import RUNTIME_DIST, bundle, pin_problems
         from ..core.errors import AotError
-        cfg = load_config(self.root)
-        stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
         try:
+            cfg = load_config(self.root)
+            stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
             res = bundle(cfg, stage, require_pins=False)
             problems = pin_problems(self.metadata.core.dependencies, res.info["producer"], require=False)
             if problems:
