@@ -6,8 +6,8 @@
 #   cccl_aot_cu13-0.1.0-py3-none-linux_x86_64.whl   the runtime: python .ci/variant.py cu13 on a copy of the
 #                                                   sources, then pip wheel --no-deps (tool-only); a plain
 #                                                   cccl_aot-0.1.0-*.whl is taken when there is no -cu13 one
-#   mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl     AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
-#   mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl     -w .whl examples/<name>   (on the CPU host: lambdas)
+#   mypkg_hatch-0.1.0-py3-none-manylinux_2_26_x86_64.whl  AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
+#   mypkg_skbuild-0.1.0-py3-none-manylinux_2_26_x86_64.whl  -w .whl examples/<name>   (on the CPU host: lambdas)
 #   cuda_cccl-1.2.1-*.whl, cuda_core-1.2.2-*.whl, platformdirs-*.whl   (../shared/gpu/fetch_wheels.sh)
 # numpy, cuda-bindings 13 and cuda-pathfinder are the machine's own.
 #
@@ -39,7 +39,7 @@ unset PYTHONPATH  # the usual /tmp/site would shadow this lean install
 runtime=$(ls "$WHL"/cccl_aot_cu13-*.whl 2>/dev/null | head -1)
 [ -n "$runtime" ] || runtime=$(ls "$WHL"/cccl_aot-*.whl 2>/dev/null | head -1)
 wheels=("$runtime")
-for pat in mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl \
+for pat in 'mypkg_hatch-0.1.0-py3-none-*.whl' 'mypkg_skbuild-0.1.0-py3-none-*.whl' \
            'cuda_cccl-1.2.1-*.whl' 'cuda_core-1.2.2-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
   wheels+=("$w")

@@ -1,0 +1,310 @@
+"""Downstream wheels built the way packagers build them (issue 22): with build isolation, from
+``[build-system] requires`` alone, by ``pip wheel .``, ``python -m build`` and the README's own commands,
+and the copyable CI workflow (examples/workflows/wheels.yml) run line by line.
+
+Everything runs in environments that hold nothing of this checkout or of the test environment: a bare
+venv with pip (as a user's), whose pip builds in its own isolated environment. ``cccl-aot-cu13`` is not on
+the index yet, so it is built once from this checkout (tests/test_downstream.py's ``_runtime_wheel``) and
+every requirement is taken from one local wheelhouse (``pip download`` once per session, then
+``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CUDA toolkit wheels are fetched once, not per build.
+One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses its build folder.
+
+The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the README's
+blocks and the workflow's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from test_downstream import _runtime_wheel
+
+EXAMPLES = ROOT / "examples"
+#: Every example package (other examples join by existing); all are built by `pip wheel .` in isolation.
+EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml"))
+#: These are also built by `python -m build` (the two backends; more would only cost CI time).
+BUILD_TOO = ("hatch-mypkg", "skbuild-mypkg")
+WORKFLOW = EXAMPLES / "workflows" / "wheels.yml"
+#: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
+TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
+SM = "80"
+
+
+@dataclass(frozen=True)
+class Isolated:
+    wheelhouse: Path
+    bare: Path          # a venv holding pip and TOOLS only: the outer environment of every build
+    env: dict
+    work: Path
+
+    @property
+    def python(self) -> Path:
+        return self.bare / "bin" / "python"
+
+    def run(self, args, cwd: Path, timeout: int = 900, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(a) for a in args], cwd=cwd, env={**self.env, **extra}, capture_output=True,
+                              text=True, timeout=timeout)
+
+
+def _build_requires() -> list[str]:
+    reqs: list[str] = []
+    for name in EXAMPLE_DIRS:
+        doc = tomllib.loads((EXAMPLES / name / "pyproject.toml").read_text())
+        reqs += [r for r in doc.get("build-system", {}).get("requires", []) if r not in reqs]
+    return reqs
+
+
+@pytest.fixture(scope="session")
+def isolated(tmp_path_factory) -> Isolated:
+    work = tmp_path_factory.mktemp("isolated")
+    runtime = _runtime_wheel(work)
+    wheelhouse = work / "wheelhouse"
+    wheelhouse.mkdir()
+    shutil.copy(runtime, wheelhouse)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--find-links",
+                        str(wheelhouse), "--only-binary", ":all:", *_build_requires(), "hatchling",
+                        "scikit-build-core", *TOOLS, "pip", "setuptools", "wheel"],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), PIP_DISABLE_PIP_VERSION_CHECK="1",
+               AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000", AOT_CACHE_DIR=str(work / "cache"))
+    # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    bare = work / "bare"
+    venv.EnvBuilder(with_pip=True).create(bare)
+    iso = Isolated(wheelhouse, bare, env, work)
+    r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return iso
+
+
+_projects: dict[str, Path] = {}
+
+
+def _project(iso: Isolated, name: str) -> Path:
+    """One copy of an example per session, shared by the frontends (the second reuses the build folder)."""
+    if name not in _projects:
+        dst = iso.work / "projects" / name
+        shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+        _projects[name] = dst
+    return _projects[name]
+
+
+def _check_wheel(whl: Path, package_hint: str | None = None) -> dict:
+    """The tag is the rule's (aot.package.tags), the index accepts it, it installs here; the wheel carries a
+    complete artifact folder built for SM 80 by the toolkit of the isolated environment."""
+    from packaging.tags import sys_tags
+    from packaging.utils import parse_wheel_filename
+    from aot.package.tags import publishable, wheel_tag
+    _, _, _, tags = parse_wheel_filename(whl.name)
+    assert {str(t) for t in tags} == {wheel_tag()} == {"py3-none-manylinux_2_26_x86_64"}, whl.name
+    assert all(publishable(t.platform) for t in tags), whl.name
+    assert tags & set(sys_tags()), whl.name
+    z = zipfile.ZipFile(whl)
+    (info_name,) = [n for n in z.namelist() if n.endswith("/aot-package.json")]
+    info = json.loads(z.read(info_name))
+    assert info["complete"] and info["sms"] == [int(SM)], info
+    assert info["producer"]["nvrtc"].startswith("13."), info["producer"]
+    wheel_meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
+    assert "Root-Is-Purelib: false" in wheel_meta and "Tag: py3-none-manylinux_2_26_x86_64" in wheel_meta
+    return info
+
+
+# ------------------------------------------------------------------------------------------- slow, real
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLE_DIRS)
+def test_pip_wheel_with_build_isolation(isolated, example):
+    """`pip wheel .` from a bare environment: pip installs [build-system] requires (aot and the CUDA toolkit)
+    into its isolated environment, where aot must find NVRTC (aot.build.isolated)."""
+    project = _project(isolated, example)
+    r = isolated.run([isolated.python, "-m", "pip", "wheel", "--no-deps", "-w", "pip-dist", "."], cwd=project)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = (project / "pip-dist").glob("*.whl")
+    _check_wheel(whl)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
+def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolated, example):
+    """`python -m build --wheel` (its isolated venv). auditwheel, cibuildwheel's default Linux repair, refuses
+    the wheel (no ELF file: nothing to repair, the tag is already right), so the example switches it off with
+    `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which cibuildwheel itself reads."""
+    project = _project(isolated, example)
+    r = isolated.run([isolated.python, "-m", "build", "--wheel", "--outdir", "build-dist", "."], cwd=project)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = (project / "build-dist").glob("*.whl")
+    _check_wheel(whl)
+    a = isolated.run([isolated.bare / "bin" / "auditwheel", "repair", "-w", "repaired", whl], cwd=project)
+    assert a.returncode != 0 and "does not look like a platform wheel" in a.stdout + a.stderr, a.stdout + a.stderr
+    cib = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    assert cib["linux"]["repair-wheel-command"] == "" and cib["build"] == "cp312-manylinux_x86_64"
+    c = isolated.run([isolated.bare / "bin" / "cibuildwheel", "--print-build-identifiers", "--platform", "linux"],
+                     cwd=project, timeout=120)
+    assert c.returncode == 0 and c.stdout.split() == ["cp312-manylinux_x86_64"], c.stdout + c.stderr
+
+
+def _readme_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## Shipping your own kernels", 1)[1].split("\n## ", 1)[0]
+
+
+def _blocks(section: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+def _readme_projects(base: Path) -> dict[str, Path]:
+    """The two projects the README's section describes, made from its own blocks (pyproject.toml,
+    mypkg/__init__.py, CMakeLists.txt) plus a one-spec build_matrix.yaml."""
+    section = _readme_section()
+    tomls = _blocks(section, "toml")
+    hatch_toml = next(t for t in tomls if 'build-backend = "hatchling.build"' in t)
+    skb_toml = next(t for t in tomls if 'build-backend = "scikit_build_core.build"' in t)
+    (init,) = [b for b in _blocks(section, "python") if b.startswith("# mypkg/__init__.py")]
+    (cmake,) = _blocks(section, "cmake")
+    matrix = "version: 1\ncccl:\n  - {name: sum_i64, algorithm: reduce, dtype: int64, op: plus, init: 0}\n"
+    out = {}
+    for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake})):
+        p = base / f"readme-{name}"
+        (p / "mypkg").mkdir(parents=True)
+        (p / "pyproject.toml").write_text(toml)
+        (p / "mypkg" / "__init__.py").write_text(init)
+        (p / "build_matrix.yaml").write_text(matrix)
+        for fname, text in extra.items():
+            (p / fname).write_text(text)
+        out[name] = p
+    return out
+
+
+@pytest.mark.slow
+def test_every_readme_command_of_the_downstream_section_runs_as_written(isolated):
+    """Each ```bash block of "Shipping your own kernels" is run line by line, exactly as written, in the
+    project its heading names (the hatchling one unless the block follows the scikit-build-core text)."""
+    section = _readme_section()
+    projects = _readme_projects(isolated.work / "readme")
+    ran = []
+    for m in re.finditer(r"```bash\n(.*?)```", section, re.S):
+        before = section[:m.start()]
+        marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "Any other backend")}
+        project = projects["hatch" if max(marks, key=marks.__getitem__) == "hatchling" else "skbuild"]
+        script = m.group(1)
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=project, env=isolated.env,
+                           capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, f"in {project.name}:\n{script}\n" + r.stdout[-4000:] + r.stderr[-4000:]
+        ran.append((project.name, script, r.stdout + r.stderr))
+    assert len(ran) >= 3, ran
+    out = "\n".join(o for _, _, o in ran)
+    assert "integrity OK" in out and "reading" in out
+    for p in projects.values():
+        wheels = list((p / "dist").glob("*.whl"))
+        assert wheels, p
+        for whl in wheels:
+            _check_wheel(whl)
+
+
+@pytest.mark.slow
+def test_the_copyable_workflow_runs_line_by_line(isolated):
+    """examples/workflows/wheels.yml on the hatch example: every `run:` of both jobs, in order, with the
+    workflow's own env (one SM and the shard list kept as written), in a fresh venv like a runner's Python."""
+    import yaml
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    project = isolated.work / "workflow" / "hatch-mypkg"
+    shutil.copytree(EXAMPLES / "hatch-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+    runner = isolated.work / "workflow" / "venv"
+    venv.EnvBuilder(with_pip=True).create(runner)
+    env = {**isolated.env, **{k: str(v) for k, v in wf["env"].items()}, "AOT_SM": SM,
+           "RUNNER_TEMP": str(isolated.work / "workflow"), "VIRTUAL_ENV": str(runner),
+           "PATH": f"{runner / 'bin'}{os.pathsep}{isolated.env['PATH']}"}
+    env.pop("AOT_WHEEL_SM")  # the workflow's SM list decides
+    shards = wf["jobs"]["build"]["strategy"]["matrix"]["shard"]
+    assert [str(s) for s in shards] == [str(k) for k in range(1, int(wf["env"]["SHARDS"]) + 1)]
+    steps = [(s, {"matrix.shard": str(k)}) for k in shards for s in wf["jobs"]["build"]["steps"]]
+    steps += [(s, {}) for s in wf["jobs"]["wheel"]["steps"]]
+    assert wf["jobs"]["wheel"]["needs"] == "build"
+    ran = 0
+    for step, ctx in steps:
+        if "run" not in step:
+            continue
+        cmd = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m: ctx[m.group(1)], step["run"])
+        r = subprocess.run(["bash", "-eo", "pipefail", "-c", cmd], cwd=project, capture_output=True, text=True,
+                           env={**env, **{k: str(v) for k, v in step.get("env", {}).items()}}, timeout=1200)
+        assert r.returncode == 0, f"{cmd}\n" + r.stdout[-4000:] + r.stderr[-4000:]
+        ran += 1
+    assert ran == 2 * 2 + 6
+    (whl,) = (project / "dist").glob("*.whl")
+    info = _check_wheel(whl)
+    assert sorted(info["specs"]) == ["axpy", "multiples_of_7_i64", "product_i32", "running_max_i64"]
+
+
+# ------------------------------------------------------------------------------------------- fast parts
+def test_wheel_tag_follows_cuda_cccl_and_the_index_rule():
+    from aot.package.tags import deciding_platforms, publishable, wheel_tag
+    assert deciding_platforms() == ["manylinux_2_26_x86_64"]  # cuda-cccl 1.2.1's own wheel
+    assert wheel_tag() == "py3-none-manylinux_2_26_x86_64"
+    assert deciding_platforms("no-such-dist") == ["linux_x86_64"]  # no wheel to follow: the host's (warned)
+    for ok in ("manylinux_2_26_x86_64", "manylinux_2_28_aarch64", "manylinux2014_x86_64", "musllinux_1_2_x86_64",
+               "any"):
+        assert publishable(ok), ok
+    for bad in ("linux_x86_64", "manylinux_2_28", "manylinux_x_y_x86_64", "linux_aarch64"):
+        assert not publishable(bad), bad
+
+
+def test_skbuild_example_forces_the_same_tag_and_hatch_hook_uses_the_rule():
+    from aot.package.tags import wheel_tag
+    doc = tomllib.loads((EXAMPLES / "skbuild-mypkg" / "pyproject.toml").read_text())
+    (override,) = doc["tool"]["scikit-build"]["overrides"]
+    assert override["wheel"]["tags"] == [wheel_tag()] and override["if"]["platform-machine"] == "x86_64"
+    readme = _readme_section()
+    assert f'wheel.tags = ["{wheel_tag()}"]' in readme and 'wheel.py-api = "py3"' in readme
+    assert 'build-backend = "scikit_build_core.build"' in readme
+    assert "aot.package.tags" in (ROOT / "aot" / "package" / "hatch.py").read_text()
+
+
+def test_pathfinder_sees_a_toolkit_that_only_sys_path_holds(tmp_path):
+    """pip's isolated environment in miniature: a prefix whose site-packages holds an `nvidia-*` distribution
+    is on sys.path but not in site.getsitepackages(); the fix puts that prefix first, and does nothing in an
+    ordinary environment (the test's own, where the toolkit is in site-packages)."""
+    from conftest import repo_env
+    site_dir = tmp_path / "overlay" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    info = site_dir / "nvidia_cuda_nvrtc-13.0.88.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cuda-nvrtc\nVersion: 13.0.88\n")
+    code = ("import json, site, sys\nsys.path.append(sys.argv[1])\nfrom aot.build.isolated import "
+            "expose_build_env_toolkit as f\nbefore = site.getsitepackages()\na = f()\nb = f()\n"
+            "print(json.dumps([before, a, b, site.getsitepackages()]))")
+    r = subprocess.run([sys.executable, "-c", code, str(site_dir)], capture_output=True, text=True,
+                       env=repo_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    before, added, again, after = json.loads(r.stdout)
+    assert added == [str(tmp_path / "overlay")] and again == [], (added, again)
+    assert after[0] == str(site_dir) and after[1:] == before
+    r = subprocess.run([sys.executable, "-c", "from aot.build.isolated import expose_build_env_toolkit as f; "
+                        "print(f())"], capture_output=True, text=True, env=repo_env(), timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_workflow_shape():
+    """The copyable workflow: shards of one split, a merge job that needs them, every run line uses aot's
+    CLI or pip/build as the README does, and it uploads the wheel."""
+    import yaml
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    build, wheel = wf["jobs"]["build"], wf["jobs"]["wheel"]
+    assert "--shard" in " ".join(s.get("run", "") for s in build["steps"])
+    runs = [s.get("run", "") for s in wheel["steps"]]
+    assert any("aot merge" in r for r in runs) and any("verify merged --for-wheel" in r for r in runs)
+    assert any("AOT_WHEEL_ARTIFACTS=merged" in r and "python -m build" in r for r in runs)
+    uploads = [s for s in wheel["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads and uploads[0]["with"]["path"] == "dist/*.whl"
