@@ -238,7 +238,7 @@ def test_the_copyable_workflow_runs_line_by_line(isolated):
     for step, ctx in steps:
         if "run" not in step:
             continue
-        cmd = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m: ctx[m.group(1)], step["run"])
+        cmd = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m, ctx=ctx: ctx[m.group(1)], step["run"])
         r = subprocess.run(["bash", "-eo", "pipefail", "-c", cmd], cwd=project, capture_output=True, text=True,
                            env={**env, **{k: str(v) for k, v in step.get("env", {}).items()}}, timeout=1200)
         assert r.returncode == 0, f"{cmd}\n" + r.stdout[-4000:] + r.stderr[-4000:]

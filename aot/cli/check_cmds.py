@@ -154,7 +154,8 @@ def cmd_inspect(args) -> int:
     with contextlib.ExitStack() as stack:
         if args.package:
             root = _package_dir(args.package, args.folder)
-            _inspect_one(root, f"package {args.package} ({root})")
+            print(f"package {args.package}: reading {root}")
+            _inspect_one(root, f"package {args.package}")
             return 0
         target = _target_or_build_output(args.target, "inspect")
         wheel = Path(target).name if target is not None and str(target).endswith(".whl") else None
