@@ -207,12 +207,12 @@ def test_every_readme_command_of_the_downstream_section_runs_as_written(isolated
         ran.append((project.name, script, r.stdout + r.stderr))
     assert len(ran) >= 3, ran
     out = "\n".join(o for _, _, o in ran)
-    assert "integrity OK" in out and "reading" in out
-    for p in projects.values():
-        wheels = list((p / "dist").glob("*.whl"))
-        assert wheels, p
-        for whl in wheels:
-            _check_wheel(whl)
+    assert "integrity OK" in out and "package mypkg: reading" in out and "shadows the installed mypkg" in out
+    assert "coverage: 1 specs x SMs 80" in out and "family  spec" in out  # inspect's plain table (no rich)
+    (whl,) = (projects["skbuild"] / "dist").glob("*.whl")
+    _check_wheel(whl)
+    bundled = projects["skbuild"] / "mypkg" / "artifacts"
+    assert sorted(p.name for p in bundled.iterdir() if p.is_file()) == ["aot-package.json", "manifest.json"]
 
 
 @pytest.mark.slow

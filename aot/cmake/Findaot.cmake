@@ -25,8 +25,9 @@ function(aot_add_artifacts)
     set(ARG_PROJECT "${CMAKE_SOURCE_DIR}")
   endif()
   set(stage "${CMAKE_BINARY_DIR}/aot-bundle")
-  set(cmd "${Python_EXECUTABLE}" -m aot bundle --project "${ARG_PROJECT}" --out-root "${stage}"
-          --work "${CMAKE_BINARY_DIR}/aot-build")
+  # The build output stays in <project>/build/aot (aot bundle's default, as with the hatchling hook): an
+  # unchanged matrix rebuilds nothing, even where scikit-build-core's build directory is a new temp dir.
+  set(cmd "${Python_EXECUTABLE}" -m aot bundle --project "${ARG_PROJECT}" --out-root "${stage}")
   if(ARG_ARTIFACTS)
     list(APPEND cmd --artifacts "${ARG_ARTIFACTS}")
   endif()
