@@ -236,6 +236,8 @@ def _load_yaml(text: str, ctx: _Ctx) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 0
+        if "maximum nesting depth" in str(e):  # libyaml >= 0.2.5 (PyYAML 6.0.4) scans ahead of _prescan
+            raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels") from None
         raise ctx.fail(line, f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:200]}") from None
     except (ValueError, TypeError, RecursionError, MemoryError) as e:  # a constructor refusing a value
         raise ctx.fail(0, f"not a usable YAML document: {type(e).__name__}: {str(e)[:200]}") from None
