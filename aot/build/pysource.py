@@ -94,7 +94,7 @@ def render(ref: str, psets: list[dict[str, Any]] | None, root: Path) -> list[Ren
 def code_units(e: Mapping[str, Any], name: str, ref: str, root: Path, headers: Mapping[str, str]) -> list[NvrtcUnit]:
     """A matrix entry naming its source in code: ``"pkg.module:ATTR"`` (one unit) or ``"pkg.module:function"``
     with ``params`` (one unit per parameter set, named by :func:`aot.core.nvsource.variant_name`; ``{param}``
-    in kernel names is filled the same way). Each rendered text is its unit's source, as a file's would be.
+    in a kernel name is the value as written). Each rendered text is its unit's source, as a file's would be.
     ``e["options"]`` is already the ProgramOptions mapping; ``headers`` what its include_dirs hold."""
     psets, varying = variant_sets(e["params"]) if "params" in e else (None, [])
     units = []

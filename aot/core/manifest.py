@@ -55,8 +55,12 @@ class Manifest:
         return safe_join(self.root, entry["path"])
 
 
-def safe_join(root: Path, rel: str) -> Path:
-    """``root / rel`` only if ``rel`` is a plain relative path that stays inside ``root`` (symlinks too)."""
+def safe_join(root: Path, rel: str, _real: dict[str, str] | None = None) -> Path:
+    """``root / rel`` only if ``rel`` is a plain relative path that stays inside ``root`` (symlinks too).
+
+    ``_real`` caches resolved directories across the calls for one manifest (``load_manifest`` checks
+    every entry: a library's 1800 artifacts sit in 200 folders, and resolving each path whole took most of
+    the registry's first use); a file that is itself a symlink is still resolved whole."""
     if not isinstance(rel, str):
         raise ArtifactError(f"manifest path {short(rel)} is not a string")
     pp = PurePosixPath(rel)
@@ -64,12 +68,20 @@ def safe_join(root: Path, rel: str) -> Path:
             or any(part in ("..", "") for part in pp.parts) or rel.startswith("/") or ":" in pp.parts[0]:
         raise ArtifactError(f"manifest path {short(rel)} is not a plain relative path inside {root}")
     p = root / Path(*pp.parts)
+    cache = _real if _real is not None else {}
     try:
-        real_root = root.resolve()
-        real = p.resolve()
+        os.fsencode(rel)  # a name the file system cannot encode (a lone surrogate): ValueError
+        real_root = cache.get("") or os.path.realpath(root)
+        cache[""] = real_root
+        parent = str(pp.parent)
+        real_parent = cache.get(parent) or os.path.realpath(p.parent)
+        cache[parent] = real_parent
+        real = os.path.join(real_parent, pp.name)
+        if os.path.islink(real):
+            real = str(Path(real).resolve())  # pathlib raises on a symlink loop
     except (OSError, RuntimeError, ValueError) as e:  # ValueError: a name the file system cannot encode
         raise ArtifactError(f"manifest path {short(rel)}: cannot resolve: {e}") from None
-    if real_root == real or real_root not in real.parents:
+    if not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise ArtifactError(f"manifest path {short(rel)} leads outside {root} (to {real})")
     return p
 
@@ -196,6 +208,7 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False) -> M
         left_out = {name for name, _ in skipped}
         specs = {k: v for k, v in specs.items() if k in built}
         artifacts = [a for a in artifacts if not (isinstance(a, dict) and a.get("name") in left_out)]
+    real_dirs: dict[str, str] = {}
     for i, a in enumerate(artifacts):
         if not isinstance(a, dict):
             raise ArtifactError(f"{path}: artifact entry {i} is not an object")
@@ -204,7 +217,7 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False) -> M
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
         if a["size"] < 0 or not is_sha256_hex(a["sha256"]):
             raise ArtifactError(f"{path}: artifact entry {i} ({short(a['path'])}) has a bad size or sha256")
-        safe_join(root, a["path"])
+        safe_join(root, a["path"], real_dirs)
         if a["name"] not in specs:
             raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
                                 f"define")

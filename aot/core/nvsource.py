@@ -128,12 +128,14 @@ def variant_sets(params: Any) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def fill(template: str, pset: dict[str, Any], fld: str) -> str:
-    """``template`` with each ``{param}`` replaced by :func:`short_value` of that parameter."""
+    """``template`` with each ``{param}`` replaced: in a unit ``name`` by :func:`short_value` (``f32``), in a
+    kernel name by the value as written (``float32``: what the rendering function was given)."""
     def sub(m: re.Match) -> str:
         key = m.group(1)
         if key not in pset:
             raise SpecError(f"{{{key}}} names no parameter{hint(key, pset)}; parameters: {', '.join(pset)}", fld)
-        return short_value(pset[key])
+        value = pset[key]
+        return short_value(value) if fld == "name" else (str(value).lower() if isinstance(value, bool) else str(value))
     return re.sub(r"\{([^{}]*)\}", sub, template)
 
 
