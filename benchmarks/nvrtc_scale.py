@@ -13,7 +13,8 @@ units, each a small elementwise ``extern "C"`` kernel. Then, each in a fresh pro
 
 and the size of ``manifest.json``, the artifacts and the report.
 
-    python benchmarks/nvrtc_scale.py [--jobs 2] [--runs 5] [--json benchmarks/results/nvrtc_scale.json]
+    python benchmarks/nvrtc_scale.py [--jobs 2] [--runs 5] [--baseline /path/to/other/aot/checkout]
+                                     [--json benchmarks/results/nvrtc_scale.json]
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def write_package(root: Path, constants: int, functions: int) -> Path:
     return matrix
 
 
-def run(cmd: list[str], cwd: Path) -> tuple[float, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)])}
+def run(cmd: list[str], cwd: Path, aot_root: Path = ROOT) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(aot_root), str(cwd)])}
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     s = time.perf_counter() - t0
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--baseline", type=Path, help="another aot checkout: its Registry first use, interleaved")
     a = ap.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         rebuild_s, _ = run([py, "-m", "aot", "build", "--matrix", str(matrix), "--sm", a.sm, "--out", str(out),
                             "--jobs", str(a.jobs), "--quiet"], root)
         rebuild_counts = json.loads((out / "build-report.json").read_text()).get("counts")
-        first = [json.loads(run([py, "-c", FIRST_USE, str(out)], root)[1].strip().splitlines()[-1])
-                 for _ in range(a.runs)]
+        first, base = [], []
+        for _ in range(a.runs):  # fresh processes, this checkout and the baseline interleaved
+            first.append(json.loads(run([py, "-c", FIRST_USE, str(out)], root)[1].strip().splitlines()[-1]))
+            if a.baseline:
+                base.append(json.loads(run([py, "-c", FIRST_USE, str(out)], root, a.baseline)[1]
+                                       .strip().splitlines()[-1]))
         manifest = (out / "manifest.json").stat().st_size
         files = [p for p in out.rglob("*.aot")]
         result = {
@@ -128,8 +134,17 @@ def main(argv: list[str] | None = None) -> int:
             "artifact_bytes": sum(p.stat().st_size for p in files),
             "registry_first_use_ms_median": round(statistics.median(r["ms"] for r in first), 1),
             "registry_first_use_ms_runs": [round(r["ms"], 1) for r in first],
+            "baseline": str(a.baseline) if a.baseline else None,
+            "baseline_commit": subprocess.run(["git", "-C", str(a.baseline), "rev-parse", "--short", "HEAD"],
+                                              capture_output=True, text=True).stdout.strip() if a.baseline else None,
+            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip(),
+            "baseline_first_use_ms_median": round(statistics.median(r["ms"] for r in base), 1) if base else None,
+            "baseline_first_use_ms_runs": [round(r["ms"], 1) for r in base],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "build_log_tail": build_log.strip().splitlines()[-4:],
-            "command": f"python benchmarks/nvrtc_scale.py --jobs {a.jobs} --runs {a.runs}",
+            "command": f"python benchmarks/nvrtc_scale.py --jobs {a.jobs} --runs {a.runs}"
+                       + (f" --baseline {a.baseline}" if a.baseline else ""),
         }
     print(json.dumps(result, indent=1))
     if a.json:
