@@ -98,7 +98,7 @@ def test_include_flag_joins_include_dirs(tmp_path):
     ('{name: u, source: "PKG/kernels.py:SCALE", kernels: [scale]}', "source",
      "is a Python file path; name the string by module: 'PKG.kernels:SCALE'"),
     ('{name: u, source: "PKG.kernels:NOT_SOURCE", kernels: [scale]}', "source",
-     "'PKG.kernels:NOT_SOURCE' is a int, not CUDA C++ source text (a str)"),
+     "'PKG.kernels:NOT_SOURCE' is an int, not CUDA C++ source text (a str)"),
     ('{name: u, source: "PKG.kernels:MISSING", kernels: [scale]}', "source", "has no attribute 'MISSING'"),
     ('{name: u, source: "PKG.kernels:axpy", kernels: [scale]}', "source", "is a function; give its arguments in 'params'"),
     ('{name: u, source: "PKG.kernels:SCALE", params: {dtype: float32}, kernels: [scale]}', "params", "not a function"),

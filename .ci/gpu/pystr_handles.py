@@ -7,9 +7,11 @@ out, and checked against numpy (GPU; run on the lent machine with pystr_mypkg im
   cupy        ``aot.cupy_kernel(unit, k, registry)``: a ``cupy.RawKernel`` over the packaged cubin (no
               recompiling: CuPy's compile cache is checked to stay unused), called with CuPy arrays.
 
-Prints a table (unit, handle, source, result) and writes ``--json``; exits 1 when any check fails.
+With ``--jit`` the same again from a registry without artifacts (the package's specs, JIT-compiled for
+this GPU), so the handles are checked over what JIT builds too. Prints a table (unit, handle, source,
+result) and writes ``--json``; exits 1 when any check fails.
 
-    python .ci/gpu/pystr_handles.py [--json OUT.json]
+    python .ci/gpu/pystr_handles.py [--jit] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -116,25 +118,30 @@ def run_case(c, handle, reg, dev):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json")
+    ap.add_argument("--jit", action="store_true", help="also from a registry without artifacts (JIT)")
     a = ap.parse_args(argv)
     cupy_cache = os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cupy-cache-")  # must stay empty
     import pystr_mypkg
     from cuda.core import Device
     dev = Device()
     dev.set_current()
-    reg = pystr_mypkg.registry
+    import aot
+    packaged = pystr_mypkg.registry
+    registries = [packaged]
+    if a.jit:  # the package's own specs, no manifest: every unit JIT-compiled for this device
+        registries.append(aot.Registry(None, specs=[packaged.spec(n) for n in packaged.names()]))
     rows = []
-    for c in cases(np.random.default_rng(0)):
-        for handle in ("kernel", "cufunction", "cupy"):
-            try:
-                rows.append(run_case(c, handle, reg, dev))
-            except Exception as e:  # noqa: BLE001 - one row per failure, the table still prints
-                rows.append({"unit": c["unit"], "kernel": c["kernel"], "handle": handle, "ok": False,
-                             "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    status = reg.status()
-    for r in rows:
-        st = status.get(r["unit"])
-        r["source"] = f"{st.source} sm_{st.sm}" if st else None
+    for reg in registries:
+        for c in cases(np.random.default_rng(0)):
+            for handle in ("kernel", "cufunction", "cupy"):
+                try:
+                    rows.append(run_case(c, handle, reg, dev))
+                except Exception as e:  # noqa: BLE001 - one row per failure, the table still prints
+                    rows.append({"unit": c["unit"], "kernel": c["kernel"], "handle": handle, "ok": False,
+                                 "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                st = reg.status().get(c["unit"])
+                rows[-1]["source"] = f"{st.source} sm_{st.sm}" if st and st.source else None
+    reg = packaged
     import cupy
     compiled = sorted(os.listdir(cupy_cache))  # what CuPy compiled: nothing, the handles reuse the cubins
     doc = {"device": dev.name, "sm": reg.device_sm(), "cupy": cupy.__version__, "rows": rows,

@@ -19,7 +19,7 @@ from ..core.format import _read_regular
 from ..algorithms import DTYPES
 from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
                          SpecError, _text_problem, hint, short)
-from ..core.spec import Spec
+from ..core.spec import NvrtcUnit, Spec
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units
@@ -279,12 +279,12 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                 got = parse_one(ctx, entry, name, types)
             except SpecError as err:
                 raise ctx.spec_error(entry, err, name) from None
-            for spec in got if isinstance(got, list) else [got]:
-                if spec.name in seen:
+            for one in got if isinstance(got, list) else [got]:
+                if one.name in seen:
                     raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
-                                   f"{seen[spec.name]})", spec=spec.name, fld="name")
-                seen[spec.name] = entry.key_lines["name"]
-                specs.append(spec)
+                                   f"{seen[one.name]})", spec=one.name, fld="name")
+                seen[one.name] = entry.key_lines["name"]
+                specs.append(one)
     if not specs:
         raise ctx.fail(1, "the matrix defines no specs")
     if len(specs) > MAX_SPECS:
@@ -360,7 +360,7 @@ def _flags_entry(e: _Map) -> _Map:
     return out
 
 
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec | list[Spec]:
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec | list[NvrtcUnit]:
     """An NVRTC entry: a unit from a ``.cu`` file, from a ``str`` constant in code, or one unit per
     parameter set of a function in code (:mod:`aot.core.nvsource`, :mod:`aot.build.pysource`)."""
     for key in e:

@@ -56,9 +56,13 @@ def _attribute(ref: str, root: Path) -> Any:
     return getattr(module, attr)
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
 def _checked(ref: str, label: str, text: Any) -> Rendered:
     if not isinstance(text, str):
-        raise SpecError(f"{short(label)} is a {type(text).__name__}, not CUDA C++ source text (a str)", "source")
+        raise SpecError(f"{short(label)} is {_a(type(text).__name__)}, not CUDA C++ source text (a str)", "source")
     problem = _text_problem(text, MAX_SOURCE_LEN)
     if problem:
         raise SpecError(f"the source text of {short(label)} {problem}", "source")
@@ -78,7 +82,7 @@ def render(ref: str, psets: list[dict[str, Any]] | None, root: Path) -> list[Ren
                             f"set), or name a str constant", "source")
         return [_checked(ref, ref, value)]
     if not callable(value):
-        raise SpecError(f"{ref!r} is a {type(value).__name__}, not a function; 'params' needs a function that "
+        raise SpecError(f"{ref!r} is {_a(type(value).__name__)}, not a function; 'params' needs a function that "
                         f"returns the source", "params")
     out = []
     for pset in psets:

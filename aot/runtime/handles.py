@@ -34,15 +34,16 @@ def _registry(registry: Registry | None) -> Registry:
     return default_registry()
 
 
-def _object_code(reg: Registry, unit: str, kernel_name: str | None = None) -> Any:
-    """The ``cuda.core.ObjectCode`` the registry serves ``unit`` from, after ``kernel()``'s checks."""
+def _object_code(reg: Registry, unit: str, kernel_name: str | None = None) -> tuple[Any, tuple[str, ...]]:
+    """The ``cuda.core.ObjectCode`` the registry serves ``unit`` from and the unit's kernels, after
+    ``kernel()``'s checks."""
     from ..core.spec import NvrtcUnit
     spec = reg.spec(unit)
     if not isinstance(spec, NvrtcUnit):
         raise AotError(f"{unit!r} is a CCCL spec; use cccl({unit!r})")
     if kernel_name is not None and kernel_name not in spec.kernels:
         raise AotError(f"unit {unit!r} has no kernel {kernel_name!r}; it has {', '.join(spec.kernels)}")
-    return reg._load(unit).obj
+    return reg._load(unit).obj, spec.kernels
 
 
 def cufunction(unit: str, kernel_name: str, registry: Registry | None = None) -> Any:
@@ -75,7 +76,7 @@ def cupy_module(unit: str, registry: Registry | None = None) -> Any:
 
 
 def _cupy_module(reg: Registry, unit: str, kernel_name: str | None = None) -> tuple[Any, dict[str, str]]:
-    code = _object_code(reg, unit, kernel_name)
+    code, kernels = _object_code(reg, unit, kernel_name)
     try:
         import cupy  # optional: only the caller who asks for a CuPy handle needs it
     except ImportError as e:
@@ -92,7 +93,7 @@ def _cupy_module(reg: Registry, unit: str, kernel_name: str | None = None) -> tu
         mod = cupy.RawModule(path=path)
         mod.compile()  # loads the image into the current device now, while the file exists
         names = _lowered_names(code, unit)
-        for k in reg.spec(unit).kernels:  # every kernel resolved now: a bad image fails here, not at launch
+        for k in kernels:  # every kernel resolved now: a bad image fails here, not at launch
             mod.get_function(names.get(k, k))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
