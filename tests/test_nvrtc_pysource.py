@@ -241,3 +241,42 @@ def test_handles_refuse_a_cccl_spec(small_build):
 def test_the_example_matrix_validates():
     specs = load_matrix(ROOT / "examples" / "pystr-mypkg" / "build_matrix.yaml").specs
     assert [s.name for s in specs] == ["saxpy", "scale_shift_f32", "scale_shift_f64", "block_sum"]
+
+
+@pytest.mark.gpu
+def test_handles_launch_on_the_gpu(pystr_build):
+    """A unit from a Python string, through each handle: cuda.core Kernel, CUfunction + cuLaunchKernel,
+    cupy.RawKernel (skipped without CuPy); each checked against numpy."""
+    import ctypes
+
+    import numpy as np
+    from cuda.bindings import driver
+    from cuda.core import Device, LaunchConfig, launch
+
+    import aot
+    from aot.verify.devarray import DeviceArray
+    out = pystr_build[3]
+    dev = Device()
+    dev.set_current()
+    reg = aot.Registry(out)
+    n = 10_001
+    grid = (n + 255) // 256
+    x = np.random.default_rng(0).uniform(-1, 1, n).astype(np.float32)
+    want = x * np.float32(3)
+    d = DeviceArray.from_host(x, dev)
+    launch(dev.default_stream, LaunchConfig(grid=grid, block=256), reg.kernel("scale", "scale"), d.buffer,
+           np.float32(3), np.int32(n))
+    dev.sync()
+    np.testing.assert_array_equal(d.to_host(), want)
+    d = DeviceArray.from_host(x, dev)
+    f = aot.cufunction("scale", "scale", reg)
+    args = ((d.ptr, 3.0, n), (ctypes.c_void_p, ctypes.c_float, ctypes.c_int))
+    (err,) = driver.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, 0, args, 0)
+    assert int(err) == 0, err
+    np.testing.assert_array_equal(d.to_host(), want)
+    assert reg.status()["scale"].source == "packaged"
+    cp = pytest.importorskip("cupy")
+    k = aot.cupy_kernel("scale", "scale", reg)
+    dx = cp.asarray(x)
+    k((grid,), (256,), (dx, np.float32(3), np.int32(n)))
+    np.testing.assert_array_equal(cp.asnumpy(dx), want)
