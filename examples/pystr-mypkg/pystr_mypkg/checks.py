@@ -25,7 +25,12 @@ def _scale_shift(ctx, dtype):
     x = np.random.default_rng(1).uniform(-10, 10, n).astype(dtype)
     out = ctx.empty(n, dtype)
     ctx.launch("scale_shift", n, ctx.array(x), out, dtype(1.5), dtype(-0.25), np.int64(n))
-    np.testing.assert_allclose(out.to_host(), x * dtype(1.5) + dtype(-0.25), rtol=1e-6 if dtype == np.float32 else 1e-14)
+    got, want = out.to_host(), x * dtype(1.5) + dtype(-0.25)
+    # NVRTC contracts x * a + b into one fused multiply-add (one rounding, numpy rounds twice), so where the
+    # terms cancel the relative error is large: bound the error by the terms' size instead.
+    bound = 2 * np.finfo(dtype).eps * (np.abs(x * dtype(1.5)) + dtype(0.25))
+    bad = np.flatnonzero(~(np.abs(got - want) <= bound))
+    assert bad.size == 0, f"{bad.size} of {n} differ, first at {bad[0]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
 
 
 def block_sum(ctx):
