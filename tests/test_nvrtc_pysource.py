@@ -130,6 +130,15 @@ def test_validator_refuses_in_one_line_naming_spec_and_field(tmp_path, entry, fi
     assert fragment.replace("PKG", pkg) in msg, msg
 
 
+def test_a_grid_over_the_spec_limit_stops_at_its_entry(tmp_path, monkeypatch):
+    import aot.build.matrix as matrix
+    monkeypatch.setattr(matrix, "MAX_SPECS", 3)
+    m, _ = make_project(tmp_path, '  - {name: ax, source: "PKG.kernels:axpy", params: {dtype: [float32, float64], '
+                        'unroll: [1, 2]}, kernels: ["axpy_{dtype}"]}\n')
+    with pytest.raises(MatrixError, match=r":3: spec 'ax': field 'params': the matrix defines more than 3 specs"):
+        load_matrix(m)
+
+
 def test_manifest_validator_refuses_a_py_source_path():
     from aot.core.rules import spec_from_definition
     from aot.core.text import SpecError

@@ -285,6 +285,9 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                                    f"{seen[one.name]})", spec=one.name, fld="name")
                 seen[one.name] = entry.key_lines["name"]
                 specs.append(one)
+            if len(specs) > MAX_SPECS:  # checked as entries expand: a parameter grid can be large
+                raise ctx.fail(entry.key_lines["name"], f"the matrix defines more than {MAX_SPECS} specs",
+                               spec=name, fld="params" if rendered else "name")
     if not specs:
         raise ctx.fail(1, "the matrix defines no specs")
     if len(specs) > MAX_SPECS:
