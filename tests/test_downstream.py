@@ -54,7 +54,7 @@ def _wheel(project: Path, out: Path, shim: Path) -> Path:
 def wheels(tmp_path_factory, shim) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("downstream")
     out = {}
-    for name in ("hatch-mypkg", "skbuild-mypkg"):
+    for name in ("hatch-mypkg", "skbuild-mypkg", "pystr-mypkg"):
         project = base / name
         shutil.copytree(EXAMPLES / name, project, ignore=shutil.ignore_patterns("build", "artifacts"))
         out[name] = _wheel(project, base / f"wheel-{name}", shim)
@@ -149,6 +149,23 @@ def test_installed_wheels_name_their_specs_and_verify(fresh_env, tmp_path):
         assert v.returncode == 0 and "integrity OK" in v.stdout, v.stdout + v.stderr
         i = _run(fresh_env, "-m", "aot", "inspect", "--package", pkg, cwd=tmp_path)
         assert i.returncode == 0 and "complete" in i.stdout and "cuda-cccl 1.2.1" in i.stdout, i.stdout + i.stderr
+
+
+def test_pystr_wheel_carries_the_rendered_sources(wheels, fresh_env, tmp_path):
+    """pystr-mypkg keeps its kernels as Python strings (one rendered per dtype): its wheel's manifest holds
+    each unit's rendered text and what rendered it, and the installed package names its units."""
+    z = zipfile.ZipFile(wheels["pystr-mypkg"])
+    specs = json.loads(z.read("pystr_mypkg/artifacts/manifest.json"))["specs"]
+    assert sorted(specs) == ["block_sum", "saxpy", "scale_shift_f32", "scale_shift_f64"]
+    assert specs["saxpy"]["source_path"] == "pystr_mypkg.kernels:SAXPY"
+    assert specs["scale_shift_f64"]["source_path"] == "pystr_mypkg.kernels:scale_shift_source(dtype='float64')"
+    assert "double* __restrict__ out" in specs["scale_shift_f64"]["source"]
+    assert "float* __restrict__ out" in specs["scale_shift_f32"]["source"]
+    assert specs["block_sum"]["options"] == {"define_macro": "BLOCK=256", "max_register_count": 64, "std": "c++17"}
+    code = "import json, pystr_mypkg; print(json.dumps(pystr_mypkg.registry.names()))"
+    r = _run(fresh_env, "-W", "error", "-c", code, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == sorted(specs)
 
 
 def test_inspect_a_wheel_is_titled_with_its_name(wheels, tmp_path):

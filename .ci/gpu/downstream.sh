@@ -8,6 +8,7 @@
 #                                                   cccl_aot-0.1.0-*.whl is taken when there is no -cu13 one
 #   mypkg_hatch-0.1.0-py3-none-manylinux_2_26_x86_64.whl  AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
 #   mypkg_skbuild-0.1.0-py3-none-manylinux_2_26_x86_64.whl  -w .whl examples/<name>   (on the CPU host: lambdas)
+#   pystr_mypkg-0.1.0-py3-none-manylinux_2_26_x86_64.whl    (kernels kept as Python strings; step 4 needs CuPy)
 #   cuda_cccl-1.2.1-*.whl, cuda_core-1.2.2-*.whl, platformdirs-*.whl   (../shared/gpu/fetch_wheels.sh)
 # numpy, cuda-bindings 13 and cuda-pathfinder are the machine's own.
 #
@@ -40,6 +41,7 @@ runtime=$(ls "$WHL"/cccl_aot_cu13-*.whl 2>/dev/null | head -1)
 [ -n "$runtime" ] || runtime=$(ls "$WHL"/cccl_aot-*.whl 2>/dev/null | head -1)
 wheels=("$runtime")
 for pat in 'mypkg_hatch-0.1.0-py3-none-*.whl' 'mypkg_skbuild-0.1.0-py3-none-*.whl' \
+           'pystr_mypkg-0.1.0-py3-none-*.whl' \
            'cuda_cccl-1.2.1-*.whl' 'cuda_core-1.2.2-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
   wheels+=("$w")
@@ -92,14 +94,14 @@ EOF
 $common
 hook_at_start = "_cccl_aot_hook" in sys.modules
 t0 = time.perf_counter()
-import mypkg_hatch, mypkg_skbuild, cuda.compute
+import mypkg_hatch, mypkg_skbuild, pystr_mypkg, cuda.compute
 t_import = (time.perf_counter() - t0) * 1e3
 import aot
 from dataclasses import asdict
 from aot.package.bundle import read_info
 from aot.verify.gpu import verify_gpu
 rows = []
-for pkg in (mypkg_hatch, mypkg_skbuild):
+for pkg in (mypkg_hatch, mypkg_skbuild, pystr_mypkg):
     info = read_info(pkg.registry.root) or {}
     for r in verify_gpu(pkg.registry, checks=info.get("checks"), package=pkg.__name__):
         rows.append({"package": pkg.__name__, **asdict(r)})
@@ -184,6 +186,10 @@ print(result)
 EOF
 rc3=$?
 
+# 4. pystr_mypkg's kernels through each handle: cuda.core Kernel, CUfunction (cuLaunchKernel), cupy.RawKernel
+"$VPY" "$here/.ci/gpu/pystr_handles.py" --json "$OUT/downstream-4.json" >"$OUT/downstream-4.log" 2>&1
+rc4=$?
+
 "$PY" - "$OUT" "$install_mode" "$rc1" "$rc2" "$rc3" "${wheels[@]}" <<'EOF'
 import json, os, sys
 out, mode, rcs, wheels = sys.argv[1], sys.argv[2], sys.argv[3:6], [os.path.basename(w) for w in sys.argv[6:]]
@@ -213,4 +219,5 @@ print(f"{'cuda.compute first':22} {rcs[1]:>3}  counting select {s2.get('count')}
       f"import {s2.get('import_ms')} ms; calls {sum((s2.get('calls') or {}).values())}")
 print(f"{'hook off':22} {rcs[2]:>3}  {s3.get('result', s3.get('error'))}")
 EOF
-[ "$rc1" = 0 ] && [ "$rc2" = 0 ]
+tail -n 18 "$OUT/downstream-4.log"
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$rc4" = 0 ]
