@@ -29,7 +29,8 @@ GOOD_CU = '#include "util.cuh"\nextern "C" __global__ void good_kernel(int* a) {
 
 
 def cli(capsys, *argv: str, limit: float = 30) -> tuple[int, str]:
-    """Run the CLI in-process; an error is one bounded line on stderr with no traceback. Returns (rc, line)."""
+    """Run the CLI in-process; an error is one bounded line on stderr with no traceback. Returns (rc, the
+    error line plus what was printed on stdout)."""
     with time_limit(limit):
         rc = main(list(argv))
     out, err = capsys.readouterr()
@@ -37,7 +38,7 @@ def cli(capsys, *argv: str, limit: float = 30) -> tuple[int, str]:
     if rc != 0:
         assert err.startswith("aot: error: ") and err.count("\n") == 1, err
         assert len(err) < 1200, f"{len(err)} characters: {err[:300]}..."
-    return rc, err.strip()
+    return rc, err.strip() + ("\n" + out if out else "")
 
 
 def include_matrix(folder: Path, include: str = "inc") -> Path:
@@ -118,3 +119,66 @@ def test_an_include_dir_with_too_many_entries_stops_early(tmp_path):
         (inc / f"f{i}.txt").write_text("")
     with pytest.raises(IncludeError, match="more than 20 entries"):
         header_files(tmp_path, "inc", (".h",), max_entries=20)
+
+
+# ------------------------------------------------------------------------- 3. deep JSON, every reader
+DEEP = b"[" * 2000 + b"]" * 2000
+PRODUCER = {"aot": "0", "cuda_cccl": "0", "cuda_major": 13, "nvrtc": "0", "nvjitlink": "0"}
+
+
+def empty_set(root: Path) -> Path:
+    from aot.core.manifest import write_manifest
+    root.mkdir(parents=True, exist_ok=True)
+    write_manifest(root, producer=PRODUCER, specs={}, artifacts=[], extra={"sms": [90]})
+    return root
+
+
+def test_strict_reader_raises_only_value_error_for_depth():
+    from aot.core.format import loads_strict_json
+    with pytest.raises(ValueError, match="nested too deeply"):
+        loads_strict_json(DEEP)
+
+
+def test_deep_aot_package_json_in_a_wheel_is_one_line_exit_5(tmp_path, capsys):
+    root = empty_set(tmp_path / "set")
+    wheel = tmp_path / "pkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.write(root / "manifest.json", "pkg/artifacts/manifest.json")
+        z.writestr("pkg/artifacts/aot-package.json", DEEP)
+    rc, line = cli(capsys, "verify", "--gpu", str(wheel), "-q")
+    assert rc == 5 and "aot-package.json" in line and "nested too deeply" in line, line
+
+
+def test_deep_manifest_is_one_line_in_verify_inspect_and_merge(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "manifest.json").write_bytes(DEEP)
+    for argv, codes in ((("verify", str(bad)), (5, 7)), (("inspect", str(bad)), (5,)),
+                        (("merge", str(bad), "--out", str(tmp_path / "merged")), (5,))):
+        rc, line = cli(capsys, *argv)
+        assert rc in codes and "manifest.json" in line, (argv, line)
+
+
+def test_deep_artifact_header_and_cache_entry_are_refused(tmp_path):
+    import struct
+    from aot.core import format as fmt
+    from aot.core.errors import ArtifactError
+    from aot.runtime.cache import ArtifactCache
+    data = fmt.MAGIC + struct.pack("<I", len(DEEP)) + DEEP
+    with pytest.raises(ArtifactError, match="nested too deeply"):
+        fmt.decode(data)
+    key = "ab" * 32
+    store = ArtifactCache(tmp_path / "cache" / "cccl")
+    store.put(key, data)
+    with pytest.raises(ArtifactError):
+        store.get(key)
+
+
+def test_a_deep_or_foreign_build_report_is_not_printed(tmp_path):
+    from rich.console import Console
+    from aot.cli.build_cmds import _print_report_file
+    import io
+    console = Console(file=io.StringIO())
+    for text in (DEEP, b'{"items": 3}', b'{"items": [{"x": 1}], "counts": []}', b"\xff"):
+        (tmp_path / "build-report.json").write_bytes(text)
+        _print_report_file(tmp_path, console, quiet=False)  # returns quietly
