@@ -146,7 +146,7 @@ class Matrix:
         missing = [n for n in only if n not in by_name]
         if missing:
             n = missing[0]
-            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{hint(n, by_name)}")
+            raise MatrixError(f"{self.path}: --only names unknown spec {short(n)}{hint(n, by_name)}")
         wanted = set(only)
         return tuple(s for s in self.specs if s.name in wanted)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..core.errors import UsageError
+from ..core.text import short
 
 
 def cmd_validate(args) -> int:
@@ -30,7 +31,7 @@ def cmd_build(args) -> int:
     matrix = load_matrix(args.matrix)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
     if only is not None and not only:
-        raise UsageError(f"--only {args.only!r} names no spec")
+        raise UsageError(f"--only {short(args.only)} names no spec")
     specs = matrix.select(only)
     major = cuda_major()
     want_native = "native" in args.sm.lower()

@@ -16,7 +16,6 @@ from typing import Sequence
 
 from ..core.version import __version__
 from ..core.errors import AotError
-from ..core.text import short
 from .common import DEFAULT_OUT, _prog
 from .build_cmds import cmd_build, cmd_bundle, cmd_merge, cmd_validate
 from .check_cmds import cmd_inspect, cmd_verify
@@ -168,9 +167,18 @@ def _os_error_line(e: OSError) -> str:
     """One line for an OSError that escaped: what aot was doing where it says (``aot.core.fs``), else the
     path and the reason, never a bare ``[Errno 28] No space left on device``."""
     if e.filename is not None:
-        extra = f" -> {short(str(e.filename2))}" if e.filename2 is not None else ""
-        return f"{short(str(e.filename))}{extra}: {e.strerror or e}"
-    return str(e)
+        extra = f" -> {_clip(str(e.filename2))}" if e.filename2 is not None else ""
+        return f"{_clip(str(e.filename))}{extra}: {e.strerror or e}"
+    return _clip(e.strerror or str(e), 1000)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    """A path or message from the user in about ``limit`` characters, its start and its end (a 1 MB file
+    name is not echoed whole)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4  # the end of a message usually says why
+    return f"{text[:limit - tail - 40]}...({len(text)} characters in all)...{text[-tail:]}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -196,8 +204,8 @@ def _main(argv: Sequence[str] | None) -> int:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
                     "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
         return commands[args.command](args)
-    except AotError as e:
-        print(f"aot: error: {e}", file=sys.stderr)
+    except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
+        print(f"aot: error: {_clip(str(e), 2000)}", file=sys.stderr)
         return e.return_code
     except OSError as e:  # a path that cannot be read or written (a full disk, missing permissions)
         print(f"aot: error: {_os_error_line(e)}", file=sys.stderr)

@@ -20,8 +20,27 @@ from pathlib import Path
 TMP_PREFIX = ".tmp-aot-"
 
 
+def doing(e: OSError, what: str, path: str | os.PathLike) -> OSError:
+    """``e`` again (same class and errno), its message saying what aot was doing and where: ``writing
+    DIR/build-report.json: No space left on device`` instead of a bare ``[Errno 28] No space left on
+    device``. The CLI prints ``strerror`` of an OSError that names no file, so the line is exactly that."""
+    reason = e.strerror or str(e)
+    if e.filename is not None and os.fspath(e.filename) != os.fspath(path):
+        reason = f"{e.filename}: {reason}"
+    return type(e)(e.errno, f"{what} {os.fspath(path)}: {reason}")
+
+
 def atomic_write(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring). An ``OSError`` says what failed where
+    (:func:`doing`): ``writing PATH: No space left on device``."""
     path = Path(path)
+    try:
+        _atomic_write(path, data, mode)
+    except OSError as e:
+        raise doing(e, "writing", path) from None
+
+
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
     try:
