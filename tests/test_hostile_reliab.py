@@ -9,9 +9,7 @@ fail a user) unless a real process is the point (resource limits, another uid).
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -185,3 +183,153 @@ def test_a_deep_or_foreign_build_report_is_not_printed(tmp_path):
     for text in (DEEP, b'{"items": 3}', b'{"items": [{"x": 1}], "counts": []}', b"\xff"):
         (tmp_path / "build-report.json").write_bytes(text)
         _print_report_file(tmp_path, console, quiet=False)  # returns quietly
+
+
+# ------------------------------------------------------------------------------------ 4. a full disk
+MORTON_MATRIX = "version: 1\nnvrtc:\n  - {name: morton, source: kernels/morton.cu, kernels: [morton_codes_2d]}\n"
+LIMITED = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({0}, {0})); "
+           "sys.argv = ['aot', *sys.argv[1:]]; runpy.run_module('aot', run_name='__main__')")
+
+
+@pytest.fixture(scope="module")
+def morton_set(tmp_path_factory) -> Path:
+    """A one-unit NVRTC set (cubin + PTX for sm_80), built once for this module."""
+    root = tmp_path_factory.mktemp("morton")
+    m = root / "m.yaml"
+    m.write_text(MORTON_MATRIX.replace("kernels/morton.cu", str(ROOT / "aot" / "kernels" / "morton.cu")))
+    assert main(["build", "--matrix", str(m), "--sm", "80", "--out", str(root / "set"), "-q", "-j", "1"]) == 0
+    return root
+
+
+def limited(max_bytes: int, *argv: str) -> subprocess.CompletedProcess:
+    """``python -m aot ARGV`` with RLIMIT_FSIZE: a write past ``max_bytes`` fails in the kernel with EFBIG
+    (Python ignores SIGXFSZ), as a full disk fails with ENOSPC."""
+    return subprocess.run([sys.executable, "-c", LIMITED.format(max_bytes), *argv], env=repo_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_failed_write_names_the_file_and_what_aot_was_doing(morton_set, tmp_path, capsys, monkeypatch):
+    import aot.core.fs as fs
+    real = os.replace
+
+    def full(src, dst, *a, **kw):
+        if str(dst).endswith("build-report.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(fs.os, "replace", full)
+    out = tmp_path / "out"
+    rc, line = cli(capsys, "build", "--matrix", str(morton_set / "m.yaml"), "--sm", "80", "--out", str(out),
+                   "-q", "-j", "1", limit=120)
+    assert rc == 1 and line == f"aot: error: writing {out / 'build-report.json'}: No space left on device"
+    assert not list(out.rglob(".tmp-aot-*"))
+
+
+def test_merge_and_build_past_a_file_size_limit_name_the_file(morton_set, tmp_path):
+    merged = tmp_path / "merged"
+    proc = limited(2000, "merge", str(morton_set / "set"), "--out", str(merged))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"aot: error: writing {merged}/nvrtc/morton/") and \
+        lines[0].endswith(": File too large"), lines[0]
+    assert not (merged / "manifest.json").exists()
+    out = tmp_path / "out"
+    proc = limited(2000, "build", "--matrix", str(morton_set / "m.yaml"), "--sm", "80", "--out", str(out), "-q",
+                   "-j", "1")
+    assert proc.returncode in (1, 4) and "Traceback" not in proc.stderr, proc.stderr
+    assert f"writing {out}/" in proc.stderr and "File too large" in proc.stderr, proc.stderr
+    assert not (out / "manifest.json").exists()
+
+
+# -------------------------------------------------------------------------- 6. cache clear: only ours
+OTHER = 4242
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="planting another uid's files needs root")
+
+
+def plant(path: Path, uid: int | None = None, data: bytes = b"x" * 100) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_bytes(data)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv("AOT_CACHE_DIR", str(root))
+    return root
+
+
+@as_root
+def test_clear_leaves_and_reports_what_another_user_owns(cache, capsys):
+    ours = [plant(cache / "cccl" / "ab" / ("ab" * 32 + ".aot")), plant(cache / "nvrtc" / "x" / "y.bin"),
+            plant(cache / "stub" / "d1" / "libcuda.so.1")]
+    theirs = [plant(cache / "cccl" / "ab" / ("cd" * 32 + ".aot"), OTHER),
+              plant(cache / "cccl" / "ab" / ("cd" * 32 + ".lock"), OTHER, b""),
+              plant(cache / "cccl" / "ab" / ".tmp-aot-old", OTHER)]
+    foreign_dir = cache / "stub" / "d2"
+    plant(foreign_dir / "libcuda.so.1")
+    os.chown(foreign_dir, OTHER, OTHER)  # a foreign folder: not entered, even for our file inside
+    rc, text = cli(capsys, "cache", "clear")
+    assert rc == 1 and "not fully cleared: 4 left" in text, text
+    for p in theirs + [foreign_dir]:
+        assert p.exists() and str(p) in text, (p, text)
+    assert not any(p.exists() for p in ours)
+    assert (foreign_dir / "libcuda.so.1").exists()
+    assert "owned by uid 4242" in text
+
+
+@as_root
+def test_clear_stale_leaves_another_users_entries_locks_and_temp_files(cache, capsys):
+    old = 0  # mtime 1970: an old temp file
+    entry = plant(cache / "cccl" / "ab" / ("ab" * 32 + ".aot"), OTHER, b"not an artifact")
+    lock = plant(cache / "cccl" / "ab" / ("ab" * 32 + ".lock"), OTHER, b"")
+    tmp = plant(cache / "cccl" / "ab" / ".tmp-aot-x", OTHER)
+    os.utime(tmp, (old, old))
+    mine = plant(cache / "cccl" / "ab" / ("ef" * 32 + ".aot"), None, b"not an artifact either")
+    my_tmp = plant(cache / "cccl" / "ab" / ".tmp-aot-y")
+    os.utime(my_tmp, (old, old))
+    rc, text = cli(capsys, "cache", "clear", "--stale")
+    assert rc == 1 and "3 left" in text, text
+    assert entry.exists() and lock.exists() and tmp.exists()
+    assert not mine.exists() and not my_tmp.exists()
+
+
+def test_clear_of_a_cache_of_our_own_is_complete(cache, capsys):
+    for i in range(20):
+        plant(cache / "cccl" / f"{i:02x}" / (f"{i:02x}" * 32 + ".aot"))
+    (cache / "cccl" / "00" / "link").symlink_to("/etc/passwd")
+    rc, text = cli(capsys, "cache", "clear")
+    assert rc == 0 and "cleared: 21 files" in text, text
+    assert os.path.exists("/etc/passwd") and not (cache / "cccl").exists()
+
+
+def test_clear_racing_a_writer_retries_or_names_the_path(cache, capsys):
+    """A writer keeps refilling the cache while it is cleared (8 trials): each clear either completes or says
+    in one line, with the full path, what a writer kept refilling; never a bare errno."""
+    import threading
+    from aot.runtime.cache import ArtifactCache
+    store = ArtifactCache(cache / "cccl")
+    for trial in range(8):
+        stop = threading.Event()
+
+        def writer(stop: threading.Event = stop) -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    store.put(f"{i % 4:02x}" * 32, b"y" * 4096)
+                except OSError:
+                    pass
+                i += 1
+
+        plant(cache / "cccl" / "00" / ("00" * 32 + ".aot"))
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            rc, text = cli(capsys, "cache", "clear")
+        finally:
+            stop.set()
+            t.join()
+        assert rc == 0 or (rc == 1 and str(cache) in text and "Errno" not in text), text

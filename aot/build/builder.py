@@ -371,7 +371,8 @@ def _drive(pool: ProcessPoolExecutor, todo: list[Item], keys: dict, producer: di
                 atomic_write(out / it.rel_path, data)
                 res.status, res.seconds, res.bytes = "built", secs, len(data)
             except Exception as e:  # noqa: BLE001 - a worker's failure is data for the report
-                res.error = str(e) if str(e) else traceback.format_exc(limit=3)
+                res.error = (e.strerror if isinstance(e, OSError) and e.filename is None and e.strerror
+                             else str(e) or traceback.format_exc(limit=3))  # OSError: "writing PATH: why"
                 if not keep_going:
                     stop = True
             results[it] = res
