@@ -333,3 +333,42 @@ def test_clear_racing_a_writer_retries_or_names_the_path(cache, capsys):
             stop.set()
             t.join()
         assert rc == 0 or (rc == 1 and str(cache) in text and "Errno" not in text), text
+
+
+# ------------------------------------------------------------------- 7. no .aot-lock left (issue 22)
+def test_finished_build_and_merge_leave_no_lock_file(morton_set, tmp_path, capsys):
+    assert (morton_set / "set" / "manifest.json").exists() and not (morton_set / "set" / ".aot-lock").exists()
+    rc, _ = cli(capsys, "merge", str(morton_set / "set"), "--out", str(tmp_path / "merged"))
+    assert rc == 0 and not (tmp_path / "merged" / ".aot-lock").exists()
+
+
+LOCKER = """
+import os, sys, time
+from pathlib import Path
+from aot.build.outlock import output_lock
+from aot.core.errors import BusyError
+out, n, got = Path(sys.argv[1]), int(sys.argv[2]), 0
+while got < n:
+    try:
+        with output_lock(out, "build"):
+            fd = os.open(out / "holder", os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # fails if two hold it
+            os.close(fd)
+            time.sleep(0.0005)
+            os.unlink(out / "holder")
+            got += 1
+    except BusyError:
+        time.sleep(0.0002)
+"""
+
+
+def test_removing_the_lock_file_never_lets_two_writers_in(tmp_path):
+    """4 processes x 150 lock/unlock cycles on one --out, the file removed at every release: never two
+    holders at once (each creates a marker with O_EXCL while it holds the lock), and no lock file after."""
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", LOCKER, str(out), "150"], env=repo_env(),
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    assert not (out / ".aot-lock").exists() and not (out / "holder").exists()
