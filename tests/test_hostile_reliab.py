@@ -372,3 +372,28 @@ def test_removing_the_lock_file_never_lets_two_writers_in(tmp_path):
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
     assert not (out / ".aot-lock").exists() and not (out / "holder").exists()
+
+
+# ------------------------------------------------------------------------------ 5. bounded echo
+HUGE = 1_000_000
+
+
+@pytest.mark.parametrize("argv", [
+    ("build", "--sm", "9" * HUGE),
+    ("build", "--sm", "80," + "x" * HUGE),
+    ("build", "--only", "x" * HUGE),
+    ("build", "--only", "," * HUGE),
+    ("build", "--shard", "1/" + "9" * HUGE),
+    ("build", "--matrix", "m" * HUGE),
+    ("build", "--matrix", "/nonexistent/" + "m" * 200),
+    ("build", "--out", "d/" * (HUGE // 2)),
+    ("validate", "--matrix", "m" * HUGE),
+    ("verify", "x" * HUGE),
+    ("inspect", "x" * HUGE),
+    ("merge", "x" * HUGE, "--out", "y" * HUGE),
+    ("verify", "--only", "x" * HUGE, "."),
+], ids=lambda a: " ".join(x[:12] for x in a))
+def test_errors_quoting_huge_arguments_are_bounded(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, line = cli(capsys, *argv, "-q" if argv[0] in ("build", "merge") else "-v", limit=60)
+    assert rc != 0 and len(line) < 1200

@@ -205,7 +205,7 @@ def _main(argv: Sequence[str] | None) -> int:
                     "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
         return commands[args.command](args)
     except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
-        print(f"aot: error: {_clip(str(e), 2000)}", file=sys.stderr)
+        print(f"aot: error: {_clip(str(e), 1000)}", file=sys.stderr)
         return e.return_code
     except OSError as e:  # a path that cannot be read or written (a full disk, missing permissions)
         print(f"aot: error: {_os_error_line(e)}", file=sys.stderr)
