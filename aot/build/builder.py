@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ..core import format as fmt
-from ..core.fs import atomic_write, sweep_temp
+from ..core.fs import atomic_write, doing, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
 from .workers import signals_blocked, stop_pool, worker_start
@@ -165,7 +165,11 @@ def _work(item: Item) -> tuple[bytes, float, dict]:
     """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
     from .compile import compile_cccl, compile_nvrtc_item
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as log:
+    try:
+        log = tempfile.TemporaryFile()
+    except OSError as e:  # a full /tmp: say so, not a bare "[Errno 28] No space left on device"
+        raise doing(e, "creating a file for the compiler's output in", tempfile.gettempdir()) from None
+    with log:
         saved = [os.dup(1), os.dup(2)]
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)

@@ -25,6 +25,7 @@ from typing import Iterator
 
 from ..core.log import get_logger
 from ..core.errors import BusyError, UsageError
+from ..core.fs import doing
 
 LOCK_NAME = ".aot-lock"
 
@@ -75,8 +76,11 @@ def output_lock(out: Path, what: str) -> Iterator[None]:
         raise BusyError(f"{out}: the output lock kept changing under us; another aot build or merge is "
                         f"starting and finishing there")
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
+        try:  # who holds it, for the BusyError of the next writer; a full disk only loses this line
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
+        except OSError:
+            pass
         log.debug("%s: output lock taken by PID %d (%s)", out, os.getpid(), what)
         yield
     finally:
@@ -95,7 +99,7 @@ def _open(path: Path) -> int:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise UsageError(f"{path}: is a symbolic link; refusing to use it as the output lock") from None
-        raise
+        raise doing(e, "creating the output lock", path) from None
 
 
 def _names(path: Path, fd: int) -> bool:
