@@ -13,7 +13,9 @@ worker busy in cuda.compute, or print ``Process SpawnProcess-N: Traceback … Ke
   thread that runs :func:`aot.build.builder.build`, and that thread cannot return before the pool is shut
   down (``build`` is synchronous), so the signal fires only when the builder's process (or that thread)
   is really gone. SIGKILL, because a worker holds nothing that needs cleaning up (results are written
-  by the parent) and may be stuck in C code that would never run a Python handler. Where ``prctl`` is
+  by the parent) and may be stuck in C code that would never run a Python handler; for the same reason
+  the kernel's signal is preferred to a watchdog thread reading a pipe from the parent, which needs the
+  interpreter to get a turn in a worker busy in a compile. Where ``prctl`` is
   missing (not Linux), a daemon thread polls ``getppid()`` once a second instead. The resource tracker
   needs nothing of its own: it exits when the last holder of its pipe (the parent and the workers) is
   gone.
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -51,7 +52,7 @@ def _set_pdeathsig() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's prctl among them
         return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
