@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _sigterm_unwinds():
         try:
             return _main(argv)
-        except Terminated:  # arrived outside the command (while parsing, or while printing the result)
+        except Terminated:  # SIGTERM, wherever it arrived (in a command, while parsing or printing)
             print("aot: terminated", file=sys.stderr)
             return 143
         except KeyboardInterrupt:
@@ -217,12 +217,6 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
               f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
         return 3
-    except Terminated:
-        print("aot: terminated", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("aot: interrupted", file=sys.stderr)
-        return 130
     finally:
         if handler is not None:
             import logging
