@@ -364,3 +364,84 @@ def test_warm_breakdown_summary_and_table():
         "warm_le_1.25x_floor": True, "blocking_le_5ms": True, "first_call_le_1.2ms": False}
     text = bench.table({"no-context": s})
     assert "1.23" in text and "first_call_le_1.2ms: MISSED" in text and "cuda_compute_imported 380" in text
+
+
+CALLER_FIRST = textwrap.dedent("""
+    import ctypes, json, os, sys, threading, time, warnings
+    warnings.simplefilter("ignore")
+    fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
+    import aot
+    from aot.runtime import threads, warm as W
+    threads.TUNING.workers = 1                  # one worker: the queue's order is the order of the loads
+    log = []
+    def slow(fn):
+        def run(*a, **kw):                      # a load that holds the driver 150 ms (the GIL released)
+            start = time.perf_counter()
+            time.sleep(0.15)
+            n = fn(*a, **kw)
+            log.append((threading.current_thread().name, start, time.perf_counter()))
+            return n
+        return run
+    W.warm_cccl, W.warm_nvrtc = slow(W.warm_cccl), slow(W.warm_nvrtc)
+    reg = aot.Registry(sys.argv[2])
+    default_interval = sys.getswitchinterval()
+    reg.request_warmup()
+    while "first_task" not in threads.TIMELINE:   # the worker is on its first spec (an NVRTC unit)
+        time.sleep(0.005)
+    during = sys.getswitchinterval()
+    t0 = time.perf_counter()
+    algo = reg.cccl(sys.argv[3])                # queued last (CCCL specs come after the units, largest first)
+    t1 = time.perf_counter()
+    cold = reg.ensure_warm(timeout=120)
+    deadline = time.monotonic() + 5
+    while sys.getswitchinterval() != default_interval and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = reg.status()
+    print(json.dumps({"cold": cold, "t0": t0, "t1": t1, "log": log, "kernels": {n: s.kernels for n, s in st.items()},
+                      "errors": {n: s.errors for n, s in st.items() if s.errors}, "default": default_interval,
+                      "during": during, "after": sys.getswitchinterval(), "names": reg.names()}))
+""")
+
+
+def test_the_callers_spec_jumps_the_queue(small_build, fake_libcuda):
+    """``cccl(name)`` during a warmup: the spec the queue would load last is loaded now, kernels included,
+    in the caller's thread (it has a context current: the fake's), while the worker pauses at its next
+    load; then the worker goes on with the rest, and every spec is warmed exactly once. The GIL switch
+    interval is lowered while the warmup runs and restored after."""
+    last = "reduce_sum_i32"  # the smaller CCCL spec: queued after lower_bound_i32
+    r = run_child(CALLER_FIRST, fake_libcuda, small_build.out, last)
+    assert r["cold"] == [] and r["errors"] == {}, r
+    assert all(r["kernels"][n] for n in r["names"]), r["kernels"]
+    loads = r["log"]
+    assert len(loads) == len(r["names"]), loads  # one warm per spec, none twice
+    mine = [x for x in loads if x[0] == "MainThread"]
+    assert len(mine) == 1 and r["t0"] <= mine[0][1] and mine[0][2] <= r["t1"], (mine, r["t0"], r["t1"])
+    workers = [x for x in loads if x[0] != "MainThread"]
+    # no worker load started while the caller's spec loaded; the worker's loads before finished within one load
+    assert not any(mine[0][1] < s < r["t1"] for _, s, _ in workers), loads
+    assert r["t1"] - r["t0"] < 0.15 + 0.15 + 1.0, loads  # its own load, at most one in flight, slack
+    assert sum(1 for _, s, _ in workers if s > r["t1"]) >= 2, loads  # lower_bound and a unit were still queued
+    assert r["during"] == pytest.approx(0.0005) and r["after"] == r["default"], r
+
+
+def test_switch_interval_is_restored_unless_changed(monkeypatch):
+    from aot.runtime import threads
+    sw = threads._Switch()
+    base = sys.getswitchinterval()
+    try:
+        sw.hold(2)
+        assert sys.getswitchinterval() == pytest.approx(threads.TUNING.switch_interval)
+        sw.release()
+        assert sys.getswitchinterval() == pytest.approx(threads.TUNING.switch_interval)
+        sw.release()
+        assert sys.getswitchinterval() == base
+        sw.hold()
+        sys.setswitchinterval(0.002)  # the application's own choice meanwhile: kept
+        sw.release()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+        monkeypatch.setattr(threads.TUNING, "switch_interval", 0.5)  # never raised
+        sw.hold()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+        sw.release()
+    finally:
+        sys.setswitchinterval(base)

@@ -14,11 +14,70 @@ warnings a registry earns while one of them reads its manifest are held for the 
 from __future__ import annotations
 
 import _thread
+import sys
 import threading  # here, in the caller's thread: the thread that first imports threading becomes its main_thread()
 import time
 from typing import Any, Callable
 
 _mark = threading.local()
+
+class Tuning:
+    """How a warmup shares the process with its caller (read when a warmup starts; module-level so that
+    ``benchmarks/warm_limit.py`` can measure the alternatives; nothing else sets them).
+
+    ``workers``: loader threads per registry. The driver serializes library and kernel loads, so two
+    suffice to overlap one worker's deserializing with the other's loading; each more is another
+    driver call in flight that a caller's own load queues behind (H100: 1 thread 275 ms, 2: 212, 4:
+    233, 8: 258 for the default matrix; ``benchmarks/kload_scaling.py``).
+    ``switch_interval``: the GIL switch interval (s) while warmup work is pending, restored after
+    (``None``: leave the process's). A thread that gives the GIL up for a system call waits up to the
+    interval (5 ms by default) to take it back from a thread running Python: the caller's imports and
+    driver calls beside aot's threads.
+    ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause the workers between
+    driver calls until the caller's spec is served, loaded next (by the worker on it) or now, in the
+    caller's thread; ``grace``: seconds the workers stay paused after that, for the caller's first
+    call."""
+
+    workers = 2
+    switch_interval: float | None = 0.0005
+    caller_first = True
+    grace = 0.0
+
+
+TUNING = Tuning()
+
+class _Switch:
+    """``sys.setswitchinterval(TUNING.switch_interval)`` while any warmup work is pending (:meth:`hold`
+    per piece of it, :meth:`release` when done), then the process's own again, unless someone changed
+    it meanwhile. Never raises it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+        self._saved = self._ours = 0.0
+
+    def hold(self, k: int = 1) -> None:
+        want = TUNING.switch_interval
+        with self._lock:
+            if self._n == 0 and want is not None:
+                now = sys.getswitchinterval()
+                if want < now:
+                    self._saved = now
+                    sys.setswitchinterval(want)
+                    self._ours = sys.getswitchinterval()
+            self._n += k
+
+    def release(self, k: int = 1) -> None:
+        with self._lock:
+            self._n -= k
+            if self._n <= 0 and self._ours:
+                if sys.getswitchinterval() == self._ours:
+                    sys.setswitchinterval(self._saved)
+                self._n, self._ours = 0, 0.0
+
+
+#: The process's switch interval while warmups run.
+SWITCH = _Switch()
 
 #: When each stage of this process's warmups was first reached (``time.perf_counter()``; ``task_end``:
 #: the last): what ``benchmarks/warm_breakdown.py`` reports as the pipeline's phases. Nothing reads it.

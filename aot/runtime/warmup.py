@@ -13,10 +13,19 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
   checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
-* :data:`WORKERS` threads ``aot-warmup-N``, each with the context current (once): NVRTC units as soon as
-  cuda.core is imported, then CCCL specs, largest first, once cuda.compute is: deserialize, load the
-  library, load every kernel. cuda.compute loads libraries under one process-wide lock, so one worker's
-  deserializing overlaps another's library and kernel loading.
+* ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
+  context current (once): NVRTC units as soon as cuda.core is imported, then CCCL specs, largest first,
+  once cuda.compute is: deserialize, load the library, load every kernel. cuda.compute loads libraries
+  under one process-wide lock, so one worker's deserializing overlaps another's library and kernel
+  loading.
+
+The caller comes first (:meth:`WarmPool.first_in_line`): ``cccl(name)`` or ``kernel(unit, ...)`` during a
+warmup pauses the workers at their next driver call (each holds the driver 3-20 ms) until the caller's
+spec is served: by the worker already on it, else in the caller's own thread, kernels included, into
+the context current there. The caller never queues behind the pool's other loads (cuda.compute's load
+lock is not fair: a caller could wait for every queued library). While warmup work is pending the GIL
+switch interval is ``TUNING.switch_interval`` (:data:`aot.runtime.threads.SWITCH`), so a caller's thread
+waits for the GIL a fraction of a millisecond, not 5 ms, after each system call.
 
 Without a usable driver (or when opening the device fails) the workers load as the loader always does:
 the device is looked up through cuda.core, and each spec's status says why it stayed cold.
@@ -29,12 +38,13 @@ import os
 import threading
 import time
 from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
-from typing import Any, Callable, Protocol
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
 from ..core.log import get_logger
 from ..core.spec import CcclSpec, Spec
 from . import cuctx, sources, threads
-from .threads import IMPORTS
+from .threads import IMPORTS, SWITCH, TUNING
 from . import warm as _warm
 from .driver import ServedDevice
 from .lean import import_cuda_compute
@@ -42,9 +52,6 @@ from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had.
 log = get_logger("aot.runtime.registry")
-
-#: Worker threads per registry.
-WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 #: At interpreter exit no new task starts and the running ones finish (a thread inside the driver while
 #: the process tears the driver down can crash it); queued names stay cold.
@@ -98,6 +105,11 @@ class WarmPool:
         self._queue: SimpleQueue[str] = SimpleQueue()
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
+        self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
+        self._turn = threading.Condition(threading.Lock())  # callers first: workers wait on it
+        self._callers = 0  # callers inside first_in_line
+        self._wanted: dict[str, int] = {}  # names callers wait for: their worker never pauses
+        self._resume_at = 0.0  # time.monotonic() until which workers stay paused (TUNING.grace)
 
     def request(self, start: Any, opening: cuctx.Opening) -> None:
         """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
@@ -109,6 +121,7 @@ class WarmPool:
             new = [n for n in dict.fromkeys(names) if n not in self._pending]
             for n in new:
                 self._pending[n] = _Pending()
+        SWITCH.hold(len(new))  # released as each name is done
         threads.stamp("names_checked")
         start.done.set()
         queued: set[str] = set()
@@ -119,6 +132,7 @@ class WarmPool:
                 if n not in queued:
                     self._pending[n].error = e
                     self._pending[n].done.set()
+                    SWITCH.release()
             log.debug("warmup dispatch failed: %s: %s", type(e).__name__, e)
 
     def _dispatch(self, new: list[str], specs: dict[str, Spec], opening: cuctx.Opening, queued: set[str]) -> None:
@@ -193,7 +207,7 @@ class WarmPool:
             if self._workers:
                 return
             self._workers = True
-        for i in range(WORKERS):
+        for i in range(max(1, TUNING.workers)):
             threads.spawn(f"aot-warmup-{i}", self._work, opening)
 
     def _work(self, opening: cuctx.Opening) -> None:
@@ -207,6 +221,11 @@ class WarmPool:
         global _busy
         while True:
             name = self._queue.get()
+            self._wait_turn(name)
+            with self._lock:
+                if name in self._taken:  # a caller served it first
+                    continue
+                self._taken.add(name)
             with _busy_cv:
                 if _closing:
                     return
@@ -232,34 +251,91 @@ class WarmPool:
                 cold.append(n)
         return sorted(cold)
 
-    def _run(self, name: str) -> None:
+    @contextmanager
+    def first_in_line(self, name: str) -> Iterator[None]:
+        """In a caller's ``cccl(name)`` / ``kernel(name, ...)``: the workers pause at their next driver call
+        until the body is done (and ``TUNING.grace`` after), and ``name``, if this warmup still has it to
+        do, is served first: the worker on it finishes it, else it is warmed here, now."""
+        if not TUNING.caller_first:
+            yield
+            return
+        pending = self._pending.get(name)
+        with self._turn:
+            self._callers += 1
+            self._wanted[name] = self._wanted.get(name, 0) + 1
+            self._turn.notify_all()  # a worker paused on this very name goes on
+        try:
+            if pending is not None and not pending.done.is_set():
+                with self._lock:
+                    mine = name not in self._taken
+                    self._taken.add(name)
+                if mine:
+                    self._run(name, here=True)
+                else:
+                    pending.done.wait()
+            yield
+        finally:
+            with self._turn:
+                self._callers -= 1
+                self._wanted[name] -= 1
+                if not self._wanted[name]:
+                    del self._wanted[name]
+                if TUNING.grace > 0:
+                    self._resume_at = time.monotonic() + TUNING.grace
+                self._turn.notify_all()
+
+    def _wait_turn(self, name: str) -> None:
+        """A worker, before each task and each driver call: wait while callers are served (unless a caller
+        waits for this very ``name``)."""
+        if not self._callers and not self._resume_at:
+            return
+        with self._turn:
+            while name not in self._wanted:
+                if self._callers:
+                    self._turn.wait()
+                    continue
+                left = self._resume_at - time.monotonic()
+                if left <= 0:
+                    self._resume_at = 0.0
+                    return
+                self._turn.wait(left)
+
+    def _run(self, name: str, here: bool = False) -> None:
         pending = self._pending[name]
         try:
-            self._warm(name)
+            self._warm(name, here)
         except BaseException as e:  # noqa: BLE001 - handed to ensure_warm
             pending.error = e
         finally:
             pending.done.set()
+            SWITCH.release()
 
-    def _warm(self, name: str) -> None:
+    def _warm(self, name: str, here: bool = False) -> None:
+        """Load ``name`` and every kernel of it: in a worker (``here`` false) into the warmup's context; in
+        a caller's thread into the context current there, if any (else its kernels load at its first call,
+        as without warmup)."""
         host = self._host
+        between: Callable[[], None] = _no_pause if here else (lambda: self._wait_turn(name))
         try:
-            if not getattr(self._tls, "current", False):
+            if not here and not getattr(self._tls, "current", False):
                 self._device.make_current()  # no opened context: cuda.core's current device, as the loader
             loaded = host._load(name)
+            between()
             spec = host.spec(name)
+            preload = not here or cuctx.caller_context()[1] is not None
             if isinstance(spec, CcclSpec):
                 with self._lock:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
                     spare = import_cuda_compute().deserialize(loaded.payload)
-                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare))
+                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare, between)) if preload else None
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = spare
             else:
                 names = spec.kernels
-                kernels = self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names))
+                kernels = (self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names, between))
+                           if preload else None)
             st = self._status_of(name)
             with self._lock:
                 st.kernels = kernels
@@ -286,3 +362,7 @@ class WarmPool:
             return None
         log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
         return n
+
+
+def _no_pause() -> None:
+    pass
