@@ -28,8 +28,8 @@ The limit is ``max(import, context + sum of loads)``: the smaller of the ``drive
 ``max(floor's import leg, driver-alone)`` (both medians): the driver thread beside the import waits for
 the GIL after each call, which the C loads of a library would not. VARIANTs set
 :class:`aot.runtime.threads.Tuning` right after ``import aot``: ``new`` (the shipped defaults), ``today``
-(before issue 24: 4 workers, the process's switch interval, no caller priority), ``w1``/``w4`` (workers),
-``grace`` (workers stay paused 30 ms after a caller's spec is served), ``nosw`` (no switch interval change).
+(before issue 24: 4 workers at full speed, no caller priority), ``eager`` (never polite), ``nograce``,
+``sw`` (GIL switch interval 0.5 ms while warming), ``w2`` (2 workers).
 
 Targets (issue 24): first-VARIANT <= 1.05x first-nowarm; warm <= 1.15x the limit. Exit status 0; 1 a child
 failed or a warmup was incomplete; 2 bad arguments; 6 no usable GPU.
@@ -49,11 +49,11 @@ from pathlib import Path
 
 VARIANTS = {
     "new": {},
-    "today": {"workers": 4, "switch_interval": None, "caller_first": False, "grace": 0.0},
-    "w1": {"workers": 1},
-    "w4": {"workers": 4},
-    "grace": {"grace": 0.03},
-    "nosw": {"switch_interval": None},
+    "today": {"workers": 4, "polite": False, "caller_first": False, "grace": 0.0, "switch_interval": None},
+    "eager": {"polite": False},
+    "nograce": {"grace": 0.0},
+    "sw": {"switch_interval": 0.0005},
+    "w2": {"workers": 2},
 }
 TARGET_FIRST, TARGET_LIMIT = 1.05, 1.15
 

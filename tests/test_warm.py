@@ -373,6 +373,7 @@ CALLER_FIRST = textwrap.dedent("""
     import aot
     from aot.runtime import threads, warm as W
     threads.TUNING.workers = 1                  # one worker: the queue's order is the order of the loads
+    threads.TUNING.switch_interval = 0.0005     # (off by default: measured to buy nothing)
     log = []
     def slow(fn):
         def run(*a, **kw):                      # a load that holds the driver 150 ms (the GIL released)
@@ -407,7 +408,7 @@ def test_the_callers_spec_jumps_the_queue(small_build, fake_libcuda):
     """``cccl(name)`` during a warmup: the spec the queue would load last is loaded now, kernels included,
     in the caller's thread (it has a context current: the fake's), while the worker pauses at its next
     load; then the worker goes on with the rest, and every spec is warmed exactly once. The GIL switch
-    interval is lowered while the warmup runs and restored after."""
+    interval, where asked for, is lowered while the warmup runs and restored after."""
     last = "reduce_sum_i32"  # the smaller CCCL spec: queued after lower_bound_i32
     r = run_child(CALLER_FIRST, fake_libcuda, small_build.out, last)
     assert r["cold"] == [] and r["errors"] == {}, r
@@ -426,6 +427,7 @@ def test_the_callers_spec_jumps_the_queue(small_build, fake_libcuda):
 
 def test_switch_interval_is_restored_unless_changed(monkeypatch):
     from aot.runtime import threads
+    monkeypatch.setattr(threads.TUNING, "switch_interval", 0.0005)
     sw = threads._Switch()
     base = sys.getswitchinterval()
     try:
@@ -445,3 +447,43 @@ def test_switch_interval_is_restored_unless_changed(monkeypatch):
         sw.release()
     finally:
         sys.setswitchinterval(base)
+
+
+POLITE = textwrap.dedent("""
+    import ctypes, json, os, sys, threading, time, warnings
+    warnings.simplefilter("ignore")
+    fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    import aot
+    from aot.runtime import threads, warm as W
+    threads.TUNING.workers = 2
+    log = []
+    def slow(fn):
+        def run(*a, **kw):                      # a load that holds the driver 200 ms, then the real (fake) one
+            start = time.perf_counter()
+            time.sleep(0.2)
+            log.append((threading.current_thread().name, start, time.perf_counter()))
+            return fn(*a, **kw)
+        return run
+    W.warm_cccl, W.warm_nvrtc = slow(W.warm_cccl), slow(W.warm_nvrtc)
+    reg = aot.Registry(sys.argv[2])
+    reg.request_warmup()
+    while "first_task" not in threads.TIMELINE:
+        time.sleep(0.005)
+    time.sleep(1.0)                             # the application works; nobody waits for the warmup
+    rush = time.perf_counter()
+    cold = reg.ensure_warm(timeout=120)
+    print(json.dumps({"cold": cold, "log": log, "rush": rush, "n": len(reg.names())}))
+""")
+
+
+def test_warmup_is_polite_until_someone_waits_for_it(small_build, fake_libcuda):
+    """While the application works (nobody in ``ensure_warm``), one worker loads and rests after each
+    step as long as it took; once the caller waits, every worker loads at full speed."""
+    r = run_child(POLITE, fake_libcuda, small_build.out)
+    assert r["cold"] == [] and len(r["log"]) == r["n"], r
+    before = sorted((x for x in r["log"] if x[2] <= r["rush"]), key=lambda x: x[1])
+    assert len(before) >= 2 and {x[0] for x in before} == {"aot-warmup-0"}, r["log"]
+    for (_, _, end), (_, start, _) in zip(before, before[1:]):
+        assert start - end >= 0.15, r["log"]  # rested about as long as the 200 ms load
+    after = [x for x in r["log"] if x[1] >= r["rush"]]
+    assert any(x[0] == "aot-warmup-1" for x in after), r["log"]

@@ -17,34 +17,118 @@ import _thread
 import sys
 import threading  # here, in the caller's thread: the thread that first imports threading becomes its main_thread()
 import time
-from typing import Any, Callable
+from contextlib import contextmanager  # imported by typing already
+from typing import Any, Callable, Iterator
 
 _mark = threading.local()
 
 class Tuning:
-    """How a warmup shares the process with its caller (read when a warmup starts; module-level so that
-    ``benchmarks/warm_limit.py`` can measure the alternatives; nothing else sets them).
+    """How a warmup shares the process with its caller (read as a warmup runs; module-level so that
+    ``benchmarks/warm_limit.py`` can measure the alternatives; nothing else sets them). Measured on an
+    H100 (issue 24, ``benchmarks/results/warm_limit*.json``): every driver call of the application (its
+    runtime's first use, an allocation, a copy) waits for the warmup's load in flight (3-20 ms each), so
+    a warmup loading at full speed beside an application slowed its first result by up to 56%.
 
-    ``workers``: loader threads per registry. The driver serializes library and kernel loads, so two
-    suffice to overlap one worker's deserializing with the other's loading; each more is another
-    driver call in flight that a caller's own load queues behind (H100: 1 thread 275 ms, 2: 212, 4:
-    233, 8: 258 for the default matrix; ``benchmarks/kload_scaling.py``).
-    ``switch_interval``: the GIL switch interval (s) while warmup work is pending, restored after
-    (``None``: leave the process's). A thread that gives the GIL up for a system call waits up to the
-    interval (5 ms by default) to take it back from a thread running Python: the caller's imports and
-    driver calls beside aot's threads.
-    ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause the workers between
-    driver calls until the caller's spec is served, loaded next (by the worker on it) or now, in the
-    caller's thread; ``grace``: seconds the workers stay paused after that, for the caller's first
-    call."""
+    ``polite``: while no caller waits for the warmup, one worker loads and, after each step, rests as
+    long as the step took (``duty`` 0.5: the driver and the GIL are free half the time); once a caller
+    waits (``ensure_warm``), ``workers`` threads load at full speed (H100, 100-spec set: 4 workers
+    1452 ms, 2: 1659). ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause
+    the workers at their next step until the caller's spec is served, by the worker already on it or
+    now in the caller's thread; ``grace``: seconds they stay paused after that, for its first call
+    (H100, default matrix: that call 51 ms without, 1 ms with 30 ms of grace).
+    ``switch_interval``: the GIL switch interval (s) while warmup work is pending (``None``: the
+    process's own). Measured: 0.5 ms instead of 5 ms did not change the first result (0.983x vs 0.964x
+    of no warmup, default matrix; 1.279x vs 1.280x, 100 specs) and slowed warm-all (709 vs 682 ms,
+    1659 vs 1537 ms), so it is left alone."""
 
-    workers = 2
-    switch_interval: float | None = 0.0005
+    workers = 4
+    polite = True
+    duty = 0.5
     caller_first = True
-    grace = 0.0
+    grace = 0.05
+    switch_interval: float | None = None
 
 
 TUNING = Tuning()
+
+
+class Turns:
+    """Who goes first between a registry's warmup workers and the application's threads.
+
+    A caller inside :meth:`caller` (``cccl``/``kernel``) pauses every worker at its next step, except one
+    on the very spec it waits for, and for ``TUNING.grace`` after; a caller inside :meth:`rushing`
+    (``ensure_warm``) lets every worker load at full speed. Otherwise (``TUNING.polite``) only the first
+    worker loads, resting after each step as long as the step took (``TUNING.duty``)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition(threading.Lock())
+        self._callers = 0
+        self._wanted: dict[str, int] = {}  # names callers wait for: their worker never pauses
+        self._resume_at = 0.0  # time.monotonic() until which workers stay paused (grace)
+        self.rush = 0  # callers waiting in ensure_warm
+
+    @contextmanager
+    def caller(self, name: str) -> Iterator[None]:
+        with self._cv:
+            self._callers += 1
+            self._wanted[name] = self._wanted.get(name, 0) + 1
+            self._cv.notify_all()  # a worker paused on this very name goes on
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._callers -= 1
+                self._wanted[name] -= 1
+                if not self._wanted[name]:
+                    del self._wanted[name]
+                if TUNING.grace > 0:
+                    self._resume_at = time.monotonic() + TUNING.grace
+                self._cv.notify_all()
+
+    @contextmanager
+    def rushing(self) -> Iterator[None]:
+        with self._cv:
+            self.rush += 1
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self.rush -= 1
+
+    def polite(self) -> bool:
+        """True while nobody waits for the warmup (then only one worker loads, resting between steps)."""
+        return TUNING.polite and not self.rush
+
+    def wait_rush(self) -> None:
+        """An extra worker: wait until a caller waits for the warmup (at once unless polite)."""
+        with self._cv:
+            while self.polite():
+                self._cv.wait()
+
+    def wait(self, name: str, since: float | None = None) -> None:
+        """A worker before a step of ``name``: wait while callers are served (unless one waits for ``name``)
+        and, polite, rest as long as the step begun at ``since`` (``time.perf_counter()``) took."""
+        rest_until = 0.0
+        if since is not None and self.polite():
+            duty = min(max(TUNING.duty, 0.05), 1.0)
+            rest_until = time.monotonic() + (time.perf_counter() - since) * (1 / duty - 1)
+        if not (self._callers or self._resume_at or rest_until):
+            return
+        with self._cv:
+            while name not in self._wanted:
+                now = time.monotonic()
+                if self._callers:
+                    self._cv.wait()
+                elif self._resume_at > now:
+                    self._cv.wait(self._resume_at - now)
+                elif rest_until > now and self.polite():
+                    self._resume_at = 0.0
+                    self._cv.wait(rest_until - now)
+                else:
+                    self._resume_at = 0.0
+                    return
+
 
 class _Switch:
     """``sys.setswitchinterval(TUNING.switch_interval)`` while any warmup work is pending (:meth:`hold`

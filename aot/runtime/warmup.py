@@ -106,10 +106,7 @@ class WarmPool:
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
         self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
-        self._turn = threading.Condition(threading.Lock())  # callers first: workers wait on it
-        self._callers = 0  # callers inside first_in_line
-        self._wanted: dict[str, int] = {}  # names callers wait for: their worker never pauses
-        self._resume_at = 0.0  # time.monotonic() until which workers stay paused (TUNING.grace)
+        self._turns = threads.Turns()
 
     def request(self, start: Any, opening: cuctx.Opening) -> None:
         """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
@@ -208,9 +205,9 @@ class WarmPool:
                 return
             self._workers = True
         for i in range(max(1, TUNING.workers)):
-            threads.spawn(f"aot-warmup-{i}", self._work, opening)
+            threads.spawn(f"aot-warmup-{i}", self._work, opening, i)
 
-    def _work(self, opening: cuctx.Opening) -> None:
+    def _work(self, opening: cuctx.Opening, index: int) -> None:
         ctx = opening.context()
         if ctx is not None:
             try:
@@ -219,9 +216,15 @@ class WarmPool:
             except Exception as e:  # noqa: BLE001 - the tasks then make the device current the old way
                 log.debug("warmup worker: cannot make the context current: %s", e)
         global _busy
+        turns = self._turns
         while True:
+            if index:  # polite: the extra workers load only while a caller waits for the warmup
+                turns.wait_rush()
             name = self._queue.get()
-            self._wait_turn(name)
+            if index and turns.polite():
+                self._queue.put(name)  # the caller stopped waiting meanwhile: for the first worker
+                continue
+            turns.wait(name)
             with self._lock:
                 if name in self._taken:  # a caller served it first
                     continue
@@ -231,6 +234,7 @@ class WarmPool:
                     return
                 _busy += 1
             threads.stamp("first_task")
+            self._tls.since = time.perf_counter()
             try:
                 self._run(name)
                 threads.stamp("last_task_done", last=True)
@@ -238,6 +242,7 @@ class WarmPool:
                 with _busy_cv:
                     _busy -= 1
                     _busy_cv.notify_all()
+            turns.wait(name, self._tls.since)  # polite: rest after the task's last step
 
     def wait(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
@@ -245,26 +250,23 @@ class WarmPool:
         with self._lock:
             pending = dict(self._pending)
         cold = []
-        for n, p in pending.items():
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not p.done.wait(left) or p.error is not None:  # errors: reported through status()
-                cold.append(n)
+        with self._turns.rushing():  # a caller waits: every worker, full speed
+            for n, p in pending.items():
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not p.done.wait(left) or p.error is not None:  # errors: reported through status()
+                    cold.append(n)
         return sorted(cold)
 
     @contextmanager
     def first_in_line(self, name: str) -> Iterator[None]:
-        """In a caller's ``cccl(name)`` / ``kernel(name, ...)``: the workers pause at their next driver call
-        until the body is done (and ``TUNING.grace`` after), and ``name``, if this warmup still has it to
-        do, is served first: the worker on it finishes it, else it is warmed here, now."""
+        """In a caller's ``cccl(name)`` / ``kernel(name, ...)``: the workers pause at their next step until
+        the body is done (and ``TUNING.grace`` after), and ``name``, if this warmup still has it to do, is
+        served first: the worker on it finishes it, else it is warmed here, now."""
         if not TUNING.caller_first:
             yield
             return
         pending = self._pending.get(name)
-        with self._turn:
-            self._callers += 1
-            self._wanted[name] = self._wanted.get(name, 0) + 1
-            self._turn.notify_all()  # a worker paused on this very name goes on
-        try:
+        with self._turns.caller(name):
             if pending is not None and not pending.done.is_set():
                 with self._lock:
                     mine = name not in self._taken
@@ -274,31 +276,6 @@ class WarmPool:
                 else:
                     pending.done.wait()
             yield
-        finally:
-            with self._turn:
-                self._callers -= 1
-                self._wanted[name] -= 1
-                if not self._wanted[name]:
-                    del self._wanted[name]
-                if TUNING.grace > 0:
-                    self._resume_at = time.monotonic() + TUNING.grace
-                self._turn.notify_all()
-
-    def _wait_turn(self, name: str) -> None:
-        """A worker, before each task and each driver call: wait while callers are served (unless a caller
-        waits for this very ``name``)."""
-        if not self._callers and not self._resume_at:
-            return
-        with self._turn:
-            while name not in self._wanted:
-                if self._callers:
-                    self._turn.wait()
-                    continue
-                left = self._resume_at - time.monotonic()
-                if left <= 0:
-                    self._resume_at = 0.0
-                    return
-                self._turn.wait(left)
 
     def _run(self, name: str, here: bool = False) -> None:
         pending = self._pending[name]
@@ -315,7 +292,13 @@ class WarmPool:
         a caller's thread into the context current there, if any (else its kernels load at its first call,
         as without warmup)."""
         host = self._host
-        between: Callable[[], None] = _no_pause if here else (lambda: self._wait_turn(name))
+        tls, turns = self._tls, self._turns
+
+        def between() -> None:  # a worker, before each step: callers first; polite, rest after the last
+            if not here:
+                turns.wait(name, tls.since)
+                tls.since = time.perf_counter()
+
         try:
             if not here and not getattr(self._tls, "current", False):
                 self._device.make_current()  # no opened context: cuda.core's current device, as the loader
@@ -362,7 +345,3 @@ class WarmPool:
             return None
         log.debug("warmup of %s: %d kernel(s) loaded into the device", name, n)
         return n
-
-
-def _no_pause() -> None:
-    pass
