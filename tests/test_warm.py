@@ -487,3 +487,28 @@ def test_warmup_is_polite_until_someone_waits_for_it(small_build, fake_libcuda):
         assert start - end >= 0.15, r["log"]  # rested about as long as the 200 ms load
     after = [x for x in r["log"] if x[1] >= r["rush"]]
     assert any(x[0] == "aot-warmup-1" for x in after), r["log"]
+
+
+def test_warm_limit_summary_and_table():
+    """The limit is the smaller of the driver beside the import and max(import, driver alone); ratios are
+    warm-all over the limit and the first result with a warmup over the one without."""
+    spec = importlib.util.spec_from_file_location("warm_limit", ROOT / "benchmarks" / "warm_limit.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = []
+    for w in (500.0, 520.0, 510.0):
+        rows += [{"kind": "floor", "wall_ms": 300.0, "import_ms": 290.0, "context_ms": 240.0},
+                 {"kind": "driver", "wall_ms": w, "import_ms": 290.0, "context_ms": 240.0, "loads_ms": w - 240},
+                 {"kind": "driver-alone", "wall_ms": 480.0, "context_ms": 230.0, "loads_ms": 250.0, "kernels": 71},
+                 {"kind": "first-nowarm", "wall_ms": 600.0, "marks_ms": {"cccl_returned": 590.0}},
+                 {"kind": "first-new", "wall_ms": 570.0, "marks_ms": {"cccl_returned": 560.0}},
+                 {"kind": "warm-new", "wall_ms": 552.0, "blocking_ms": 3.0, "kernels": 71,
+                  "phases_ms": {"cuda_compute_imported": 350.0}, "problems": []},
+                 {"kind": "catalog", "wall_ms": 30.0, "catalog_ms": 25.0, "registry_ms": 1.0, "specs": 29}]
+    s = bench.summarize(rows, ["new"])
+    assert s["limit_ms"] == 480.0  # max(290, 480) < the driver beside the import (510)
+    assert s["ratio_warm_new"] == pytest.approx(1.15) and s["ratio_first_new"] == pytest.approx(0.95)
+    text = bench.table("default", s, ["new"])
+    assert "limit 480.0 ms" in text and "1.150x limit" in text and "0.950x no warmup" in text, text
+    assert "first use (names(), 29 specs) 25.0 ms" in text and "INCOMPLETE" not in text, text
+    assert set(bench.VARIANTS["today"]) == {"workers", "polite", "caller_first", "grace", "switch_interval"}

@@ -25,21 +25,20 @@ _mark = threading.local()
 class Tuning:
     """How a warmup shares the process with its caller (read as a warmup runs; module-level so that
     ``benchmarks/warm_limit.py`` can measure the alternatives; nothing else sets them). Measured on an
-    H100 (issue 24, ``benchmarks/results/warm_limit*.json``): every driver call of the application (its
-    runtime's first use, an allocation, a copy) waits for the warmup's load in flight (3-20 ms each), so
-    a warmup loading at full speed beside an application slowed its first result by up to 56%.
+    H100 (issue 24; ``benchmarks/results/warm_limit_h100*.json``, medians of 5 fresh processes):
 
-    ``polite``: while no caller waits for the warmup, one worker loads and, after each step, rests as
-    long as the step took (``duty`` 0.5: the driver and the GIL are free half the time); once a caller
-    waits (``ensure_warm``), ``workers`` threads load at full speed (H100, 100-spec set: 4 workers
-    1452 ms, 2: 1659). ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause
-    the workers at their next step until the caller's spec is served, by the worker already on it or
-    now in the caller's thread; ``grace``: seconds they stay paused after that, for its first call
-    (H100, default matrix: that call 51 ms without, 1 ms with 30 ms of grace).
+    ``polite``, ``duty``: while nobody waits for the warmup, one worker loads and rests after each step
+    as long as it took (duty 0.5). An application's first result (import cupy, one reduce on 2^20
+    items) with a whole warmup in flight: 0.96x / 0.85x of no warmup (default matrix / 100 specs);
+    loading at full speed instead: 1.25x / 1.32x. ``workers``: threads loading while a caller waits in
+    ``ensure_warm`` (4: warm-all of the 100 specs 1.08x the driver's limit).
+    ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause the workers at their
+    next step until the caller's spec is served, by the worker already on it or now in the caller's
+    thread; ``grace``: seconds they stay paused after that, for the caller's first call (default matrix,
+    full speed: that call took 51 ms with no grace, 1 ms with 30 ms).
     ``switch_interval``: the GIL switch interval (s) while warmup work is pending (``None``: the
-    process's own). Measured: 0.5 ms instead of 5 ms did not change the first result (0.983x vs 0.964x
-    of no warmup, default matrix; 1.279x vs 1.280x, 100 specs) and slowed warm-all (709 vs 682 ms,
-    1659 vs 1537 ms), so it is left alone."""
+    process's own). 0.5 ms instead of 5 ms did not change the first result (0.98x vs 0.96x, 1.28x vs
+    1.28x) and slowed warm-all (709 vs 682 ms, 1659 vs 1537 ms), so it is left alone."""
 
     workers = 4
     polite = True

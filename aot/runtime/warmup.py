@@ -13,19 +13,22 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
   checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
-* ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
+* up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
   context current (once): NVRTC units as soon as cuda.core is imported, then CCCL specs, largest first,
-  once cuda.compute is: deserialize, load the library, load every kernel. cuda.compute loads libraries
-  under one process-wide lock, so one worker's deserializing overlaps another's library and kernel
-  loading.
+  once cuda.compute is: deserialize, load the library, load every kernel.
 
-The caller comes first (:meth:`WarmPool.first_in_line`): ``cccl(name)`` or ``kernel(unit, ...)`` during a
-warmup pauses the workers at their next driver call (each holds the driver 3-20 ms) until the caller's
-spec is served: by the worker already on it, else in the caller's own thread, kernels included, into
-the context current there. The caller never queues behind the pool's other loads (cuda.compute's load
-lock is not fair: a caller could wait for every queued library). While warmup work is pending the GIL
-switch interval is ``TUNING.switch_interval`` (:data:`aot.runtime.threads.SWITCH`), so a caller's thread
-waits for the GIL a fraction of a millisecond, not 5 ms, after each system call.
+The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
+a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
+fair, so a warmup loading at full speed beside the application slowed its first result by 25-53%
+(``benchmarks/warm_limit.py``). Hence (:class:`aot.runtime.threads.Turns`):
+
+* polite while nobody waits for the warmup: one worker loads, resting after each step as long as the
+  step took, so the driver and the GIL are free half the time;
+* full speed (every worker) while a caller waits in ``ensure_warm`` (:meth:`WarmPool.wait`);
+* the caller's spec first (:meth:`WarmPool.first_in_line`): ``cccl(name)`` or ``kernel(unit, ...)`` during
+  a warmup pauses the workers at their next step until the spec is served, by the worker already on it,
+  else in the caller's own thread, kernels included, into the context current there; the workers stay
+  paused ``TUNING.grace`` after, for the first call.
 
 Without a usable driver (or when opening the device fails) the workers load as the loader always does:
 the device is looked up through cuda.core, and each spec's status says why it stayed cold.
