@@ -78,6 +78,7 @@ class WarmHost(Protocol):
     _device: ServedDevice
     _book: Any  # aot.runtime.registry.StatusBook
     _prechecked: dict[str, tuple[Any, Any, Any]]
+    _loaded: dict[str, _Loaded]
     manifest: Any
 
     def names(self) -> list[str]: ...
@@ -265,10 +266,11 @@ class WarmPool:
         """In a caller's ``cccl(name)`` / ``kernel(name, ...)``: the workers pause at their next step until
         the body is done (and ``TUNING.grace`` after), and ``name``, if this warmup still has it to do, is
         served first: the worker on it finishes it, else it is warmed here, now."""
-        if not TUNING.caller_first:
+        pending = self._pending.get(name)
+        warm = pending.done.is_set() if pending is not None else name in self._host._loaded
+        if warm or not TUNING.caller_first:  # nothing to wait for: no pause (kernel() may be called often)
             yield
             return
-        pending = self._pending.get(name)
         with self._turns.caller(name):
             if pending is not None and not pending.done.is_set():
                 with self._lock:
