@@ -20,6 +20,7 @@ from ..algorithms import DTYPES
 from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
                          SpecError, _text_problem, hint, short)
 from ..core.spec import NvrtcUnit, Spec
+from .includes import IncludeError, header_files
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units
@@ -147,7 +148,7 @@ class Matrix:
         missing = [n for n in only if n not in by_name]
         if missing:
             n = missing[0]
-            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{hint(n, by_name)}")
+            raise MatrixError(f"{self.path}: --only names unknown spec {short(n)}{hint(n, by_name)}")
         wanted = set(only)
         return tuple(s for s in self.specs if s.name in wanted)
 
@@ -413,14 +414,11 @@ def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
         if Path(d).is_absolute() or ".." in Path(d).parts:
             raise ctx.fail(line, f"include dir {short(d)} must be relative to the matrix, without '..'", spec=name,
                            fld="include_dirs")
-        root = ctx.path.parent / d
-        if not root.is_dir():
-            raise ctx.fail(line, f"include dir {short(d)} is not a directory ({root})", spec=name,
-                           fld="include_dirs")
-        for path in sorted(root.rglob("*")):
-            if path.suffix not in _HEADER_SUFFIXES or path.is_symlink() or not path.is_file():
-                continue
-            rel = path.relative_to(root).as_posix()
+        try:  # inside the matrix folder, no links followed, bounded (aot.build.includes)
+            found = header_files(ctx.path.parent, d, _HEADER_SUFFIXES)
+        except IncludeError as err:
+            raise ctx.fail(line, str(err), spec=name, fld="include_dirs") from None
+        for rel, path in found:
             if rel in headers:
                 raise ctx.fail(line, f"header {rel!r} is in two include dirs", spec=name, fld="include_dirs")
             if len(headers) >= MAX_HEADERS:
