@@ -140,7 +140,7 @@ def test_pip_wheel_with_build_isolation(isolated, example):
 @pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
 def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolated, example):
-    """`python -m build --wheel` (its isolated venv). auditwheel, cibuildwheel's default Linux repair, refuses
+    """`python -m build --wheel` (its isolated venv), then `pip install .`. auditwheel, cibuildwheel's default Linux repair, refuses
     the wheel (no ELF file: nothing to repair, the tag is already right), so the example switches it off with
     `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which cibuildwheel itself reads."""
     project = _project(isolated, example)
@@ -155,6 +155,12 @@ def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolat
     c = isolated.run([isolated.bare / "bin" / "cibuildwheel", "--print-build-identifiers", "--platform", "linux"],
                      cwd=project, timeout=120)
     assert c.returncode == 0 and c.stdout.split() == ["cp312-manylinux_x86_64"], c.stdout + c.stderr
+    # `pip install .`, the README's command, builds the same way (into a target folder: the bare venv stays bare).
+    target = project / "installed"
+    i = isolated.run([isolated.python, "-m", "pip", "install", "--no-deps", "--target", target, "."], cwd=project)
+    assert i.returncode == 0, i.stdout[-4000:] + i.stderr[-4000:]
+    pkg = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["aot"]["package"]
+    assert (target / pkg / "artifacts" / "manifest.json").is_file(), sorted(p.name for p in target.iterdir())
 
 
 def _readme_section() -> str:
