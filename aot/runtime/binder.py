@@ -106,7 +106,8 @@ class Binder:
         algo = ALGORITHMS[spec.algorithm]
         self.spec = spec
         self.fields = state_fields(p.get("state"))
-        self.ops = {slot.keyword: op_state(p[slot.field], self.fields) for slot in algo.ops}
+        layouts = {slot.keyword: op_state(p[slot.field], self.fields) for slot in algo.ops}
+        self.ops = {kw: layout for kw, layout in layouts.items() if layout}  # stateless ones: CcclAlgorithm's
         self.seqs = [(s, tree(p[s.field], s.dtype(p), spec.types)) for s in algo.seqs
                      if p.get(s.field, "array") != "array"]
 
