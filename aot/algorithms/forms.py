@@ -31,8 +31,9 @@ OUTPUT_KINDS = ("array", "discard", "transform", "reverse")
 INTEGER_LEAVES = ("counting", "shuffle")
 CACHE_MODIFIERS = ("stream", "global", "volatile")
 #: The extra keys a composite kind's mapping may hold, and their defaults.
-EXTRA_KEYS: Mapping[str, Mapping[str, Any]] = {"transform": {"over": "array"}, "permutation": {"indices": {"array": "int64"}},
-                                                "cache_modified": {"modifier": "stream"}, "zip": {}, "reverse": {}}
+EXTRA_KEYS: Mapping[str, Mapping[str, Any]] = {
+    "transform": {"over": "array"}, "permutation": {"indices": {"array": "int64"}},
+    "cache_modified": {"modifier": "stream"}, "zip": {}, "reverse": {}}
 MAX_DEPTH = 4
 MAX_ZIP = 8
 
@@ -76,7 +77,7 @@ def tree(raw: Any, dtype: str, types: Mapping[str, Any] | None = None) -> Node:
     if kind in LEAVES:
         own = raw[kind] if isinstance(raw, dict) and raw.get(kind) else None
         return Node(kind, own or ("int64" if kind == "shuffle" else dtype))
-    spec = raw if isinstance(raw, dict) else {kind: None}
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {kind: None}
     if kind == "transform":
         over = spec.get("over", "array")
         return Node(kind, dtype, (tree(over, _own_dtype(over) or dtype, types),), op=spec["transform"])

@@ -21,10 +21,8 @@ PLACEHOLDER_ADDRESS = 0xA0700000
 
 def placeholder_array(dtype: Any, shape: tuple[int, ...] = (1,)):
     """A device-array placeholder with a dummy data address, for every build-time site that reads one."""
-    try:
-        from cccl_patches import placeholder_array as patched  # i20-gate's version, once it lands
-    except ImportError:
-        patched = None
+    import cccl_patches
+    patched = getattr(cccl_patches, "placeholder_array", None)  # i20-gate's version, once it lands
     if patched is not None:
         return patched(dtype, shape)
     import numpy as np

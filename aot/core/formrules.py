@@ -93,7 +93,7 @@ def check_node(raw: Any, dtype: str, types: Mapping[str, Any], fld: str, *, outp
         if key != kind and key not in extra:
             raise SpecError(f"unknown key {short(key)} for a {kind} iterator{hint(key, extra)}; allowed: "
                             f"{', '.join([kind, *extra])}", f"{fld}.{str(key)[:64]}")
-    sub = dict(output=output, arrays=arrays, depth=depth + 1)
+    sub: dict[str, Any] = dict(output=output, arrays=arrays, depth=depth + 1)
     if kind == "transform":
         op = check_op(spec["transform"], "transform", 1, f"{fld}.transform", arrays)
         if is_cpp(op):

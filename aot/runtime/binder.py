@@ -136,8 +136,9 @@ class Binder:
             if (len(given) if isinstance(given, tuple) else 1) != max(n_leaves, 1):
                 raise self.fail(seq.keyword, f"the {seq.field} iterator takes {n_leaves} value(s) in a tuple "
                                              f"(its leaves, depth first), got {_kind(given)}")
-            kwargs[seq.keyword] = make_iterator(node, lambda leaf: self.leaf(leaf, items, seq.keyword),
-                                                lambda op: self.op_for(op, values), seq.output, self.spec.types)
+            kwargs[seq.keyword] = make_iterator(node, functools.partial(self.leaf, items=items, kw=seq.keyword),
+                                                functools.partial(self.op_for, values=values), seq.output,
+                                                self.spec.types)
         return kwargs
 
     def op_for(self, op: Any, values: Mapping[str, Any]):
