@@ -97,5 +97,5 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
         algo.check(obj, spec.params, c)
         return
     # State is bound per call: the same object is checked with two independently drawn states (two masks).
-    for c in (c, GpuCheck(device, n=n, seed=seed + 1, types=spec.types, params=spec.params)):
-        algo.check(functools.partial(obj, state=c.state), spec.params, c)
+    for check in (c, GpuCheck(device, n=n, seed=seed + 1, types=spec.types, params=spec.params)):
+        algo.check(functools.partial(obj, state=check.state), spec.params, check)
