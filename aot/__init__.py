@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError,
-                          ToolchainError, UsageError, VerificationError)
+from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, MatrixError,
+                          NoDeviceError, ToolchainError, UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -24,7 +24,7 @@ from .runtime import import_hook as _import_hook  # noqa: F401 - a lean `import 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
-           "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
+           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default"}

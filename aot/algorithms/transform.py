@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._base import INPUTS, REQUIRED, AlgorithmBase, Build, Check, OpSlot
+from ._base import REQUIRED, AlgorithmBase, Build, Check, OpSlot
+from .forms import Seq
+
+IN, OUT = Seq("input", "d_in"), Seq("output", "d_out", "out_dtype", output=True)
 
 
 class UnaryTransform(AlgorithmBase):
@@ -13,25 +16,22 @@ class UnaryTransform(AlgorithmBase):
     name = "unary_transform"
     factory = "make_unary_transform"
     fields = {"dtype": REQUIRED, "op": REQUIRED, "out_dtype": None, "input": "array"}
+    optional = {"output": "array"}
     ops = (OpSlot("op", "op", role="operator", arity=1),)
-    choices = {"input": INPUTS}
+    seqs = (IN, OUT)
     struct_fields = ("dtype", "out_dtype")
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
-        dt = p["dtype"]
-        return dict(d_in=b.input(p, dt), d_out=b.array(p["out_dtype"] or dt), op=b.op(p["op"]))
+        return dict(d_in=b.seq(p, IN), d_out=b.seq(p, OUT), op=b.op(p["op"]))
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
-        import numpy as np
-        dt, od, n = p["dtype"], p["out_dtype"] or p["dtype"], c.n
-        if p["input"] == "counting":
-            x, d_x = np.arange(n, dtype=dt), c.counting(dt)
-        else:
-            x = c.rand(dt, n, small=True)
-            d_x = c.up(x)
-        d_out = c.out(n, od)
-        obj(d_in=d_x, d_out=d_out, num_items=n)
-        c.ref.close_to(d_out.to_host(), c.ref.expect_transform(p["op"], c.np_dtype(od), x), "unary_transform")
+        """A shuffled input (a permutation of the indices) is compared as a multiset."""
+        od, n = p["out_dtype"] or p["dtype"], c.n
+        src = c.source(p, IN, n, index_like=bool(p.get("state")))
+        out = c.sink(p, OUT, n)
+        obj(d_in=src.arg, d_out=out.arg, num_items=n)
+        out.compare(c.ref.expect_transform(p["op"], c.np_dtype(od), src.values), "unary_transform",
+                    ordered=src.ordered)
 
 
 class BinaryTransform(AlgorithmBase):

@@ -1,0 +1,113 @@
+"""Build-time makers for the forms of :mod:`aot.algorithms.forms`: stateful Python operators, C++
+operators (``RawOp``, compiled with NVRTC), and iterator arguments over placeholders.
+
+State is bound to never-dereferenced placeholders: cuda.compute reads a data pointer where it builds a
+``PointerIterator`` or packs a captured array, but the address enters no compiled code (the blob keeps
+the state's size only; the caller's state is read at each call). The placeholder comes from
+:func:`placeholder_array`, the one place to switch to ``cccl_patches.placeholder_array`` once it lands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Mapping
+
+from ..algorithms.forms import Node, StateField, pack_state, state_alignment, tree
+from ..core.oplang import is_code_ref, op_state
+
+#: The address a placeholder reports: never dereferenced (the build runs no kernel), recognisable in a dump.
+PLACEHOLDER_ADDRESS = 0xA0700000
+
+
+def placeholder_array(dtype: Any, shape: tuple[int, ...] = (1,)):
+    """A device-array placeholder with a dummy data address, for every build-time site that reads one."""
+    import cccl_patches
+    patched = getattr(cccl_patches, "placeholder_array", None)  # i20-gate's version, once it lands
+    if patched is not None:
+        return patched(dtype, shape)
+    import numpy as np
+    return _Placeholder(np.dtype(dtype), shape)
+
+
+class _Placeholder:
+    """``__cuda_array_interface__`` of ``shape`` and ``dtype`` at :data:`PLACEHOLDER_ADDRESS`."""
+
+    def __init__(self, dtype, shape: tuple[int, ...]):
+        self.dtype, self.shape = dtype, shape
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": dtype.str, "data": (PLACEHOLDER_ADDRESS, False),
+                                         "version": 3, "strides": None, "descr": dtype.descr}
+
+
+def lambda_function(source: str, arrays: tuple[str, ...] = ()):
+    """A vetted lambda as a named ``def`` whose source :mod:`inspect` finds (cuda.compute rewrites a stateful
+    operator's source to take its state as parameters); its name hashes the text, so builds agree."""
+    import ast
+    import linecache
+    from ..core.oplang import lambda_problem
+    problem = lambda_problem(source, arrays)
+    if problem:
+        raise ValueError(f"refusing operator {source!r}: {problem}")
+    lam = ast.parse(source.strip(), mode="eval").body
+    assert isinstance(lam, ast.Lambda)
+    name = "aot_op_" + hashlib.sha256(source.strip().encode()).hexdigest()[:16]
+    args = ", ".join(a.arg for a in lam.args.args)
+    text = f"def {name}({args}):\n    return {ast.unparse(lam.body)}\n"
+    filename = f"<aot-op-{name}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(text, filename, "exec"), {"__builtins__": {}}, namespace)  # noqa: S102 - vetted above
+    return namespace[name]
+
+
+def stateful(fn: Callable[..., Any], fields: tuple[StateField, ...]):
+    """cuda.compute's stateful operator for ``fn`` reading the arrays ``fields``, in that order (the
+    order the binder packs them in), bound to placeholders."""
+    from cuda.compute._jit import _JitOpState, _StatefulOp
+    arrays = [placeholder_array(f.dtype) for f in fields]
+    return _StatefulOp(fn, _JitOpState([f.name for f in fields], arrays))
+
+
+def cpp_op(op: Mapping[str, Any], fields: tuple[StateField, ...], sources: Mapping[str, str], sm: int | None):
+    """A C++ operator as a ``RawOp``: its source compiled to LTO-IR by NVRTC for ``sm`` (None: the current
+    device), its state a placeholder struct of the declared layout."""
+    from cuda.compute._cpp_compile import compile_cpp_to_ltoir
+    from cuda.compute.op import RawOp
+    ltoir = compile_cpp_to_ltoir(sources[op["cpp"]], arch=f"sm_{sm}" if sm else None)
+    state = pack_state(fields, tuple(PLACEHOLDER_ADDRESS if f.array else 0 for f in fields))
+    return RawOp(ltoir=ltoir, name=op["function"], state=state, state_alignment=state_alignment(fields))
+
+
+def operator_for(op: Any, fields: tuple[StateField, ...], sources: Mapping[str, str], sm: int | None,
+                 plain: Callable[[str], Any]):
+    """A spec's operator as the factory takes it: ``plain(op)`` for one without state (built-in, lambda,
+    code), a stateful adapter for a Python operator with state, a ``RawOp`` for a C++ operator."""
+    if isinstance(op, dict):
+        return cpp_op(op, op_state(op, fields), sources, sm)
+    used = op_state(op, fields)
+    if not used:
+        return plain(op)
+    if is_code_ref(op):
+        from ..core.opref import resolve
+        return stateful(resolve(op), used)
+    return stateful(lambda_function(op, tuple(f.name for f in used)), used)
+
+
+def iterator_arg(raw: Any, dtype: str, types: Mapping[str, Any], output: bool, op_for: Callable[[Any], Any]):
+    """The iterator a stored node describes, over placeholders (each leaf's runtime values are bound at
+    call time by :mod:`aot.runtime.binder`)."""
+    import cuda.compute as cc
+    from ..algorithms import np_dtype
+    from ..runtime.binder import discard, make_iterator, np_scalar
+
+    def leaf(node: Node):
+        if node.kind == "array":
+            return placeholder_array(np_dtype(node.dtype, types))
+        if node.kind == "counting":
+            return cc.CountingIterator(np_scalar(node.dtype, 0))
+        if node.kind == "constant":
+            return cc.ConstantIterator(np_scalar(node.dtype, 0))
+        if node.kind == "shuffle":
+            return cc.ShuffleIterator(1, 0)
+        return discard(node.dtype)
+
+    return make_iterator(tree(raw, dtype, types), leaf, op_for, output, types)
