@@ -387,3 +387,13 @@ def test_checks_accept_the_right_answer_and_catch_a_wrong_one(forms_dir, name, g
     _host_run(spec, good)
     with pytest.raises(Mismatch):
         _host_run(spec, bad)
+
+
+def test_an_operator_reading_a_state_length_is_refused(tmp_path, monkeypatch):
+    """Compiled against a placeholder, ``len(flags)`` would be a constant: refused at build, naming it."""
+    from aot.algorithms.forms import StateField
+    from aot.build.operators import operator_for
+    (tmp_path / "aotlenops.py").write_text("flags = None\n\n\ndef bounded(i):\n    return i < len(flags)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"'aotlenops:bounded' reads the length or shape of a state array"):
+        operator_for("aotlenops:bounded", (StateField("flags", "uint8", True),), {}, 90, lambda op: op)
