@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, MatrixError, NoDeviceError,
-                          ToolchainError, UsageError, VerificationError)
+from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, MatrixError,
+                          NoDeviceError, ToolchainError, UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -26,7 +26,7 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            # other handles on an NVRTC kernel (aot.runtime.handles, imported when first used)
            "cufunction", "cupy_module", "cupy_kernel",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
-           "AotError", "ArtifactError", "BuildError", "BusyError", "MatrixError", "NoDeviceError",
+           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", "cufunction": "runtime.handles",

@@ -22,7 +22,22 @@ only serialized, never called; real pointers are bound at call time) and never s
 assert the address does not occur in any blob). Every patched spec is verified on a GPU against numpy
 (``python -m aot verify --gpu``) before it ships.
 
-The patch is version-gated: it refuses to apply to a cuda-cccl it was not checked against, so an
+Two more fixes for the forms beyond plain arrays (issue 20), each with its evidence in its module:
+
+* :func:`placeholder_array` (:mod:`cccl_patches.placeholder`): a build-time array with a
+  ``__cuda_array_interface__`` and the same dummy address, for the sites that refuse ``ProxyArray``
+  because they read a data pointer while building (iterators over arrays, the cache-modified iterator,
+  the arrays a stateful Python operator captures).
+* :mod:`cccl_patches.symbols` (installed by :func:`apply`): iterator symbol names hash the operator's
+  content instead of its memory address, so a ``TransformIterator`` over a Python operator builds to the
+  same bytes twice. It changes no symbol of an iterator without an operator, so no artifact built before
+  it changes (``PATCH_VERSION`` stays).
+* :mod:`cccl_patches.annotated_ops` (installed by :func:`apply`): a stateless Python operator with type
+  annotations is compiled for the build's target instead of eagerly for the current device (which a
+  driverless host has not); ``TransformOutputIterator`` needs the annotations. Unannotated operators are
+  untouched.
+
+The patches are version-gated: they refuse to apply to a cuda-cccl they were not checked against, so an
 upgrade is a conscious re-verification, not a silent change.
 """
 
@@ -30,10 +45,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .placeholder import PLACEHOLDER_ADDRESS, PlaceholderArray, placeholder_array
+
 #: cuda-cccl versions this patch was verified against (on the GPU, every spec of the default matrix).
 VERIFIED_CCCL_VERSIONS = ("1.2.1",)
-#: The dummy non-NULL state given to ``ProxyArray`` iterators; a value easy to grep for in blobs.
-PLACEHOLDER_ADDRESS = 0x0A07A07A07000
 #: Bumped when the patch changes what a build produces (part of every CCCL content key).
 PATCH_VERSION = 1
 STUB_SOURCE = Path(__file__).with_name("libcuda_stub.c")
@@ -46,7 +61,8 @@ class PatchError(RuntimeError):
 
 
 def apply() -> None:
-    """Install the ProxyArray fix into this process's cuda.compute (idempotent)."""
+    """Install the ProxyArray fix and the stable iterator symbols into this process's cuda.compute
+    (idempotent)."""
     global _applied
     if _applied:
         return
@@ -71,4 +87,11 @@ def apply() -> None:
                                 interop.Op(), info, state=PLACEHOLDER_ADDRESS)
 
     interop._device_array_to_cccl_iter = _device_array_to_cccl_iter
+    from . import annotated_ops, symbols
+    symbols.install()
+    annotated_ops.install()
     _applied = True
+
+
+__all__ = ["PATCH_VERSION", "PLACEHOLDER_ADDRESS", "PatchError", "PlaceholderArray", "STUB_SOURCE",
+           "VERIFIED_CCCL_VERSIONS", "apply", "placeholder_array"]

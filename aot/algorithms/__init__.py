@@ -31,6 +31,8 @@ class Algorithm(Protocol):
     int_ranges: Mapping[str, tuple[int, int]]  # integer fields
     struct_fields: tuple[str, ...]             # dtype fields that may name a struct type
     optional: Mapping[str, Any]                # fields recorded only when not at their default
+    seqs: tuple[Any, ...]                      # sequence fields that may be iterators (forms.Seq)
+    refused: Mapping[str, Mapping[str, str]]   # choice values refused, with the reason
 
     def bound_arguments(self, p: Mapping[str, Any]) -> dict[str, Any]:
         """Call arguments filled in when the caller leaves them out (compiled-in values)."""

@@ -79,6 +79,13 @@ class Build(Protocol):
     def input(self, p: Mapping[str, Any], dtype: str) -> Any:
         """The input sequence: an array of ``dtype``, or the indices when ``input: counting``."""
 
+    def seq(self, p: Mapping[str, Any], seq: Any) -> Any:
+        """The sequence argument ``seq`` (:class:`aot.algorithms.forms.Seq`) describes: an array, or the
+        iterator its node describes, over placeholders."""
+
+    def determinism(self, word: str) -> Any:
+        """``"run_to_run"`` / ``"not_guaranteed"`` -> ``cuda.compute.Determinism``."""
+
 
 def np_dtype(name: str, types: Mapping[str, Any] | None = None):
     """A scalar dtype name, or a struct type's name -> numpy dtype (structs: aligned, as CUDA lays them)."""
@@ -154,6 +161,19 @@ class Check(Protocol):
 
     def counting(self, dtype: str, start: int = 0) -> Any:
         """A counting iterator over ``dtype`` indices from ``start``."""
+
+    def shuffle(self, n: int, seed: int) -> Any:
+        """A shuffle of the indices 0..n-1 (``cuda.compute.ShuffleIterator``)."""
+
+    def source(self, p: Mapping[str, Any], seq: Any, n: int, *, index_like: bool = False) -> Any:
+        """Inputs for the sequence ``seq`` (:class:`aot.algorithms.forms.Seq`) of ``n`` elements: a
+        :class:`Source` (``arg`` to pass, ``values`` the numpy elements it yields, ``plain``: an array the
+        check may edit, ``ordered``: False for a shuffle, whose order no reference knows). ``index_like``:
+        integer elements in [0, n), where an operator may subscript state with them."""
+
+    def sink(self, p: Mapping[str, Any], seq: Any, n: int) -> Any:
+        """An output for ``seq`` of ``n`` elements: a :class:`Sink` (``arg`` to pass; ``compare(want, what)``
+        reads it back through its iterator, or skips a discard)."""
 
     @property
     def ref(self) -> References:
@@ -255,6 +275,11 @@ class AlgorithmBase:
     int_ranges: Mapping[str, tuple[int, int]] = {}
     #: Fields whose dtype may name a struct type (``types:``); the others must be scalar.
     struct_fields: tuple[str, ...] = ()
+    #: Sequence arguments that may be iterators (:class:`aot.algorithms.forms.Seq`); each is an optional
+    #: field (default ``"array"``) unless ``fields`` lists it.
+    seqs: tuple[Any, ...] = ()
+    #: Choice values refused with a reason (``determinism: gpu_to_gpu``).
+    refused: Mapping[str, Mapping[str, str]] = {}
 
     def bound_arguments(self, p: Mapping[str, Any]) -> dict[str, Any]:
         """Call arguments the loaded object fills in when the caller leaves them out (besides operators,

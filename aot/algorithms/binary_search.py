@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any, Literal, Mapping
 
 from ._base import REQUIRED, AlgorithmBase, Build, Check
+from .forms import Seq
+
+VALUES = Seq("values", "d_values")
 
 
 class BinarySearch(AlgorithmBase):
     fields = {"dtype": REQUIRED, "index_dtype": "uint64"}
+    optional = {"values": "array"}
+    seqs = (VALUES,)
     call_defaults = {"comp": None}  # the default (less) comparator, compiled in
     choices = {"index_dtype": ("uint64",)}  # cuda.compute 1.2.1 takes pointer-sized (np.uintp) indices only
 
@@ -18,15 +23,19 @@ class BinarySearch(AlgorithmBase):
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
         dt = p["dtype"]
-        return dict(d_data=b.array(dt), d_values=b.array(dt), d_out=b.array(p["index_dtype"]))
+        return dict(d_data=b.array(dt), d_values=b.seq(p, VALUES), d_out=b.array(p["index_dtype"]))
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
         dt, n = p["dtype"], c.n
         data = np.sort(c.rand(dt, n, small=True))
-        values = np.concatenate([c.rand(dt, n // 2, small=True), data[::3]])
+        m = n // 2 + len(data[::3])
+        src = c.source(p, VALUES, m)
+        values = np.concatenate([src.values[:n // 2], data[::3]]) if src.plain else src.values
+        if not src.ordered:
+            raise c.ref.NoReference(f"{self.name}: a shuffled input's order has no numpy reference")
         d_res = c.out(len(values), p["index_dtype"])
-        obj(d_data=c.up(data), num_items=n, d_values=c.up(values), num_values=len(values), d_out=d_res)
+        obj(d_data=c.up(data), num_items=n, d_values=src.with_values(values), num_values=len(values), d_out=d_res)
         want = np.searchsorted(data, values, side=self.side)
         c.ref.close(d_res.to_host(), want.astype(p["index_dtype"]), self.name)
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ._base import REQUIRED, AlgorithmBase, Build, Check, OpSlot
+from .forms import Seq
+
+IN, OUT = Seq("input", "d_in"), Seq("output", "d_out", output=True)
 
 
 class Scan(AlgorithmBase):
     fields = {"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED}
+    optional = {"input": "array", "output": "array"}
     ops = (OpSlot("op", "op"),)
+    seqs = (IN, OUT)
     struct_fields = ("dtype",)
 
     def __init__(self, name: str, inclusive: bool):
@@ -17,17 +22,20 @@ class Scan(AlgorithmBase):
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
         dt = p["dtype"]
-        return dict(d_in=b.array(dt), d_out=b.array(dt), op=b.op(p["op"]), init_value=b.value(dt, p["init"]))
+        return dict(d_in=b.seq(p, IN), d_out=b.seq(p, OUT), op=b.op(p["op"]), init_value=b.value(dt, p["init"]))
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
         import numpy as np
         dt, n = p["dtype"], c.n
-        x = c.rand(dt, n, small=True)
+        src = c.source(p, IN, n)
+        if not src.ordered:
+            raise c.ref.NoReference(f"{self.name}: a shuffled input's order has no numpy reference")
+        x = src.values
         init = c.value(dt, p["init"])
-        d_in, d_out = c.up(x), c.out(n, dt)
-        c.twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=d_out, init_value=init, num_items=n))
+        d_in, out = src.arg, c.sink(p, OUT, n)
+        c.twice(lambda t: obj(temp_storage=t, d_in=d_in, d_out=out.arg, init_value=init, num_items=n))
         acc = c.ref.expect_scan(p["op"], init.dtype, np.concatenate([init, x]))  # per prefix, init first
-        c.ref.close_to(d_out.to_host(), acc.part(slice(1, None) if self.inclusive else slice(0, -1)), self.name)
+        out.compare(acc.part(slice(1, None) if self.inclusive else slice(0, -1)), self.name)
 
 
 EXCLUSIVE_SCAN = Scan("exclusive_scan", inclusive=False)

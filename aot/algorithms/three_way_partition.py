@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._base import INPUTS, REQUIRED, AlgorithmBase, Build, Check, OpSlot, decided_input
+from ._base import REQUIRED, AlgorithmBase, Build, Check, OpSlot, decided_input
+from .forms import Seq
+
+IN = Seq("input", "d_in")
 
 
 class ThreeWayPartition(AlgorithmBase):
@@ -15,12 +18,12 @@ class ThreeWayPartition(AlgorithmBase):
     optional = {"input": "array"}
     ops = (OpSlot("first_op", "select_first_part_op", role="first predicate", arity=1),
            OpSlot("second_op", "select_second_part_op", role="second predicate", arity=1))
-    choices = {"input": INPUTS}
+    seqs = (IN,)
     struct_fields = ("dtype",)
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
         dt = p["dtype"]
-        return dict(d_in=b.input(p, dt), d_first_part_out=b.array(dt), d_second_part_out=b.array(dt),
+        return dict(d_in=b.seq(p, IN), d_first_part_out=b.array(dt), d_second_part_out=b.array(dt),
                     d_unselected_out=b.array(dt), d_num_selected_out=b.array(p["count_dtype"]),
                     select_first_part_op=b.op(p["first_op"]), select_second_part_op=b.op(p["second_op"]))
 
@@ -29,10 +32,11 @@ class ThreeWayPartition(AlgorithmBase):
         as "in reverse order" and, in CUB's own example, as stable: compared as a multiset."""
         import numpy as np
         dt, n = p["dtype"], c.n
-        counting = p.get("input", "array") == "counting"
-        x = np.arange(n, dtype=dt) if counting else c.rand(dt, n, small=True)
-        x = decided_input(c, (p["first_op"], p["second_op"]), x, counting)
-        d_x = c.counting(dt) if counting else c.up(x)
+        src = c.source(p, IN, n, index_like=bool(p.get("state")))
+        if not src.ordered:
+            raise c.ref.NoReference("three_way_partition: a shuffled input's order has no numpy reference")
+        x = decided_input(c, (p["first_op"], p["second_op"]), src.values, not src.plain)
+        d_x = src.with_values(x)
         first = c.ref.expect_predicate(p["first_op"], x).want
         second = c.ref.expect_predicate(p["second_op"], x).want & ~first
         rest = ~(first | second)

@@ -48,9 +48,14 @@ class FactoryArgs:
     ``array(dtype)`` is a ``ProxyArray`` for AoT builds and a real device array elsewhere (benchmarks);
     ``dtype`` may be a struct type's name (``types``). The rest import cuda.compute lazily."""
 
-    def __init__(self, array: Callable[[Any], Any], types: Mapping[str, Any] | None = None):
+    def __init__(self, array: Callable[[Any], Any], types: Mapping[str, Any] | None = None,
+                 spec: CcclSpec | None = None, sm: int | None = None):
+        from ..algorithms.forms import state_fields
         self._array = array
         self.types = dict(types or {})
+        self._fields = state_fields(spec.params.get("state")) if spec is not None else ()
+        self._sources = dict(spec.sources) if spec is not None else {}
+        self._sm = sm
 
     def np_dtype(self, name: str):
         from ..algorithms import np_dtype
@@ -62,8 +67,24 @@ class FactoryArgs:
     def value(self, dtype: str, init: Any):
         return init_value(dtype, init, self.types)
 
-    def op(self, source: str):
-        return operator(source)
+    def op(self, source: Any):
+        """The operator as the factory takes it; with state or in C++ through :mod:`aot.build.operators`."""
+        if not self._fields and not isinstance(source, dict):
+            return operator(source)
+        from .operators import operator_for
+        return operator_for(source, self._fields, self._sources, self._sm, operator)
+
+    def determinism(self, word: str):
+        import cuda.compute as cc
+        return cc.Determinism[word.upper()]
+
+    def seq(self, p: Mapping[str, Any], seq: Any):
+        """An array of the sequence's dtype, or the iterator its node describes (over placeholders)."""
+        raw = p.get(seq.field, "array")
+        if raw == "array":
+            return self.array(seq.dtype(p))
+        from .operators import iterator_arg
+        return iterator_arg(raw, seq.dtype(p), self.types, seq.output, self.op)
 
     def order(self, order: str):
         import cuda.compute as cc
@@ -80,12 +101,12 @@ class FactoryArgs:
         return self.counting(dtype) if p.get("input", "array") == "counting" else self.array(dtype)
 
 
-def algorithm_kwargs(spec: CcclSpec, array: Callable[[Any], Any]) -> tuple[str, dict[str, Any]]:
+def algorithm_kwargs(spec: CcclSpec, array: Callable[[Any], Any], sm: int | None = None) -> tuple[str, dict[str, Any]]:
     """The factory name and keyword arguments for ``spec`` (see :mod:`aot.algorithms`); ``array(dtype)``
     makes each array argument (``ProxyArray`` for AoT builds, real device arrays elsewhere)."""
     from ..algorithms import ALGORITHMS
     algo = ALGORITHMS[spec.algorithm]
-    return algo.factory, algo.factory_kwargs(spec.params, FactoryArgs(array, spec.types))
+    return algo.factory, algo.factory_kwargs(spec.params, FactoryArgs(array, spec.types, spec, sm))
 
 
 def build_cccl(spec: CcclSpec, sm: int):
@@ -94,7 +115,7 @@ def build_cccl(spec: CcclSpec, sm: int):
     from .toolchain import cccl_ready
     cccl_ready()
     import cuda.compute as cc
-    factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)))
+    factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)), sm)
     if spec.code:
         from ..core.opref import check_digests
         check_digests(spec)  # the source built is the source the content key names

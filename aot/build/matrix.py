@@ -197,6 +197,8 @@ class _Ctx:
             line = e["options"].key_lines.get(fld[len("options."):], e.key_lines.get("options", e.line))
         elif fld is not None and fld in e:
             line = e.key_lines[fld]
+        elif fld is not None and fld.split(".")[0].split("[")[0] in e:  # a part of a field (input.over, state.mask)
+            line = e.key_lines[fld.split(".")[0].split("[")[0]]
         return self.fail(line, str(err), spec=name, fld=fld)
 
 
@@ -346,7 +348,14 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
         except SpecError as err:  # name the operator field that holds this reference
             fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
             raise SpecError(str(err), fld) from None
-    return check_cccl(e, types or {}, digest)
+    def read_cpp(rel: str) -> str:
+        """A C++ operator's source, relative to the matrix (bounded, UTF-8)."""
+        path = resolve_source(ctx.path, rel)
+        try:
+            return _read_bounded(path, MAX_SOURCE_LEN).decode("utf-8")
+        except (ArtifactError, UnicodeDecodeError) as err:
+            raise SpecError(f"cannot read the C++ operator's source {path}: {err}", "op.cpp") from None
+    return check_cccl(e, types or {}, digest, read_cpp)
 
 
 def _flags_entry(e: _Map) -> _Map:

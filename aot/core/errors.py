@@ -62,6 +62,13 @@ class VerificationError(AotError):
     return_code = 7
 
 
+class CallError(AotError, TypeError):
+    """A loaded algorithm was called with an argument its artifact cannot serve: state missing, unknown, of
+    another dtype or on the host, an iterator's leaf of the wrong kind or dtype. Never a wrong result."""
+
+    return_code = 8
+
+
 class AotWarning(UserWarning):
     """An artifact or cache entry was skipped (the next source served instead), or a manifest is unusable.
 

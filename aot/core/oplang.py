@@ -2,8 +2,8 @@
 
 Operator lambdas are evaluated (to hand numba a function) when a spec is built, including on an end
 user's machine when the loader falls back to JIT from a manifest; so only arithmetic, comparisons and
-boolean logic over the lambda's own arguments and numeric constants are allowed, and the text is
-bounded before it is parsed.
+boolean logic over the lambda's own arguments and numeric constants are allowed, plus a subscript of a
+state array the spec declares (``mask[i]``, index arithmetic), and the text is bounded before it is parsed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..algorithms import BUILTIN_OPS
 from .text import SpecError, _text_problem, hint, short
 
 
-_SAFE_NODES = ("Expression", "Lambda", "arguments", "arg", "Name", "Load", "Constant", "BinOp", "UnaryOp",
+_SAFE_NODES = ("Subscript", "Expression", "Lambda", "arguments", "arg", "Name", "Load", "Constant", "BinOp", "UnaryOp",
                "Compare", "BoolOp", "IfExp", "Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "BitAnd",
                "BitOr", "BitXor", "LShift", "RShift", "USub", "UAdd", "Not", "Invert", "Eq", "NotEq", "Lt",
                "LtE", "Gt", "GtE", "And", "Or")
@@ -45,8 +45,10 @@ _KEYWORD = re.compile(r"\b(?:not|and|or|if|else|lambda|is|in)\b")
 
 
 @functools.lru_cache(maxsize=1024)
-def _lambda_check(source: str) -> tuple[int, str | None]:
+def _lambda_check(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str, ...] = ()) -> tuple[int, str | None]:
     """(number of arguments, problem or ``None``) for a lambda source: parsed once per distinct text.
+    ``arrays``: the state arrays the spec declares, which the lambda may subscript (and nothing else);
+    ``scalars``: scalar state it may name (only a C++ operator's reference, which numba never compiles).
 
     Bounded before the parse (length, then operators and brackets counted by a regular expression), so
     a hostile manifest cannot make the loader spend seconds or gigabytes in ``ast.parse``; anything the
@@ -77,6 +79,9 @@ def _lambda_check(source: str) -> tuple[int, str | None]:
         dup = next(n for n in names if names.count(n) > 1)
         return 0, f"lambda names the argument {dup!r} twice"
     params = set(names)
+    if params & set(arrays + scalars):
+        return 0, f"a lambda argument shadows the state field {sorted(params & set(arrays + scalars))[0]!r}"
+    subscripted = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
     level: list[ast.AST] = [tree]
     for _ in range(MAX_LAMBDA_DEPTH):  # breadth first, one level at a time: no recursion, bounded depth
         below: list[ast.AST] = []
@@ -84,8 +89,17 @@ def _lambda_check(source: str) -> tuple[int, str | None]:
             kind = type(node).__name__
             if kind not in _SAFE_NODES:
                 return 0, f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
+            if isinstance(node, ast.Subscript) and not (isinstance(node.value, ast.Name) and node.value.id in arrays):
+                return 0, ("lambda uses Subscript of something other than a declared state array"
+                           + (f" ({', '.join(arrays)})" if arrays else "; declare it under 'state:' as '<dtype>[]'"))
             if isinstance(node, ast.Name) and node.id not in params:
-                return 0, f"lambda refers to {node.id!r}; only its own arguments and numeric constants are allowed"
+                if (node.id in arrays and id(node) in subscripted) or node.id in scalars:
+                    pass
+                elif node.id in arrays:
+                    return 0, f"lambda uses the state array {node.id!r} without subscripting it ({node.id}[i])"
+                else:
+                    return 0, (f"lambda refers to {node.id!r}; only its own arguments, numeric constants and "
+                               f"subscripts of declared state arrays are allowed")
             if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
                 return 0, f"lambda uses the constant {short(node.value)}; only numbers are allowed"
             below.extend(ast.iter_child_nodes(node))
@@ -95,7 +109,7 @@ def _lambda_check(source: str) -> tuple[int, str | None]:
     return 0, f"the lambda nests deeper than {MAX_LAMBDA_DEPTH} levels"
 
 
-def lambda_problem(source: str) -> str | None:
+def lambda_problem(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str, ...] = ()) -> str | None:
     """Why ``source`` is not an acceptable operator lambda, or ``None``.
 
     Operator lambdas are evaluated (to hand numba a function) when a spec is built, including on an end
@@ -107,7 +121,29 @@ def lambda_problem(source: str) -> str | None:
     if not isinstance(source, str):
         return "the lambda source is not a string"
     problem = _text_problem(source, MAX_LAMBDA_LEN)  # before the cache: it never holds a long text
-    return f"the lambda {problem}" if problem else _lambda_check(source)[1]
+    return f"the lambda {problem}" if problem else _lambda_check(source, tuple(arrays), tuple(scalars))[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def lambda_names(source: str) -> frozenset[str]:
+    """Every name a (vetted) lambda's body mentions: which declared state arrays it reads."""
+    import ast
+    tree = ast.parse(source.strip(), mode="eval")
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+
+
+def op_state(op: Any, fields: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The state fields (:class:`aot.algorithms.forms.StateField`) operator ``op`` receives, in the declared
+    order: a lambda, the arrays it mentions; an operator from code or a C++ operator, every declared field;
+    a built-in, none. The one rule the builder, the binder and the checks share."""
+    if not fields or not isinstance(op, (str, dict)):
+        return ()
+    if isinstance(op, str) and op.lstrip().startswith("lambda"):
+        used = lambda_names(op)
+        return tuple(f for f in fields if f.name in used)
+    if isinstance(op, dict) or is_code_ref(op):
+        return tuple(fields)
+    return ()
 
 
 def code_ref_problem(op: str) -> str | None:
@@ -124,10 +160,14 @@ def is_code_ref(op: Any) -> bool:
     return isinstance(op, str) and ":" in op and not op.lstrip().startswith("lambda")
 
 
-def check_op(value: Any, role: str, arity: int, fld: str = "op") -> str:
-    """A built-in operator name, an acceptable lambda taking ``arity`` arguments (stripped), or an operator
-    from code's reference (its shape: the caller resolves it), else :class:`SpecError` on ``fld``. ``role``
-    names what the operator is for, for messages."""
+def check_op(value: Any, role: str, arity: int, fld: str = "op", arrays: tuple[str, ...] = (),
+             scalars: tuple[str, ...] = ()) -> Any:
+    """A built-in operator name, an acceptable lambda taking ``arity`` arguments (stripped; it may subscript
+    the state ``arrays``), an operator from code's reference (its shape: the caller resolves it), or a C++
+    operator mapping (:func:`check_cpp_op`), else :class:`SpecError` on ``fld``. ``role`` names what the
+    operator is for, for messages."""
+    if isinstance(value, dict):
+        return check_cpp_op(value, role, arity, fld, arrays, scalars)
     if not isinstance(value, str):
         raise SpecError(f"the {role} must be a built-in operator name or a 'lambda ...' source", fld)
     problem = _text_problem(value, MAX_LAMBDA_LEN)
@@ -135,7 +175,7 @@ def check_op(value: Any, role: str, arity: int, fld: str = "op") -> str:
         raise SpecError(f"the {role} {problem}", fld)
     value = value.strip()
     if value.startswith("lambda"):
-        n_args, problem = _lambda_check(value)
+        n_args, problem = _lambda_check(value, tuple(arrays), tuple(scalars))
         if problem:
             raise SpecError(problem, fld)
         if n_args != arity:
@@ -151,3 +191,33 @@ def check_op(value: Any, role: str, arity: int, fld: str = "op") -> str:
         raise SpecError(f"unknown operator {short(value)}{hint(value, BUILTIN_OPS)}; built-ins: "
                         f"{', '.join(BUILTIN_OPS)}, a 'lambda x: ...' source or a 'package.module:function'", fld)
     return value
+
+
+#: The keys of a C++ operator mapping.
+CPP_KEYS = ("cpp", "function", "reference")
+
+
+def check_cpp_op(value: dict, role: str, arity: int, fld: str, arrays: tuple[str, ...] = (),
+                 scalars: tuple[str, ...] = ()) -> dict:
+    """A C++ operator ``{cpp: FILE, function: NAME, reference: OP}``: a relative source path (its text is
+    read and recorded by the caller), the ``extern "C"`` function's name, and optionally a Python operator
+    of the same meaning for ``verify --gpu`` (checked like any operator of this slot)."""
+    for key in value:
+        if key not in CPP_KEYS:
+            raise SpecError(f"unknown key {short(key)} of a C++ operator{hint(key, CPP_KEYS)}; allowed: "
+                            f"{', '.join(CPP_KEYS)}", f"{fld}.{str(key)[:64]}")
+    path, func = value.get("cpp"), value.get("function")
+    if not isinstance(path, str) or _text_problem(path, 1024) or not path or path.startswith("/") \
+            or "\\" in path or any(p in ("", ".", "..") for p in path.split("/")):
+        raise SpecError(f"a C++ operator's 'cpp' must be a relative source path (no '..'), got {short(path)}",
+                        f"{fld}.cpp")
+    if not isinstance(func, str) or not func.isidentifier() or len(func) > 128:
+        raise SpecError(f"a C++ operator's 'function' must be the extern \"C\" function's name, got {short(func)}",
+                        f"{fld}.function")
+    out = {"cpp": path, "function": func}
+    if "reference" in value:
+        ref = value["reference"]
+        if isinstance(ref, dict):
+            raise SpecError("a C++ operator's reference must be a Python operator", f"{fld}.reference")
+        out["reference"] = check_op(ref, f"{role}'s reference", arity, f"{fld}.reference", arrays, scalars)
+    return out

@@ -12,6 +12,8 @@ import re
 from typing import Any, Callable, Mapping
 
 from ..algorithms import ALGORITHMS, DTYPES, REQUIRED, is_dtype_field
+from ..algorithms.forms import is_cpp
+from .formrules import check_node, check_sources, check_state, check_stateful_op, state_names
 from .oplang import check_op, is_code_ref
 from .spec import CcclSpec, NvrtcUnit, Spec
 from .text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_LIST_LEN, MAX_NAME_LEN, MAX_SOURCE_LEN, MAX_STRUCT_FIELDS,
@@ -133,13 +135,17 @@ def _missing(field: str, d: Mapping[str, Any], message: str) -> SpecError:
 
 
 def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
-               digest: Callable[[str], str] | None = None) -> CcclSpec:
+               digest: Callable[[str], str] | None = None, read_cpp: Callable[[str], str] | None = None) -> CcclSpec:
     """The CCCL spec a mapping (a matrix entry, a manifest definition) describes, every field checked
     and defaults filled in; else :class:`SpecError` naming the first field at fault.
 
-    A matrix entry comes with the matrix's ``types`` and a ``digest`` that hashes an operator from code's
-    source (importing its module: the matrix is the user's own file). A manifest definition (both
-    ``None``) carries its own ``types`` and ``code`` digests, checked here and never imported."""
+    A matrix entry comes with the matrix's ``types``, a ``digest`` that hashes an operator from code's
+    source (importing its module: the matrix is the user's own file) and ``read_cpp`` that reads a C++
+    operator's source next to the matrix. A manifest definition (all ``None``) carries its own ``types``,
+    ``code`` digests and C++ ``sources``, checked here and never imported.
+
+    Every algorithm also takes ``state`` (:func:`aot.core.formrules.check_state`), and its sequence fields
+    (``adef.seqs``) take iterator nodes (:func:`aot.core.formrules.check_node`)."""
     if "name" not in d:
         raise _missing("name", d, "a spec needs a non-empty string 'name'")
     name = check_name(d.get("name"))
@@ -151,7 +157,9 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
                         f"{', '.join(ALGORITHMS)}", "algorithm")
     adef = ALGORITHMS[algo]
     from_manifest = types is None and digest is None
-    allowed = ("name", "algorithm", *adef.fields, *adef.optional) + (("types", "code") if from_manifest else ())
+    from_manifest = from_manifest and read_cpp is None
+    allowed = ("name", "algorithm", *adef.fields, *adef.optional, "state") + \
+        (("types", "code", "sources") if from_manifest else ())
     for key in d:
         if key not in allowed:
             raise SpecError(f"unknown field for {algo}{hint(key, allowed)}; allowed: {', '.join(allowed)}",
@@ -163,6 +171,10 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
         if not isinstance(recorded, dict) or len(recorded) > MAX_LIST_LEN:
             raise SpecError("code must map operator references to source digests", "code")
     types = types or {}
+    state = check_state(d["state"]) if "state" in d else None
+    arrays, scalars = state_names(state)
+    seqs = {s.field: s for s in adef.seqs}
+    cpp_paths: set[str] = set()
     slots = {s.field: s for s in adef.ops}
     params: dict[str, Any] = {}
     used_types: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -188,8 +200,19 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
                 raise SpecError(f"unknown dtype {short(value)}{hint(value, known)}; known: {', '.join(known)}", fld)
             elif fld in adef.choices and value not in adef.choices[fld]:
                 raise SpecError(f"{algo} takes a {fld} of {', '.join(adef.choices[fld])}, not {value!r}", fld)
+        elif fld in seqs:
+            dt = d.get(seqs[fld].dtype_field) or d.get(seqs[fld].dtype_default)
+            if not isinstance(dt, str) or not (dt in DTYPES or dt in types):
+                continue  # the dtype field reports its own problem
+            value = check_node(value, dt, types, fld, output=seqs[fld].output, arrays=arrays)
+            for op in _node_ops(value):
+                check_stateful_op(op, fld, state)
+                _note_code(op, fld, digest, recorded, code)
         elif fld in slots:
-            value = check_op(value, slots[fld].role, slots[fld].arity, fld)
+            value = check_op(value, slots[fld].role, slots[fld].arity, fld, arrays, scalars if is_cpp(value) else ())
+            check_stateful_op(value, fld, state)
+            if is_cpp(value):
+                cpp_paths.add(value["cpp"])
             if is_code_ref(value):
                 if digest is not None:
                     code[value] = digest(value)
@@ -198,6 +221,8 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
                 else:
                     raise SpecError(f"operator {short(value)} has no recorded source digest", "code")
         elif fld in adef.choices:
+            if isinstance(value, str) and value in adef.refused.get(fld, {}):
+                raise SpecError(f"{fld} {value!r} is refused: {adef.refused[fld][value]}", fld)
             if not (isinstance(value, str) and value in adef.choices[fld]):
                 raise SpecError(f"unknown {fld} {short(value)}{hint(value, adef.choices[fld])}; one of: "
                                 f"{', '.join(adef.choices[fld])}", fld)
@@ -210,7 +235,37 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
         params[fld] = value
     if "init" in params:
         params["init"] = check_init(params["init"], params["dtype"], types)
-    return CcclSpec(name=name, algorithm=algo, params=params, types=used_types, code=code)
+    sources = check_sources(d.get("sources"), cpp_paths, read_cpp) if cpp_paths or "sources" in d else {}
+    if state is not None:
+        params["state"] = state
+    return CcclSpec(name=name, algorithm=algo, params=params, types=used_types, code=code, sources=sources)
+
+
+def _node_ops(node: Any) -> list[Any]:
+    """The operators of a checked iterator node (its transforms)."""
+    if isinstance(node, str):
+        return []
+    ops = [node["transform"]] if "transform" in node else []
+    for key, sub in node.items():
+        if key in ("over", "permutation", "indices", "cache_modified", "reverse"):
+            ops += _node_ops(sub)
+        elif key == "zip":
+            for m in sub:
+                ops += _node_ops(m)
+    return ops
+
+
+def _note_code(op: Any, fld: str, digest: Callable[[str], str] | None, recorded: Mapping[str, Any],
+               code: dict[str, str]) -> None:
+    """Record the source digest of an operator from code inside an iterator (as for an operator field)."""
+    if not is_code_ref(op):
+        return
+    if digest is not None:
+        code[op] = digest(op)
+    elif _is_digest(recorded.get(op)):
+        code[op] = recorded[op]
+    else:
+        raise SpecError(f"operator {short(op)} has no recorded source digest", "code")
 
 
 def _check_option(key: str, value: Any) -> Any:

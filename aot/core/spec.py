@@ -35,8 +35,9 @@ class CcclSpec:
     """One cuda.compute algorithm instance: algorithm, dtypes, operator, init value.
 
     ``types``: the struct types (``types:`` of the matrix) this spec names, as ``{name: ((field, dtype),
-    ...)}``; ``code``: its operators from code, ``{"pkg.mod:func": sha256 of the function's source}``.
-    Both enter the definition (and so the content key) only when used, so specs without them keep the
+    ...)}``; ``code``: its operators from code, ``{"pkg.mod:func": sha256 of the function's source}``;
+    ``sources``: its C++ operators' source texts, ``{"ops/f.cu": text}`` (the bytes JIT elsewhere compiles).
+    Each enters the definition (and so the content key) only when used, so specs without them keep the
     keys they always had."""
 
     name: str
@@ -44,6 +45,7 @@ class CcclSpec:
     params: Mapping[str, Any]  # every field of ALGORITHMS[algorithm], defaults filled in
     types: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     code: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
     family: str = field(default="cccl", init=False)
 
     def definition(self) -> dict[str, Any]:
@@ -52,6 +54,8 @@ class CcclSpec:
             d["types"] = {n: [list(f) for f in fs] for n, fs in self.types.items()}
         if self.code:
             d["code"] = dict(self.code)
+        if self.sources:
+            d["sources"] = dict(self.sources)
         return d
 
     def content_key(self) -> str:

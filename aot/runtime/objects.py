@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..algorithms.forms import needs_binding
 from ..core.errors import AotWarning
 from ..core.spec import CcclSpec
 from .lean import import_cuda_compute
@@ -60,7 +61,7 @@ class CcclAlgorithm:
     replaced by a stand-in carrying its empty state, so no numba JIT happens at call time).
     ``raw`` is the underlying cuda.compute object. Not thread-safe: one per thread (``Registry.cccl``)."""
 
-    __slots__ = ("spec", "raw", "_ops", "_defaults")
+    __slots__ = ("spec", "raw", "_ops", "_defaults", "_binder")
 
     def __init__(self, spec: CcclSpec, raw):
         from ..algorithms import ALGORITHMS
@@ -73,12 +74,21 @@ class CcclAlgorithm:
             op = spec.params[slot.field]
             self._ops[slot.keyword] = (import_cuda_compute().OpKind[op.upper()] if op in BUILTIN_OPS
                                        else _compiled_stateless_op())
+        self._binder = None
+        if needs_binding(spec.params, algo.seqs):
+            from .binder import Binder  # only for specs with state or iterators: the plain closure stays small
+            self._binder = Binder(spec)
 
     def __call__(self, **kwargs):
         # The compiled operators are the spec's, whatever is passed: bind them (no checks on the hot path).
         if self._defaults:
             kwargs = {**self._defaults, **kwargs}
         kwargs.update(self._ops)
+        if self._binder is not None:  # state and iterators: checked against the recorded layout
+            kwargs = self._binder.bind(kwargs)
+        elif "state" in kwargs:
+            from ..core.errors import CallError
+            raise CallError(f"{self.spec.name}: state: this spec declares no state")
         return self.raw(**kwargs)
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@ device arrays from :mod:`aot.verify.devarray`, seeded inputs and the numpy refer
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -23,9 +24,17 @@ class GpuCheck:
     the device, and helpers that upload, allocate poisoned outputs (0xA5 bytes, so unwritten elements show)
     and run the two-phase temp-storage protocol of cuda.compute, plus the numpy references."""
 
-    def __init__(self, device, *, n: int = 100_003, seed: int = 0, types: Mapping[str, Any] | None = None):
+    def __init__(self, device, *, n: int = 100_003, seed: int = 0, types: Mapping[str, Any] | None = None,
+                 params: Mapping[str, Any] | None = None):
         self.device, self.n, self.types = device, n, dict(types or {})
         self.rng = np.random.default_rng(seed)
+        self.state: dict[str, Any] = {}  # the device state every call of the check passes
+        self._ref: Any = reference
+        if params is not None and ("state" in params or any(isinstance(v, dict) and "cpp" in v
+                                                             for v in params.values())):
+            from .forms import BoundReferences, make_state
+            self.state, host = make_state(self, params, n)
+            self._ref = BoundReferences(params, host)
 
     def np_dtype(self, name: str):
         return np_dtype(name, self.types)
@@ -58,10 +67,24 @@ class GpuCheck:
         import cuda.compute as cc
         return cc.CountingIterator(np.dtype(dtype).type(start))
 
+    def shuffle(self, n: int, seed: int):
+        """A shuffle of the indices 0..n-1 (a ``cuda.compute.ShuffleIterator``)."""
+        import cuda.compute as cc
+        return cc.ShuffleIterator(n, seed)
+
+    def source(self, p: Mapping[str, Any], seq: Any, n: int, *, index_like: bool = False):
+        from .forms import source
+        return source(self, p, seq, n, index_like=index_like)
+
+    def sink(self, p: Mapping[str, Any], seq: Any, n: int):
+        from .forms import sink
+        return sink(self, p, seq, n)
+
     @property
     def ref(self) -> References:
-        """The numpy references (:class:`aot.algorithms.References`): the module itself."""
-        return reference
+        """The numpy references (:class:`aot.algorithms.References`): the module itself, or for a spec with
+        state or C++ operators the same with its operators bound (:class:`aot.verify.forms.BoundReferences`)."""
+        return self._ref
 
 
 def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> None:
@@ -73,13 +96,11 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
         raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
     from ..runtime.objects import CcclAlgorithm
     if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
-        obj = _bind(obj, spec)
-    algo.check(obj, spec.params, GpuCheck(device, n=n, seed=seed, types=spec.types))
-
-
-def _bind(raw, spec: CcclSpec):
-    from ..build.compile import operator
-    algo = ALGORITHMS[spec.algorithm]
-    bound = {slot.keyword: operator(spec.params[slot.field]) for slot in algo.ops}
-    defaults = algo.bound_arguments(spec.params)
-    return lambda **kw: raw(**{**defaults, **kw, **bound})
+        obj = CcclAlgorithm(spec, obj)  # a raw JIT build: bound as the loader binds one
+    c = GpuCheck(device, n=n, seed=seed, types=spec.types, params=spec.params)
+    if not c.state:
+        algo.check(obj, spec.params, c)
+        return
+    # State is bound per call: the same object is checked with two independently drawn states (two masks).
+    for check in (c, GpuCheck(device, n=n, seed=seed + 1, types=spec.types, params=spec.params)):
+        algo.check(functools.partial(obj, state=check.state), spec.params, check)

@@ -22,7 +22,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .compare import F8, Mismatch, NoReference, close, fields, tree_height
-from .typed import TV, Value, lift, resolve_code, store, typed_operator
+from .typed import TV, Bound, Value, lift, resolve_code, store, typed_operator
 
 __all__ = ["Expected", "Mismatch", "NoReference", "close", "close_to", "expect_predicate", "expect_reduce",
            "expect_scan", "expect_segmented_reduce", "expect_transform", "mismatch", "np_operator", "rand",
@@ -191,7 +191,8 @@ def _operator(op: Any) -> tuple[Callable[..., Value], bool]:
         return typed_operator(op), _rounds(op)
     except NoReference:
         from ..core.oplang import is_code_ref
-        if not (callable(op) or is_code_ref(op)):
+        inner = op.op if isinstance(op, Bound) else op
+        if not (callable(inner) or is_code_ref(inner)):
             raise
     return _opaque(resolve_code(op)), True
 
@@ -200,12 +201,12 @@ def _rounds(op: Any) -> bool:
     """Whether ``op`` does arithmetic that rounds (so the association order changes a float result):
     plus/minus/multiplies, or any arithmetic operator in a lambda's or code's expression; selections
     (min/max, comparisons, bitwise) never round."""
-    from .typed import BUILTIN_BINOPS, BUILTIN_CMP, code_expression, vet_lambda
+    from .typed import BUILTIN_BINOPS, BUILTIN_CMP, code_expression, is_lambda, vet_lambda
     if isinstance(op, str) and (op in ("minimum", "maximum") or op in BUILTIN_CMP):
         return False
     if isinstance(op, str) and op in BUILTIN_BINOPS:
         return op in ("plus", "minus", "multiplies")
-    if isinstance(op, str) and op.lstrip().startswith("lambda"):
+    if is_lambda(op):
         tree: ast.AST = vet_lambda(op)
     else:
         parsed = code_expression(resolve_code(op))

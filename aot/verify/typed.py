@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .bound import Bound, is_lambda
 from .compare import NoReference
 from .numba_types import (B, F8, I8, NumbaTypingError, arith_type, bitwise_type, compare_type, const_type,
                           invert_type, neg_type, pow_type, shift_type, truediv_type, unify)
@@ -204,7 +205,11 @@ def evaluate(node: ast.AST, env: Mapping[str, Value]) -> Value:
     if isinstance(node, ast.Constant):
         return leaf(np.array(node.value, dtype=const_type(node.value)))
     if isinstance(node, ast.Name):
+        if isinstance(env[node.id], np.ndarray):
+            raise NoReference(f"the state array {node.id!r} is only read by subscript")
         return env[node.id]
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        return _subscript(env[node.value.id], evaluate(node.slice, env), node.value.id)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         rec = env[node.value.id]
         if not isinstance(rec, dict) or node.attr not in rec:
@@ -246,6 +251,18 @@ def evaluate(node: ast.AST, env: Mapping[str, Value]) -> Value:
     raise NoReference(f"expression node {type(node).__name__} has no numpy evaluation")
 
 
+def _subscript(arr: Any, index: Value, name: str) -> TV:
+    """``state[i]``: the state array's elements at the (integer, in-range) typed indices."""
+    if not isinstance(arr, np.ndarray) or not isinstance(index, TV) or index.dtype.kind not in "iu":
+        raise NoReference(f"subscript of {name!r}: an integer index into a state array has a reference, not this")
+    idx = np.asarray(index.v).astype(np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= len(arr)):
+        raise NoReference(f"subscript of {name!r}: indices outside [0, {len(arr)})")
+    out = leaf(arr[idx])
+    out.amb = out.amb | np.broadcast_to(index.amb, out.v.shape)
+    return out
+
+
 def _unary(op: str, a: TV) -> TV:
     if op == "Not":
         t, amb = _truthy(a)
@@ -285,11 +302,13 @@ def _call(node: ast.Call, env: Mapping[str, Value]) -> TV:
     return TV(np.where(pick_a, a.v, b.v), np.maximum(a.dev, b.dev), np.maximum(a.mag, b.mag), a.amb | b.amb | near)
 
 
-def vet_lambda(op: str) -> ast.Lambda:
+def vet_lambda(op: Any) -> ast.Lambda:
     """A lambda operator's tree, vetted again by :func:`aot.core.oplang.lambda_problem` (specs also come
-    from manifests on disk)."""
+    from manifests on disk); a :class:`Bound` lambda may read its state."""
     from ..core.oplang import lambda_problem
-    problem = lambda_problem(op)
+    arrays, scalars = (op.arrays(), op.scalars()) if isinstance(op, Bound) else ((), ())
+    op = op.op if isinstance(op, Bound) else op
+    problem = lambda_problem(op, arrays, scalars)
     if problem:
         raise NoReference(f"operator {op!r}: {problem}")
     tree = ast.parse(op.strip(), mode="eval").body
@@ -364,10 +383,12 @@ def typed_operator(op: Any) -> Callable[..., Value]:
     vetted its module) whose body is one expression. Raises :class:`NoReference` for other code."""
     if isinstance(op, str) and (op in ("minimum", "maximum") or op in BUILTIN_BINOPS or op in BUILTIN_CMP):
         return _builtin(op)
-    if isinstance(op, str) and op.lstrip().startswith("lambda"):
+    if is_lambda(op):
         tree = vet_lambda(op)
         params = [x.arg for x in tree.args.args]
-        return lambda *xs: evaluate(tree.body, dict(zip(params, xs)))
+        state = {k: (v if isinstance(v, np.ndarray) else leaf(np.asarray(v)))
+                 for k, v in (op.state.items() if isinstance(op, Bound) else ())}
+        return lambda *xs: evaluate(tree.body, {**state, **dict(zip(params, xs))})
     fn = resolve_code(op)
     parsed = code_expression(fn)
     if parsed is None:
@@ -377,7 +398,10 @@ def typed_operator(op: Any) -> Callable[..., Value]:
 
 
 def resolve_code(op: Any) -> Callable:
-    """An operator from code: a callable, or ``"pkg.mod:func"`` (the caller vetted its module)."""
+    """An operator from code: a callable, ``"pkg.mod:func"`` (the caller vetted its module), or one
+    :class:`Bound` to its state (a copy of the function whose globals hold the numpy state)."""
+    if isinstance(op, Bound):
+        return op.function(resolve_code(op.op))
     if callable(op):
         return op
     from ..core.oplang import is_code_ref

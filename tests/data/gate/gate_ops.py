@@ -30,3 +30,16 @@ def add_pair_in_steps(a, b):
 def half_plus_one_in_steps(x):
     y = x * 0.5
     return y + 1
+
+
+# Issue 20: a stateful operator from code (reads the declared state array ``flags``, bound per call by aot)
+# and a tuple operator for a zip reduction.
+flags = None
+
+
+def is_flagged(i):
+    return flags[i] != 0
+
+
+def add_zpair(a, b):
+    return (a[0] + b[0], a[1] + b[1])
