@@ -3,8 +3,8 @@ operators (``RawOp``, compiled with NVRTC), and iterator arguments over placehol
 
 State is bound to never-dereferenced placeholders: cuda.compute reads a data pointer where it builds a
 ``PointerIterator`` or packs a captured array, but the address enters no compiled code (the blob keeps
-the state's size only; the caller's state is read at each call). The placeholder comes from
-:func:`placeholder_array`, the one place to switch to ``cccl_patches.placeholder_array`` once it lands.
+the state's size only; the caller's state is read at each call). The placeholder is
+``cccl_patches.placeholder_array`` (with its evidence there).
 """
 
 from __future__ import annotations
@@ -12,30 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable, Mapping
 
+from cccl_patches import PLACEHOLDER_ADDRESS, placeholder_array
+
 from ..algorithms.forms import Node, StateField, pack_state, state_alignment, tree
 from ..core.oplang import is_code_ref, op_state
-
-#: The address a placeholder reports: never dereferenced (the build runs no kernel), recognisable in a dump.
-PLACEHOLDER_ADDRESS = 0xA0700000
-
-
-def placeholder_array(dtype: Any, shape: tuple[int, ...] = (1,)):
-    """A device-array placeholder with a dummy data address, for every build-time site that reads one."""
-    import cccl_patches
-    patched = getattr(cccl_patches, "placeholder_array", None)  # i20-gate's version, once it lands
-    if patched is not None:
-        return patched(dtype, shape)
-    import numpy as np
-    return _Placeholder(np.dtype(dtype), shape)
-
-
-class _Placeholder:
-    """``__cuda_array_interface__`` of ``shape`` and ``dtype`` at :data:`PLACEHOLDER_ADDRESS`."""
-
-    def __init__(self, dtype, shape: tuple[int, ...]):
-        self.dtype, self.shape = dtype, shape
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": dtype.str, "data": (PLACEHOLDER_ADDRESS, False),
-                                         "version": 3, "strides": None, "descr": dtype.descr}
 
 
 def lambda_function(source: str, arrays: tuple[str, ...] = ()):

@@ -81,6 +81,9 @@ def check_node(raw: Any, dtype: str, types: Mapping[str, Any], fld: str, *, outp
     else:
         raise SpecError(f"an iterator is a word ({', '.join(k for k in allowed if k in LEAVES)}) or a mapping, got "
                         f"{short(raw)}", fld)
+    if kind not in KINDS:
+        raise SpecError(f"unknown {fld.split('.')[0]} {short(kind)}{hint(kind, allowed)}; one of: {', '.join(allowed)}",
+                        fld)
     if kind not in allowed:
         where = "an output" if output else "an input"
         raise SpecError(f"{short(kind)} cannot be {where}{hint(kind, allowed)}; {where} is one of: "

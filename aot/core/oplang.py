@@ -90,7 +90,7 @@ def _lambda_check(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str,
             if kind not in _SAFE_NODES:
                 return 0, f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
             if isinstance(node, ast.Subscript) and not (isinstance(node.value, ast.Name) and node.value.id in arrays):
-                return 0, ("lambda subscripts something other than a declared state array"
+                return 0, ("lambda uses Subscript of something other than a declared state array"
                            + (f" ({', '.join(arrays)})" if arrays else "; declare it under 'state:' as '<dtype>[]'"))
             if isinstance(node, ast.Name) and node.id not in params:
                 if (node.id in arrays and id(node) in subscripted) or node.id in scalars:

@@ -7,6 +7,7 @@ device arrays from :mod:`aot.verify.devarray`, seeded inputs and the numpy refer
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -92,6 +93,9 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
     if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
         obj = CcclAlgorithm(spec, obj)  # a raw JIT build: bound as the loader binds one
     c = GpuCheck(device, n=n, seed=seed, types=spec.types, params=spec.params)
-    if c.state:
-        call, obj = obj, lambda **kw: call(**kw, state=c.state)
-    algo.check(obj, spec.params, c)
+    if not c.state:
+        algo.check(obj, spec.params, c)
+        return
+    # State is bound per call: the same object is checked with two independently drawn states (two masks).
+    for check in (c, GpuCheck(device, n=n, seed=seed + 1, types=spec.types, params=spec.params)):
+        algo.check(functools.partial(obj, state=check.state), spec.params, check)
