@@ -47,7 +47,8 @@ TWO_MASKS = textwrap.dedent("""
         for h_mask in masks:
             d_mask = cp.asarray(h_mask)
             n = h_mask.size
-            d_out, d_count = cp.full(n, -1, np.int32), cp.zeros(1, np.int64)
+            # host-made buffers: CuPy compiles its fill kernels with NVRTC, which the stand-ins refuse
+            d_out, d_count = cp.asarray(np.full(n, -1, np.int32)), cp.asarray(np.zeros(1, np.int64))
             call = lambda t: select(temp_storage=t, d_in=0, d_out=d_out, d_num_selected_out=d_count,
                                     num_items=n, state={"mask": d_mask})
             nbytes = call(None)

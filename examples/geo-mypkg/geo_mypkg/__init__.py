@@ -2,7 +2,8 @@
 
 Every function takes and returns device arrays (anything with ``__cuda_array_interface__``; CuPy here) and
 runs a kernel from this package's wheel: nothing is compiled at run time, so a lean install (no
-numba-cuda-mlir, no CUDA toolkit) serves them. The kernels are :data:`registry`'s specs
+numba-cuda-mlir, no CUDA toolkit) serves them. CuPy only allocates and copies here (no CuPy kernel, which
+would need NVRTC). The kernels are :data:`registry`'s specs
 (``build_matrix.yaml``).
 """
 
@@ -35,7 +36,7 @@ class _Struct:
 
     def __init__(self, dtype: np.dtype):
         self.dtype = dtype
-        self._buf = _cp().zeros(dtype.itemsize, np.uint8)
+        self._buf = _cp().asarray(np.zeros(dtype.itemsize, np.uint8))
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -57,7 +58,7 @@ def compact_by_mask(mask):
     """The indices ``i`` (int32) with ``mask[i] != 0``: one artifact serves every mask, bound per call."""
     cp = _cp()
     n = int(mask.size)
-    out, count = cp.empty(max(n, 1), np.int32), cp.zeros(1, np.int64)
+    out, count = cp.empty(max(n, 1), np.int32), cp.asarray(np.zeros(1, np.int64))
     select = registry().cccl("compact_by_mask")
     _run_twice(lambda t: select(temp_storage=t, d_in=0, d_out=out, d_num_selected_out=count, num_items=n,
                                 state={"mask": mask}))
@@ -86,9 +87,11 @@ def centroid(x, y) -> tuple[float, float]:
 
 def segment_of_index(offsets, n: int):
     """For each index ``i`` in ``0..n-1``, the segment ``k`` with ``offsets[k] <= i < offsets[k + 1]``
-    (``offsets``: int64, ascending, ``offsets[0] == 0``): an upper bound over the indices, minus one."""
+    (``offsets``: int64, ascending, ``offsets[0] == 0``; uint64 results, cuda.compute's index type): the
+    upper bound of ``i`` among the segments' ends ``offsets[1:]``, searched for every index at once."""
     cp = _cp()
+    ends = offsets[1:]
     out = cp.empty(max(n, 1), np.uint64)
     search = registry().cccl("segment_of_index")
-    search(d_data=offsets, num_items=int(offsets.size), d_values=0, num_values=n, d_out=out)
-    return out[:n].astype(np.int64) - 1
+    search(d_data=ends, num_items=int(ends.size), d_values=0, num_values=n, d_out=out)
+    return out[:n]
