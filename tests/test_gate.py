@@ -79,6 +79,18 @@ def test_mutations(mm):
     assert mm.mutate("dtype-swap", d, {})[0]["dtype"] == "int32"
     assert mm.mutate("init-swap", d, {})[0]["init"] == 1
     assert mm.mutate("order-swap", d, {})[0] is None
+    # issue 20: state and iterator arguments
+    st = {"name": "s", "algorithm": "select", "dtype": "int32", "input": "counting", "op": "lambda i: a[i] - b[i] > 0",
+          "state": [["a", "float32[]"], ["b", "float32[]"]]}
+    assert mm.mutate("state-swap", st, {})[0]["state"] == [["b", "float32[]"], ["a", "float32[]"]]
+    assert mm.mutate("state-offset", st, {})[0]["op"] == "lambda i: a[i + 1] - b[i + 1] > 0"
+    assert mm.mutate("offset", st, {})[0]["input"] == {"transform": "lambda i: i + 1", "over": "counting"}
+    z = {"name": "z", "algorithm": "reduce", "dtype": "p", "op": "plus", "init": 0,
+         "input": {"zip": ["array", {"transform": "lambda x: x * 2", "over": "array"}]}}
+    assert mm.mutate("zip-swap", z, {})[0]["input"]["zip"] == z["input"]["zip"][::-1]
+    assert mm.mutate("transform-swap", z, {})[0]["input"]["zip"][1]["transform"] == "lambda x: x + 2"
+    assert mm.mutate("zip-swap", {**z, "input": {"zip": ["array", "array"]}}, {})[0] is None  # same code: no mutant
+    assert mm.mutate("state-swap", d, {})[0] is None and mm.mutate("offset", d, {})[0] is None
 
 
 def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
