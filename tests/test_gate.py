@@ -112,3 +112,35 @@ def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
         assert json.loads((dest / "mutation.json").read_text())["must_fail"] == "reduce_sum_i32"
         names = set(json.loads((dest / "manifest.json").read_text())["specs"])
         assert names == ({"reduce_sum_i32"} if keep else set(doc["specs"]))
+
+
+def test_gate_matrix_holds_every_form_of_issue_20(gate_specs):
+    """Each iterator kind (input and output), a stateful lambda, a stateful operator from code, C++ operators
+    with and without state, a search over counting and the determinism option: at least one gate spec each
+    (each passes `verify --gpu` on the GPU: .ci/gpu/gate.sh)."""
+    from aot.algorithms.forms import tree
+    from aot.core.spec import CcclSpec
+
+    def kinds(field):
+        out = set()
+        for s in gate_specs.values():
+            if isinstance(s, CcclSpec) and s.params.get(field) is not None:
+                todo = [tree(s.params[field], s.params["dtype"], s.types)]
+                while todo:
+                    node = todo.pop()
+                    out.add(node.kind)
+                    todo += node.children
+        return out
+
+    p = {s.name: s.params for s in gate_specs.values() if isinstance(s, CcclSpec)}
+    inputs, outputs = kinds("input"), kinds("output")
+    assert {"counting", "constant", "transform", "zip", "permutation", "reverse", "cache_modified",
+            "shuffle"} <= inputs, inputs
+    assert {"transform", "reverse", "discard"} <= outputs, outputs
+    stateful = [q for q in p.values() if q.get("state")]
+    assert any(isinstance(q["op"], str) and q["op"].startswith("lambda") for q in stateful)
+    assert any(isinstance(q["op"], str) and ":" in q["op"] and not q["op"].startswith("lambda") for q in stateful)
+    cpp = [q for q in p.values() if isinstance(q.get("op"), dict) and "cpp" in q["op"]]
+    assert any(not q.get("state") for q in cpp) and any(q.get("state") for q in cpp)
+    assert any(q.get("values") == "counting" for q in p.values())
+    assert any(q.get("determinism") == "not_guaranteed" for q in p.values())
