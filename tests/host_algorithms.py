@@ -50,6 +50,9 @@ class HostCheck(GpuCheck):
 
 
 def host(x, n):
+    """The elements a fake reads: an array's, or a counting input's (a start, as the binder takes it)."""
+    if isinstance(x, (int, np.integer)):
+        return np.arange(int(x), int(x) + n)
     return np.arange(x.start, x.start + n) if isinstance(x, Counting) else x.a
 
 

@@ -308,3 +308,82 @@ def test_two_builds_are_byte_identical(forms_build, forms_dir, tmp_path):
     # f_fused and f_scan_out hold Python operators inside iterators: equal thanks to cccl_patches' symbol names
     assert not differ, differ
     assert len(list(forms_build.glob("cccl/*/sm_90.aot"))) == 8
+
+
+# ------------------------------------------------------------------------------------------ the checks
+def _host_run(spec, fake, n: int = 2_003) -> None:
+    """``spec``'s check (what ``verify --gpu`` runs) against a host fake of the device, state bound per call
+    as :func:`aot.verify.context.check_cccl` binds it."""
+    import functools
+
+    from aot.algorithms import ALGORITHMS
+    from host_algorithms import HostCheck
+
+    class StateHostCheck(HostCheck):
+        def __init__(self):
+            from aot.verify.context import GpuCheck
+            GpuCheck.__init__(self, None, n=n, seed=3, types=spec.types, params=spec.params)
+
+        def shuffle(self, n, seed):
+            return ("shuffle", n, seed)
+
+    c = StateHostCheck()
+    ALGORITHMS[spec.algorithm].check(functools.partial(fake, state=c.state) if c.state else fake, spec.params, c)
+
+
+def _mask_select(shift: int = 0):
+    def run(*, temp_storage, d_in, d_out, d_num_selected_out, num_items, state, **_):
+        idx = np.arange(d_in, d_in + num_items)
+        kept = idx[state["mask"].a[idx + shift] != 0][::-1]  # written through the reverse output
+        d_out.a[len(d_out.a) - len(kept):] = kept
+        d_num_selected_out.a[0] = len(kept)
+        return 0
+    return run
+
+
+def _fused(start_ignored: bool = False):
+    def run(*, temp_storage, d_in, d_out, num_items, h_init, state, **_):
+        start = 0 if start_ignored else d_in
+        d_out.a[0] = h_init[0] + state["w"].a[start:start + num_items].astype(np.float64).sum()
+        return 0
+    return run
+
+
+def _cpp_state(drop_shift: bool = False):
+    def run(*, d_in, d_out, num_items, state, **_):
+        d_out.a[:] = state["lut"].a[np.arange(num_items)] + (0 if drop_shift else state["shift"])
+    return run
+
+
+def _zip_perm(swap: bool = False):
+    def run(*, temp_storage, d_in, d_out, num_items, h_init, **_):
+        vals, idx, other = (x.a for x in d_in)
+        a, b = vals[idx], other[::-1]
+        if swap:
+            a, b = b, a
+        d_out.a[0] = (h_init[0]["a"] + a.sum(), h_init[0]["b"] + b.sum())
+        return 0
+    return run
+
+
+def _scan_out(skip_transform: bool = False):
+    def run(*, temp_storage, d_in, d_out, init_value, num_items, **_):
+        d_out.a[:] = np.cumsum(d_in.a * d_in.a) * (1 if skip_transform else 0.5)
+        return 0
+    return run
+
+
+@pytest.mark.parametrize("name, good, bad", [
+    ("f_mask_select", _mask_select(), _mask_select(shift=1)),      # the state array offset
+    ("f_fused", _fused(), _fused(start_ignored=True)),              # the counting start ignored
+    ("f_cpp_state", _cpp_state(), _cpp_state(drop_shift=True)),     # a by-value state field dropped
+    ("f_zip_perm", _zip_perm(), _zip_perm(swap=True)),              # a zip's members swapped
+    ("f_scan_out", _scan_out(), _scan_out(skip_transform=True)),    # the output transform skipped
+])
+def test_checks_accept_the_right_answer_and_catch_a_wrong_one(forms_dir, name, good, bad):
+    """The references of the new forms (what ``verify --gpu`` compares with), against host fakes."""
+    from aot.verify.compare import Mismatch
+    spec = _spec(forms_dir, name)
+    _host_run(spec, good)
+    with pytest.raises(Mismatch):
+        _host_run(spec, bad)

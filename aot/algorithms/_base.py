@@ -162,6 +162,9 @@ class Check(Protocol):
     def counting(self, dtype: str, start: int = 0) -> Any:
         """A counting iterator over ``dtype`` indices from ``start``."""
 
+    def shuffle(self, n: int, seed: int) -> Any:
+        """A shuffle of the indices 0..n-1 (``cuda.compute.ShuffleIterator``)."""
+
     def source(self, p: Mapping[str, Any], seq: Any, n: int, *, index_like: bool = False) -> Any:
         """Inputs for the sequence ``seq`` (:class:`aot.algorithms.forms.Seq`) of ``n`` elements: a
         :class:`Source` (``arg`` to pass, ``values`` the numpy elements it yields, ``plain``: an array the

@@ -67,6 +67,11 @@ class GpuCheck:
         import cuda.compute as cc
         return cc.CountingIterator(np.dtype(dtype).type(start))
 
+    def shuffle(self, n: int, seed: int):
+        """A shuffle of the indices 0..n-1 (a ``cuda.compute.ShuffleIterator``)."""
+        import cuda.compute as cc
+        return cc.ShuffleIterator(n, seed)
+
     def source(self, p: Mapping[str, Any], seq: Any, n: int, *, index_like: bool = False):
         from .forms import source
         return source(self, p, seq, n, index_like=index_like)

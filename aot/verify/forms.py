@@ -68,8 +68,7 @@ def _values(c: Any, node: Node, n: int, args: list[Any], index_like: bool) -> tu
         args.append(v)
         return np.full(n, v, dt), True
     if node.kind == "shuffle":
-        import cuda.compute as cc
-        args.append(cc.ShuffleIterator(n, 5))
+        args.append(c.shuffle(n, 5))
         return np.arange(n, dtype=dt), False
     if node.kind == "transform":
         x, ordered = _values(c, node.children[0], n, args, index_like)
