@@ -32,11 +32,12 @@ entry, producer) all pass: only running the kernels can tell. Mutations:
 
 Writes ``expected.json`` (mutant directory -> the spec that must fail, the mutation, the mutant definition;
 ``equivalent``: mutants whose payload equals the original) and checks every mutant directory on the CPU as
-the loader would (integrity, content keys, payload changed). The default plan is the gate's 14 mutants;
+the loader would (integrity, content keys, payload changed). The default plan is the gate's 22 mutants
+(issue 16's 14, issue 20's 8);
 ``--all`` makes every mutation that fits every spec. Run with the build's environment (operators from code
 importable: PYTHONPATH=tests/data/gate)::
 
-    PYTHONPATH=tests/data/gate python .ci/gpu/make_mutants.py --base .gpu/gate --out .gpu/mutants --jobs 2
+    PYTHONPATH=tests/data/gate:. python .ci/gpu/make_mutants.py --base .gpu/gate --out .gpu/mutants --jobs 2
 """
 
 from __future__ import annotations
