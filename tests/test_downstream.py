@@ -158,16 +158,16 @@ def test_geo_example_ships_issue_20_forms(wheels, fresh_env, tmp_path):
     reduction with its own operator from code, a search over counting; installed, it names them and its
     wheel verifies (its GPU half: .ci/gpu/downstream.sh step 4)."""
     z = zipfile.ZipFile(wheels["geo-mypkg"])
-    info = json.loads(z.read("geo_mypkg/artifacts/aot-package.json"))
+    info = json.loads(z.read("mypkg_geo/artifacts/aot-package.json"))
     assert info["complete"] and sorted(info["specs"]) == ["compact_by_mask", "segment_of_index", "sum_of_squares",
                                                           "sum_xy"]
-    specs = json.loads(z.read("geo_mypkg/artifacts/manifest.json"))["specs"]
+    specs = json.loads(z.read("mypkg_geo/artifacts/manifest.json"))["specs"]
     assert specs["compact_by_mask"]["state"] == [["mask", "uint8[]"]] and specs["segment_of_index"]["values"] == "counting"
     assert "zip" in specs["sum_xy"]["input"] and "transform" in specs["sum_of_squares"]["input"]
-    r = _run(fresh_env, "-W", "error", "-c", "import json, geo_mypkg; print(json.dumps(geo_mypkg.registry().names()))",
+    r = _run(fresh_env, "-W", "error", "-c", "import json, mypkg_geo; print(json.dumps(mypkg_geo.registry().names()))",
              cwd=tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout) == sorted(info["specs"]), r.stdout + r.stderr
-    v = _run(fresh_env, "-m", "aot", "verify", "--package", "geo_mypkg", "--for-wheel", cwd=tmp_path)
+    v = _run(fresh_env, "-m", "aot", "verify", "--package", "mypkg_geo", "--for-wheel", cwd=tmp_path)
     assert v.returncode == 0 and "integrity OK" in v.stdout, v.stdout + v.stderr
 
 
@@ -467,7 +467,7 @@ def test_lean_install_of_both_examples_imports_in_any_order(wheels, tmp_path_fac
     assert not [n for n in dists if n.replace("_", "-").startswith(TOOLCHAIN)], dists
     real = [p for pat in ("libnvrtc.so*", "libnvJitLink.so*") for p in site.rglob(pat) if "cccl_patches" not in p.parts]
     assert real == [], real  # aot's stand-ins (cccl_patches/lib) only
-    assert {"cccl-aot-cu13", "cuda-cccl", "cuda-bindings", "mypkg-hatch", "mypkg-skbuild", "geo-mypkg"} <= set(dists), dists
+    assert {"cccl-aot-cu13", "cuda-cccl", "cuda-bindings", "mypkg-hatch", "mypkg-skbuild", "mypkg-geo"} <= set(dists), dists
     assert (site / "cccl_aot.pth").is_file() and (site / "_cccl_aot_hook.py").is_file()
     # No driver here: aot's stand-in libcuda (installed with it) plays the driver; the environment sees
     # nothing of the checkout or of the test environment.

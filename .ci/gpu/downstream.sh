@@ -8,7 +8,7 @@
 #                                                   cccl_aot-0.1.0-*.whl is taken when there is no -cu13 one
 #   mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl     AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
 #   mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl     -w .whl examples/<name>   (on the CPU host: lambdas)
-#   geo_mypkg-0.1.0-py3-none-linux_x86_64.whl         the same, with PYTHONPATH=examples/geo-mypkg (its
+#   mypkg_geo-0.1.0-py3-none-linux_x86_64.whl         the same, with PYTHONPATH=examples/geo-mypkg (its
 #                                                   operator from code is imported by the build)
 #   cuda_cccl-1.2.1-*.whl, cuda_core-1.2.2-*.whl, platformdirs-*.whl   (../shared/gpu/fetch_wheels.sh)
 # numpy, cuda-bindings 13 and cuda-pathfinder are the machine's own.
@@ -25,7 +25,7 @@
 #      (2^20 indices, against numpy);
 #   3. the hook switched off (AOT_IMPORT_HOOK=0): `import cuda.compute` first must then fail (shows that
 #      step 2 worked because of the hook).
-#   4. geo_mypkg's Python API (issue 20: compaction by two different masks through one artifact, a
+#   4. mypkg_geo's Python API (issue 20: compaction by two different masks through one artifact, a
 #      transform-fused reduction, a zip reduction, a binary search over counting) against numpy, with CuPy
 #      arrays (the machine's), from the same lean install.
 # Prints a short table last; writes downstream.json and the logs into "$OUT".
@@ -45,7 +45,7 @@ runtime=$(ls "$WHL"/cccl_aot_cu13-*.whl 2>/dev/null | head -1)
 [ -n "$runtime" ] || runtime=$(ls "$WHL"/cccl_aot-*.whl 2>/dev/null | head -1)
 wheels=("$runtime")
 for pat in mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl \
-           geo_mypkg-0.1.0-py3-none-linux_x86_64.whl \
+           mypkg_geo-0.1.0-py3-none-linux_x86_64.whl \
            'cuda_cccl-1.2.1-*.whl' 'cuda_core-1.2.2-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
   wheels+=("$w")
@@ -98,15 +98,15 @@ EOF
 $common
 hook_at_start = "_cccl_aot_hook" in sys.modules
 t0 = time.perf_counter()
-import mypkg_hatch, mypkg_skbuild, geo_mypkg, cuda.compute
+import mypkg_hatch, mypkg_skbuild, mypkg_geo, cuda.compute
 t_import = (time.perf_counter() - t0) * 1e3
 import aot
 from dataclasses import asdict
 from aot.package.bundle import read_info
 from aot.verify.gpu import verify_gpu
 rows = []
-for pkg in (mypkg_hatch, mypkg_skbuild, geo_mypkg):
-    registry = pkg.registry() if callable(pkg.registry) else pkg.registry  # geo_mypkg makes it on first use
+for pkg in (mypkg_hatch, mypkg_skbuild, mypkg_geo):
+    registry = pkg.registry() if callable(pkg.registry) else pkg.registry  # mypkg_geo makes it on first use
     info = read_info(registry.root) or {}
     for r in verify_gpu(registry, checks=info.get("checks"), package=pkg.__name__):
         rows.append({"package": pkg.__name__, **asdict(r)})
@@ -191,27 +191,27 @@ print(result)
 EOF
 rc3=$?
 
-# 4. geo_mypkg's API against numpy (issue 20)
+# 4. mypkg_geo's API against numpy (issue 20)
 "$VPY" - "$OUT/downstream-4.json" >"$OUT/downstream-4.log" 2>&1 <<EOF
 $common
 import importlib.util
 import numpy as np
 import cupy as cp
-import geo_mypkg
+import mypkg_geo
 rng = np.random.default_rng(20)
 res = {}
 for key, n in (("mask_a", 100_003), ("mask_b", 2_000_000)):  # two masks, two lengths, one artifact
     m = (rng.random(n) < (0.3 if key == "mask_a" else 0.7)).astype(np.uint8)
-    res[key] = bool(np.array_equal(geo_mypkg.compact_by_mask(cp.asarray(m)).get(), np.flatnonzero(m)))
+    res[key] = bool(np.array_equal(mypkg_geo.compact_by_mask(cp.asarray(m)).get(), np.flatnonzero(m)))
 x, y = rng.uniform(-1, 1, 1_000_003), rng.uniform(-3, 5, 1_000_003)
-res["sum_of_squares"] = bool(np.isclose(geo_mypkg.sum_of_squares(cp.asarray(x)), np.dot(x, x), rtol=1e-10, atol=0))
-res["centroid"] = bool(np.allclose(geo_mypkg.centroid(cp.asarray(x), cp.asarray(y)), (x.mean(), y.mean()),
+res["sum_of_squares"] = bool(np.isclose(mypkg_geo.sum_of_squares(cp.asarray(x)), np.dot(x, x), rtol=1e-10, atol=0))
+res["centroid"] = bool(np.allclose(mypkg_geo.centroid(cp.asarray(x), cp.asarray(y)), (x.mean(), y.mean()),
                                    rtol=0, atol=1e-12))
 offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 50, 10_000))]).astype(np.int64)
 n = int(offsets[-1])
 want = np.searchsorted(offsets, np.arange(n), side="right") - 1
-res["segment_of_index"] = bool(np.array_equal(geo_mypkg.segment_of_index(cp.asarray(offsets), n).get(), want))
-st = geo_mypkg.registry().status()
+res["segment_of_index"] = bool(np.array_equal(mypkg_geo.segment_of_index(cp.asarray(offsets), n).get(), want))
+st = mypkg_geo.registry().status()
 doc = {"step": "geo api", "checks": res, "sources": {k: v.source for k, v in st.items()},
        "numba_cuda_mlir_importable": importlib.util.find_spec("numba_cuda_mlir") is not None, **lean_state()}
 json.dump(doc, open(sys.argv[1], "w"), indent=1)
