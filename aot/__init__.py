@@ -23,11 +23,14 @@ from .runtime import import_hook as _import_hook  # noqa: F401 - a lean `import 
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
+           # other handles on an NVRTC kernel (aot.runtime.handles, imported when first used)
+           "cufunction", "cupy_module", "cupy_kernel",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
            "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
-_LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default"}
+_LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", "cufunction": "runtime.handles",
+         "cupy_module": "runtime.handles", "cupy_kernel": "runtime.handles"}
 
 
 def __getattr__(name: str):

@@ -56,7 +56,7 @@ def _wheel(project: Path, out: Path, shim: Path) -> Path:
 def wheels(tmp_path_factory, shim) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("downstream")
     out = {}
-    for name in ("hatch-mypkg", "skbuild-mypkg", "geo-mypkg"):
+    for name in ("hatch-mypkg", "skbuild-mypkg", "pystr-mypkg", "geo-mypkg"):
         project = base / name
         shutil.copytree(EXAMPLES / name, project, ignore=shutil.ignore_patterns("build", "artifacts"))
         out[name] = _wheel(project, base / f"wheel-{name}", shim)
@@ -153,10 +153,27 @@ def test_installed_wheels_name_their_specs_and_verify(fresh_env, tmp_path):
         assert i.returncode == 0 and "complete" in i.stdout and "cuda-cccl 1.2.1" in i.stdout, i.stdout + i.stderr
 
 
+def test_pystr_wheel_carries_the_rendered_sources(wheels, fresh_env, tmp_path):
+    """pystr-mypkg keeps its kernels as Python strings (one rendered per dtype): its wheel's manifest holds
+    each unit's rendered text and what rendered it, and the installed package names its units."""
+    z = zipfile.ZipFile(wheels["pystr-mypkg"])
+    specs = json.loads(z.read("pystr_mypkg/artifacts/manifest.json"))["specs"]
+    assert sorted(specs) == ["block_sum", "saxpy", "scale_shift_f32", "scale_shift_f64"]
+    assert specs["saxpy"]["source_path"] == "pystr_mypkg.kernels:SAXPY"
+    assert specs["scale_shift_f64"]["source_path"] == "pystr_mypkg.kernels:scale_shift_source(dtype='float64')"
+    assert "double* __restrict__ out" in specs["scale_shift_f64"]["source"]
+    assert "float* __restrict__ out" in specs["scale_shift_f32"]["source"]
+    assert specs["block_sum"]["options"] == {"define_macro": "BLOCK=256", "max_register_count": 64, "std": "c++17"}
+    code = "import json, pystr_mypkg; print(json.dumps(pystr_mypkg.registry.names()))"
+    r = _run(fresh_env, "-W", "error", "-c", code, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == sorted(specs)
+
+
 def test_geo_example_ships_issue_20_forms(wheels, fresh_env, tmp_path):
     """examples/geo-mypkg (issue 20): a captured-mask compaction, a transform-fused reduction, a zip
     reduction with its own operator from code, a search over counting; installed, it names them and its
-    wheel verifies (its GPU half: .ci/gpu/downstream.sh step 4)."""
+    wheel verifies (its GPU half: .ci/gpu/downstream.sh step 5)."""
     z = zipfile.ZipFile(wheels["geo-mypkg"])
     info = json.loads(z.read("mypkg_geo/artifacts/aot-package.json"))
     assert info["complete"] and sorted(info["specs"]) == ["compact_by_mask", "segment_of_index", "sum_of_squares",

@@ -8,6 +8,7 @@
 #                                                   cccl_aot-0.1.0-*.whl is taken when there is no -cu13 one
 #   mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl     AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
 #   mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl     -w .whl examples/<name>   (on the CPU host: lambdas)
+#   pystr_mypkg-0.1.0-py3-none-linux_x86_64.whl       (kernels kept as Python strings; step 4 needs CuPy)
 #   mypkg_geo-0.1.0-py3-none-linux_x86_64.whl         the same, with PYTHONPATH=examples/geo-mypkg (its
 #                                                   operator from code is imported by the build)
 #   cuda_cccl-1.2.1-*.whl, cuda_core-1.2.2-*.whl, platformdirs-*.whl   (../shared/gpu/fetch_wheels.sh)
@@ -25,7 +26,7 @@
 #      (2^20 indices, against numpy);
 #   3. the hook switched off (AOT_IMPORT_HOOK=0): `import cuda.compute` first must then fail (shows that
 #      step 2 worked because of the hook).
-#   4. mypkg_geo's Python API (issue 20: compaction by two different masks through one artifact, a
+#   5. mypkg_geo's Python API (issue 20: compaction by two different masks through one artifact, a
 #      transform-fused reduction, a zip reduction, a binary search over counting) against numpy, with CuPy
 #      arrays (the machine's), from the same lean install.
 # Prints a short table last; writes downstream.json and the logs into "$OUT".
@@ -45,6 +46,7 @@ runtime=$(ls "$WHL"/cccl_aot_cu13-*.whl 2>/dev/null | head -1)
 [ -n "$runtime" ] || runtime=$(ls "$WHL"/cccl_aot-*.whl 2>/dev/null | head -1)
 wheels=("$runtime")
 for pat in mypkg_hatch-0.1.0-py3-none-linux_x86_64.whl mypkg_skbuild-0.1.0-py3-none-linux_x86_64.whl \
+           pystr_mypkg-0.1.0-py3-none-linux_x86_64.whl \
            mypkg_geo-0.1.0-py3-none-linux_x86_64.whl \
            'cuda_cccl-1.2.1-*.whl' 'cuda_core-1.2.2-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
@@ -98,14 +100,14 @@ EOF
 $common
 hook_at_start = "_cccl_aot_hook" in sys.modules
 t0 = time.perf_counter()
-import mypkg_hatch, mypkg_skbuild, mypkg_geo, cuda.compute
+import mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo, cuda.compute
 t_import = (time.perf_counter() - t0) * 1e3
 import aot
 from dataclasses import asdict
 from aot.package.bundle import read_info
 from aot.verify.gpu import verify_gpu
 rows = []
-for pkg in (mypkg_hatch, mypkg_skbuild, mypkg_geo):
+for pkg in (mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo):
     registry = pkg.registry() if callable(pkg.registry) else pkg.registry  # mypkg_geo makes it on first use
     info = read_info(registry.root) or {}
     for r in verify_gpu(registry, checks=info.get("checks"), package=pkg.__name__):
@@ -191,8 +193,12 @@ print(result)
 EOF
 rc3=$?
 
-# 4. mypkg_geo's API against numpy (issue 20)
-"$VPY" - "$OUT/downstream-4.json" >"$OUT/downstream-4.log" 2>&1 <<EOF
+# 4. pystr_mypkg's kernels through each handle: cuda.core Kernel, CUfunction (cuLaunchKernel), cupy.RawKernel
+"$VPY" "$here/.ci/gpu/pystr_handles.py" --json "$OUT/downstream-4.json" >"$OUT/downstream-4.log" 2>&1
+rc4=$?
+
+# 5. mypkg_geo's API against numpy (issue 20)
+"$VPY" - "$OUT/downstream-5.json" >"$OUT/downstream-5.log" 2>&1 <<EOF
 $common
 import importlib.util
 import numpy as np
@@ -219,7 +225,7 @@ print(json.dumps(doc))
 assert all(res.values()) and set(doc["sources"].values()) == {"packaged"}, doc
 assert not doc["numba_cuda_mlir_importable"] and not any(doc["calls"].values()), doc
 EOF
-rc4=$?
+rc5=$?
 
 "$PY" - "$OUT" "$install_mode" "$rc1" "$rc2" "$rc3" "${wheels[@]}" <<'EOF'
 import json, os, sys
@@ -250,4 +256,6 @@ print(f"{'cuda.compute first':22} {rcs[1]:>3}  counting select {s2.get('count')}
       f"import {s2.get('import_ms')} ms; calls {sum((s2.get('calls') or {}).values())}")
 print(f"{'hook off':22} {rcs[2]:>3}  {s3.get('result', s3.get('error'))}")
 EOF
-[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$rc4" = 0 ]
+tail -n 18 "$OUT/downstream-4.log"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{'geo api':22} {sys.argv[2]:>3}  {d['checks']} from {sorted(set(d['sources'].values()))}; numba-cuda-mlir {d['numba_cuda_mlir_importable']}; calls {sum(d['calls'].values())}\")" "$OUT/downstream-5.json" "$rc5" 2>/dev/null || echo "geo api                $rc5  no result: see downstream-5.log"
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$rc4" = 0 ] && [ "$rc5" = 0 ]

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ..core import format as fmt
-from ..core.fs import atomic_write, sweep_temp
+from ..core.fs import atomic_write, doing, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
+from .workers import signals_blocked, stop_pool, worker_start
 from ..core.errors import ArtifactError, BuildError, UsageError
 from ..core.manifest import remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
@@ -154,8 +155,9 @@ def _existing_hit(path: Path, key: str) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-def _worker_init(stub_path: str | None) -> None:
+def _worker_init(stub_path: str | None, parent_pid: int) -> None:
     from .toolchain import worker_setup
+    worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (aot.build.workers says why)
     worker_setup(stub_path)
 
 
@@ -163,7 +165,11 @@ def _work(item: Item) -> tuple[bytes, float, dict]:
     """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
     from .compile import compile_cccl, compile_nvrtc_item
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as log:
+    try:
+        log = tempfile.TemporaryFile()
+    except OSError as e:  # a full /tmp: say so, not a bare "[Errno 28] No space left on device"
+        raise doing(e, "creating a file for the compiler's output in", tempfile.gettempdir()) from None
+    with log:
         saved = [os.dup(1), os.dup(2)]
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
@@ -323,56 +329,69 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
 def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int, stub: str | None,
               keep_going: bool, results: dict, emit: Event) -> None:
     ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
+                               initargs=(stub, os.getpid()))
+    try:
+        _drive(pool, todo, keys, producer, out, jobs, keep_going, results, emit)
+        pool.shutdown(wait=True)  # every item is done: the workers are idle and exit on their sentinel
+    except BaseException:  # Ctrl-C, the CLI's SIGTERM, a full disk: stop every worker, bounded
+        stop_pool(pool)
+        raise
+
+
+def _drive(pool: ProcessPoolExecutor, todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int,
+           keep_going: bool, results: dict, emit: Event) -> None:
+    """Feed ``pool`` at most ``2 * jobs`` items at a time and write each result as it completes."""
     stop = False
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
-                             initargs=(stub,)) as pool:
-        pending: dict[Future, Item] = {}
-        queue = list(todo)
+    pending: dict[Future, Item] = {}
+    queue = list(todo)
 
-        def submit_more():
-            while queue and len(pending) < 2 * jobs and not stop:
-                it = queue.pop(0)
-                emit("start", it, None)
-                try:
+    def submit_more():
+        while queue and len(pending) < 2 * jobs and not stop:
+            it = queue.pop(0)
+            emit("start", it, None)
+            try:
+                with signals_blocked():  # a worker spawned here starts with SIGINT/SIGTERM blocked
                     pending[pool.submit(_work, it)] = it
-                except BrokenProcessPool:  # a worker died (killed, out of memory): nothing more can run
-                    for lost in [it, *queue]:
-                        results[lost] = lost.result("failed", error="a build worker process died")
-                        emit("done", lost, results[lost])
-                    queue.clear()
+            except BrokenProcessPool:  # a worker died (killed, out of memory): nothing more can run
+                for lost in [it, *queue]:
+                    results[lost] = lost.result("failed", error="a build worker process died")
+                    emit("done", lost, results[lost])
+                queue.clear()
 
-        submit_more()
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                it = pending.pop(fut)
-                res = it.result("failed")
-                try:
-                    payload, secs, extra = fut.result()
-                    header = fmt.make_header(family=it.spec.family, name=it.spec.name, content_key=keys[it],
-                                             sm=it.sm, payload_kind=it.kind, payload=payload,
-                                             producer={k: producer[k] for k in fmt.PRODUCER_FIELDS},
-                                             kernels=list(getattr(it.spec, "kernels", ())), extra=extra)
-                    data = fmt.encode(header, payload)
-                    atomic_write(out / it.rel_path, data)
-                    res.status, res.seconds, res.bytes = "built", secs, len(data)
-                except Exception as e:  # noqa: BLE001 - a worker's failure is data for the report
-                    res.error = str(e) if str(e) else traceback.format_exc(limit=3)
-                    if not keep_going:
-                        stop = True
-                results[it] = res
-                emit("done", it, res)
-            if stop:
-                for fut, it in list(pending.items()):
-                    if fut.cancel():
-                        pending.pop(fut)
-                        results[it] = it.result("cancelled")
-                        emit("done", it, results[it])
-                for it in queue:
+    submit_more()
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in done:
+            it = pending.pop(fut)
+            res = it.result("failed")
+            try:
+                payload, secs, extra = fut.result()
+                header = fmt.make_header(family=it.spec.family, name=it.spec.name, content_key=keys[it],
+                                         sm=it.sm, payload_kind=it.kind, payload=payload,
+                                         producer={k: producer[k] for k in fmt.PRODUCER_FIELDS},
+                                         kernels=list(getattr(it.spec, "kernels", ())), extra=extra)
+                data = fmt.encode(header, payload)
+                atomic_write(out / it.rel_path, data)
+                res.status, res.seconds, res.bytes = "built", secs, len(data)
+            except Exception as e:  # noqa: BLE001 - a worker's failure is data for the report
+                res.error = (e.strerror if isinstance(e, OSError) and e.filename is None and e.strerror
+                             else str(e) or traceback.format_exc(limit=3))  # OSError: "writing PATH: why"
+                if not keep_going:
+                    stop = True
+            results[it] = res
+            emit("done", it, res)
+        if stop:
+            for fut, it in list(pending.items()):
+                if fut.cancel():
+                    pending.pop(fut)
                     results[it] = it.result("cancelled")
                     emit("done", it, results[it])
-                queue.clear()
-            submit_more()
+            for it in queue:
+                results[it] = it.result("cancelled")
+                emit("done", it, results[it])
+            queue.clear()
+        submit_more()
 
 
 def _prune(out: Path, keep: Iterable[str]) -> None:

@@ -19,11 +19,14 @@ from ..core.format import _read_regular
 from ..algorithms import DTYPES
 from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
                          SpecError, _text_problem, hint, short)
-from ..core.spec import Spec
+from ..core.spec import NvrtcUnit, Spec
+from .includes import IncludeError, header_files
 from ..core.rules import check_cccl, check_name, check_nvrtc
+from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
+from .pysource import code_units
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc")
-NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs")
+NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
 SUPPORTED_VERSIONS = (1,)
@@ -145,7 +148,7 @@ class Matrix:
         missing = [n for n in only if n not in by_name]
         if missing:
             n = missing[0]
-            raise MatrixError(f"{self.path}: --only names unknown spec {n!r}{hint(n, by_name)}")
+            raise MatrixError(f"{self.path}: --only names unknown spec {short(n)}{hint(n, by_name)}")
         wanted = set(only)
         return tuple(s for s in self.specs if s.name in wanted)
 
@@ -238,6 +241,8 @@ def _load_yaml(text: str, ctx: _Ctx) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 0
+        if "maximum nesting depth" in str(e):  # libyaml >= 0.2.5 (PyYAML 6.0.4) scans ahead of _prescan
+            raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels") from None
         raise ctx.fail(line, f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:200]}") from None
     except (ValueError, TypeError, RecursionError, MemoryError) as e:  # a constructor refusing a value
         raise ctx.fail(0, f"not a usable YAML document: {type(e).__name__}: {str(e)[:200]}") from None
@@ -269,19 +274,25 @@ def parse_matrix(text: str, path: Path) -> Matrix:
             if not isinstance(entry, _Map):
                 raise ctx.fail(line, f"each {section} entry must be a mapping, got {type(entry).__name__}")
             raw_name = entry.get("name")
+            rendered = section == "nvrtc" and "params" in entry  # its name is a template: see variant_name
             try:
-                name = check_name(raw_name)
+                name = check_name(raw_name) if not rendered else name_template(raw_name)
             except SpecError as err:
                 spec = raw_name if isinstance(raw_name, str) and raw_name.strip() else None
                 raise ctx.fail(entry.key_lines["name"] if spec else line, str(err), spec=spec, fld="name") from None
-            if name in seen:
-                raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
-                               f"{seen[name]})", spec=name, fld="name")
-            seen[name] = entry.key_lines["name"]
             try:
-                specs.append(parse_one(ctx, entry, name, types))
+                got = parse_one(ctx, entry, name, types)
             except SpecError as err:
                 raise ctx.spec_error(entry, err, name) from None
+            for one in got if isinstance(got, list) else [got]:
+                if one.name in seen:
+                    raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
+                                   f"{seen[one.name]})", spec=one.name, fld="name")
+                seen[one.name] = entry.key_lines["name"]
+                specs.append(one)
+            if len(specs) > MAX_SPECS:  # checked as entries expand: a parameter grid can be large
+                raise ctx.fail(entry.key_lines["name"], f"the matrix defines more than {MAX_SPECS} specs",
+                               spec=name, fld="params" if rendered else "name")
     if not specs:
         raise ctx.fail(1, "the matrix defines no specs")
     if len(specs) > MAX_SPECS:
@@ -347,7 +358,26 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
     return check_cccl(e, types or {}, digest, read_cpp)
 
 
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
+def _flags_entry(e: _Map) -> _Map:
+    """The entry with ``options`` written as NVRTC command-line flags (``["-DN=4", "-std=c++17"]``) turned
+    into the ProgramOptions mapping (one content key for both spellings); ``-I dir`` joins include_dirs."""
+    flags = e.get("options")
+    if not isinstance(flags, list):
+        return e
+    options, dirs = flags_to_options(flags)
+    out = _Map(e)
+    out.line, out.key_lines = e.line, dict(e.key_lines)
+    out["options"] = options
+    if dirs:
+        have = e.get("include_dirs")
+        out["include_dirs"] = (list(have) if isinstance(have, list) else []) + dirs
+        out.key_lines.setdefault("include_dirs", e.key_lines["options"])
+    return out
+
+
+def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec | list[NvrtcUnit]:
+    """An NVRTC entry: a unit from a ``.cu`` file, from a ``str`` constant in code, or one unit per
+    parameter set of a function in code (:mod:`aot.core.nvsource`, :mod:`aot.build.pysource`)."""
     for key in e:
         if key not in NVRTC_KEYS:
             raise ctx.fail(e.key_lines[key], f"unknown field{hint(key, NVRTC_KEYS)}; allowed: "
@@ -355,6 +385,15 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Sp
     src = e.get("source")
     if not isinstance(src, str) or not src:
         raise ctx.fail(e.key_lines.get("source", e.line), "missing or empty source path", spec=name, fld="source")
+    problem = source_problem(src)
+    if problem:
+        raise ctx.fail(e.key_lines["source"], problem, spec=name, fld="source")
+    e = _flags_entry(e)
+    if is_code_source(src):  # imports the module: only ever for the matrix being built
+        return code_units(e, name, src, ctx.path.parent, _read_include_dirs(ctx, e, name))
+    if "params" in e:
+        raise ctx.fail(e.key_lines["params"], "params render a source from code: 'source' must name a function "
+                       "as 'package.module:function'", spec=name, fld="params")
     src_path = resolve_source(ctx.path, src)
     try:
         text = _read_bounded(src_path, MAX_SOURCE_LEN).decode("utf-8")
@@ -384,14 +423,11 @@ def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
         if Path(d).is_absolute() or ".." in Path(d).parts:
             raise ctx.fail(line, f"include dir {short(d)} must be relative to the matrix, without '..'", spec=name,
                            fld="include_dirs")
-        root = ctx.path.parent / d
-        if not root.is_dir():
-            raise ctx.fail(line, f"include dir {short(d)} is not a directory ({root})", spec=name,
-                           fld="include_dirs")
-        for path in sorted(root.rglob("*")):
-            if path.suffix not in _HEADER_SUFFIXES or path.is_symlink() or not path.is_file():
-                continue
-            rel = path.relative_to(root).as_posix()
+        try:  # inside the matrix folder, no links followed, bounded (aot.build.includes)
+            found = header_files(ctx.path.parent, d, _HEADER_SUFFIXES)
+        except IncludeError as err:
+            raise ctx.fail(line, str(err), spec=name, fld="include_dirs") from None
+        for rel, path in found:
             if rel in headers:
                 raise ctx.fail(line, f"header {rel!r} is in two include dirs", spec=name, fld="include_dirs")
             if len(headers) >= MAX_HEADERS:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..core.errors import UsageError
+from ..core.text import short
 
 
 def cmd_validate(args) -> int:
@@ -30,7 +31,7 @@ def cmd_build(args) -> int:
     matrix = load_matrix(args.matrix)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
     if only is not None and not only:
-        raise UsageError(f"--only {args.only!r} names no spec")
+        raise UsageError(f"--only {short(args.only)} names no spec")
     specs = matrix.select(only)
     major = cuda_major()
     want_native = "native" in args.sm.lower()
@@ -76,22 +77,26 @@ def cmd_build(args) -> int:
 
 
 def _print_report_file(out: Path, console, quiet: bool) -> None:
-    import json
+    """The failed build's table and compiler errors, from its report; nothing when the report is absent or
+    unusable (it is read with the strict, bounded reader: the folder may hold anything)."""
+    from types import SimpleNamespace
     from ..build.builder import REPORT_NAME
-    try:
-        data = json.loads((out / REPORT_NAME).read_text())
-    except (OSError, ValueError):
-        return
+    from ..core.errors import ArtifactError
+    from ..core.format import _read_regular, loads_strict_json
     if quiet:
         return
-    from types import SimpleNamespace
-    rep = SimpleNamespace(**data)
-    rep.items = [SimpleNamespace(**i) for i in data["items"]]
-    rep.counts = lambda: data["counts"]
-    _print_report(rep, console)
+    try:
+        data = loads_strict_json(_read_regular(out / REPORT_NAME, 64 << 20))
+        rep = SimpleNamespace(**data)
+        rep.items = [SimpleNamespace(**i) for i in data["items"]]
+        rep.counts = lambda: dict(data["counts"])
+        _print_report(rep, console)
+    except (OSError, ValueError, ArtifactError, TypeError, KeyError, AttributeError):
+        return
     for i in rep.items:
-        if i.status == "failed":
-            console.print(f"[red]--- {i.name} sm_{i.sm} ({i.kind})[/red]\n{i.error}")
+        if getattr(i, "status", None) == "failed":
+            from rich.markup import escape
+            console.print(f"[red]--- {escape(f'{i.name} sm_{i.sm} ({i.kind})')}[/red]\n{escape(str(i.error))}")
 
 
 def _print_report(report, console) -> None:

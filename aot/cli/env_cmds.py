@@ -68,9 +68,17 @@ def cmd_cache(args) -> int:
     from collections import Counter
     from ..runtime.cache_admin import clear_cache, inspect_cache
     if args.action == "clear":
-        files, size = clear_cache(stale=args.stale)
-        print(f"{'stale ' if args.stale else ''}user cache cleared: {files} files, {_size(size)} removed")
-        return 0
+        res = clear_cache(stale=args.stale)
+        what = f"{'stale ' if args.stale else ''}user cache"
+        if not res.left:
+            print(f"{what} cleared: {res.files} files, {_size(res.bytes)} removed")
+            return 0
+        print(f"{what} partly cleared: {res.files} files, {_size(res.bytes)} removed; {len(res.left)} left:")
+        for line in res.left[:20]:
+            print(f"  left {line}")
+        if len(res.left) > 20:
+            print(f"  ... and {len(res.left) - 20} more")
+        raise AotError(f"{what} not fully cleared: {len(res.left)} left, first {res.left[0]}")
     if args.stale:
         raise UsageError("--stale goes with 'aot cache clear'")
     _print_cache_summary()

@@ -7,7 +7,10 @@ line and returns the error's exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -136,7 +139,61 @@ def _log_to_stderr(verbosity: int):
     return handler
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI cancellation, ``kill``), raised in the main thread so it unwinds like Ctrl-C: the build
+    stops its workers (:mod:`aot.build.workers`), temp files are removed, and the CLI prints one line and
+    exits 143 (128 + 15, the shell's code for SIGTERM) instead of dying with the workers left behind."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """SIGTERM raises :class:`Terminated` for the duration (main thread only: elsewhere a handler cannot be
+    set, and the caller's own handling stays). The previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _os_error_line(e: OSError) -> str:
+    """One line for an OSError that escaped: what aot was doing where it says (``aot.core.fs``), else the
+    path and the reason, never a bare ``[Errno 28] No space left on device``."""
+    if e.filename is not None:
+        extra = f" -> {_clip(str(e.filename2))}" if e.filename2 is not None else ""
+        return f"{_clip(str(e.filename))}{extra}: {e.strerror or e}"
+    return _clip(e.strerror or str(e), 1000)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    """A path or message from the user in about ``limit`` characters, its start and its end (a 1 MB file
+    name is not echoed whole)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4  # the end of a message usually says why
+    return f"{text[:limit - tail - 40]}...({len(text)} characters in all)...{text[-tail:]}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _sigterm_unwinds():
+        try:
+            return _main(argv)
+        except Terminated:  # SIGTERM, wherever it arrived (in a command, while parsing or printing)
+            print("aot: terminated", file=sys.stderr)
+            return 143
+        except KeyboardInterrupt:
+            print("aot: interrupted", file=sys.stderr)
+            return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _survive_any_encoding()
     try:
         args = _parser().parse_args(argv)
@@ -147,11 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
                     "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
         return commands[args.command](args)
-    except AotError as e:
-        print(f"aot: error: {e}", file=sys.stderr)
+    except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
+        print(f"aot: error: {_clip(str(e), 1000)}", file=sys.stderr)
         return e.return_code
-    except OSError as e:  # a path the user gave that cannot be read or written
-        print(f"aot: error: {e}", file=sys.stderr)
+    except OSError as e:  # a path that cannot be read or written (a full disk, missing permissions)
+        print(f"aot: error: {_os_error_line(e)}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
         if e.name not in ("yaml", "rich"):
@@ -160,9 +217,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
               f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        print("aot: interrupted", file=sys.stderr)
-        return 130
     finally:
         if handler is not None:
             import logging

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from .errors import UsageError
+from .text import short
 
 #: The full default SM list per CUDA major: what ``--sm all`` and the wheel build use. With CUDA 13 every GPU
 #: from a T4 (7.5) up gets SASS: 75 and 110 (Thor) cost about 40 s of build each and 1.5 / 1.9 MB zipped
@@ -56,7 +57,7 @@ def parse_sm_list(text: str, *, cuda_major: int, native: int | None = None,
         else:
             digits = token[3:] if token.startswith("sm_") else token
             if not _SM_DIGITS.fullmatch(digits):  # ASCII only: str.isdigit() accepts '8²' and '¹²'
-                raise UsageError(f"--sm: {token!r} is not an SM (expected e.g. 80, 89, sm_90, native, all)")
+                raise UsageError(f"--sm: {short(token)} is not an SM (expected e.g. 80, 89, sm_90, native, all)")
             result.add(int(digits))
     if supported is not None:
         bad = sorted(result - supported)

@@ -161,13 +161,17 @@ def _unique_keys(pairs: list) -> dict:
 
 def loads_strict_json(raw: bytes) -> Any:
     """Parse UTF-8 JSON strictly: no NaN/Infinity, no overflowing numbers, no duplicate keys, no lone
-    surrogates. Raises ``ValueError`` (``UnicodeDecodeError``, ``JSONDecodeError``) or ``RecursionError``."""
-    obj = json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float,
-                     object_pairs_hook=_unique_keys)
+    surrogates, nothing nested deeper than the interpreter's recursion limit. Raises ``ValueError`` only
+    (``UnicodeDecodeError``, ``JSONDecodeError``; too deep: a plain ``ValueError``, never the
+    ``RecursionError`` ``json`` raises), so every reader of untrusted JSON catches one type."""
     try:
+        obj = json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float,
+                         object_pairs_hook=_unique_keys)
         json.dumps(obj, ensure_ascii=False).encode("utf-8")  # lone surrogates ("\ud800") do not encode
     except UnicodeEncodeError:
-        raise ValueError(f"string {_first_unencodable(obj)!r} holds a lone surrogate") from None
+        raise ValueError(f"string {(_first_unencodable(obj) or '')[:60]!r} holds a lone surrogate") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     return obj
 
 

@@ -15,13 +15,33 @@ import os
 import stat
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TMP_PREFIX = ".tmp-aot-"
 
 
+def doing(e: OSError, what: str, path: str | os.PathLike) -> OSError:
+    """``e`` again (same class and errno), its message saying what aot was doing and where: ``writing
+    DIR/build-report.json: No space left on device`` instead of a bare ``[Errno 28] No space left on
+    device``. The CLI prints ``strerror`` of an OSError that names no file, so the line is exactly that."""
+    reason = e.strerror or str(e)
+    if e.filename is not None and os.fspath(e.filename) != os.fspath(path):
+        reason = f"{e.filename}: {reason}"
+    return type(e)(e.errno, f"{what} {os.fspath(path)}: {reason}")
+
+
 def atomic_write(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring). An ``OSError`` says what failed where
+    (:func:`doing`): ``writing PATH: No space left on device``."""
     path = Path(path)
+    try:
+        _atomic_write(path, data, mode)
+    except OSError as e:
+        raise doing(e, "writing", path) from None
+
+
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
     try:
@@ -181,3 +201,140 @@ def same_file(a: os.stat_result, b: os.stat_result) -> bool:
     """Still the same file, unchanged (cuda.core's guard): inode, size and mtime. A rename gives a new
     inode; a rewrite in place changes size or mtime."""
     return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
+
+
+# ------------------------------------------------------------------------- removing only what is ours
+@dataclass
+class Removal:
+    """What a clear removed, and what it left and why (one ``"PATH: reason"`` each)."""
+
+    files: int = 0
+    bytes: int = 0
+    left: list[str] = field(default_factory=list)
+
+
+#: Times a folder is emptied again when a racing writer of the same user put a file in it meanwhile.
+RMDIR_RETRIES = 3
+#: Deepest folder :func:`remove_owned` descends into (aot's cache trees are 3 levels deep).
+MAX_REMOVE_DEPTH = 64
+
+
+def _owner_problem(st: os.stat_result, shown: Path) -> str | None:
+    if st.st_uid != os.geteuid():
+        return f"{shown}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); left in place"
+    return None
+
+
+def unlink_owned(parent_fd: int, name: str, shown: Path, seen: os.stat_result, res: Removal) -> None:
+    """Unlink one non-directory ``name`` if it is ours, checked on a descriptor of the file itself (a regular
+    file) and again on the name right before the unlink: a file a writer replaced meanwhile is looked at
+    afresh. A symlink is removed, never followed."""
+    for _ in range(RMDIR_RETRIES):
+        st = seen
+        if stat.S_ISREG(seen.st_mode):
+            try:
+                fd = os.open(name, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent_fd)
+            except FileNotFoundError:
+                return
+            except OSError:
+                fd = -1  # unreadable (mode 000): the lstat below is all there is to check
+            if fd >= 0:
+                try:
+                    st = os.fstat(fd)
+                finally:
+                    os.close(fd)
+        why = _owner_problem(st, shown)
+        if why:
+            res.left.append(why)
+            return
+        try:
+            now = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                seen = now  # replaced by a writer since: check the new file
+                continue
+            os.unlink(name, dir_fd=parent_fd)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            res.left.append(f"{shown}: cannot remove: {e.strerror or e}")
+            return
+        res.files, res.bytes = res.files + 1, res.bytes + st.st_size
+        return
+    res.left.append(f"{shown}: replaced by another process {RMDIR_RETRIES} times while clearing; left in place")
+
+
+def remove_owned(parent_fd: int, name: str, shown: Path, res: Removal) -> None:
+    """Remove ``name`` (a file, a link or a whole folder) inside the folder open on ``parent_fd``, keeping to
+    what the effective user owns: another user's file or folder is reported in ``res.left`` and left (its
+    folder is not entered), and so are its parents, which then cannot be emptied. Folders are opened
+    ``O_NOFOLLOW`` relative to their parent and their owner is checked on that descriptor; no recursion
+    (an explicit stack, at most :data:`MAX_REMOVE_DEPTH` deep). A folder a racing writer of the same user
+    refilled is emptied again, up to :data:`RMDIR_RETRIES` times, then reported. Never raises ``OSError``
+    for one entry: everything not removed is in ``res.left``, with the full path."""
+    # frames: [parent fd, name, shown path, own fd (None before the first visit), attempts, left before]
+    frames: list[list] = [[parent_fd, name, shown, None, 0, 0]]
+    while frames:
+        frame = frames[-1]
+        pfd, nm, path, fd, attempts, left_before = frame
+        if fd is None:
+            try:
+                st = os.stat(nm, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                frames.pop()
+                continue
+            except OSError as e:
+                res.left.append(f"{path}: {e.strerror or e}")
+                frames.pop()
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                unlink_owned(pfd, nm, path, st, res)
+                frames.pop()
+                continue
+            why = _owner_problem(st, path)
+            if why or len(frames) > MAX_REMOVE_DEPTH:
+                res.left.append(why or f"{path}: nested deeper than {MAX_REMOVE_DEPTH} levels; left in place")
+                frames.pop()
+                continue
+            try:
+                fd = os.open(nm, DIR_FLAGS | NOFOLLOW, dir_fd=pfd)
+            except FileNotFoundError:
+                frames.pop()
+                continue
+            except OSError as e:
+                res.left.append(f"{path}: cannot open: {e.strerror or e}")
+                frames.pop()
+                continue
+            held = os.fstat(fd)
+            why = _owner_problem(held, path)
+            if why or (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+                os.close(fd)
+                res.left.append(why or f"{path}: replaced while clearing; left in place")
+                frames.pop()
+                continue
+            frame[3], frame[5] = fd, len(res.left)
+            frames.extend([fd, child, path / child, None, 0, 0] for child in _names(fd, path, res))
+            continue
+        try:  # second visit: the children are done
+            os.rmdir(nm, dir_fd=pfd)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if len(res.left) > left_before:
+                pass  # what is inside was reported; the folder stays because of it
+            elif e.errno in (errno.ENOTEMPTY, errno.EEXIST) and attempts < RMDIR_RETRIES:
+                frame[4] = attempts + 1  # a writer added a file meanwhile: empty it again
+                frames.extend([fd, child, path / child, None, 0, 0] for child in _names(fd, path, res))
+                continue
+            else:
+                res.left.append(f"{path}: cannot remove the folder: {e.strerror or e}"
+                                + (" (another process kept adding files)" if e.errno == errno.ENOTEMPTY else ""))
+        os.close(fd)
+        frames.pop()
+
+
+def _names(fd: int, shown: Path, res: Removal) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError as e:
+        res.left.append(f"{shown}: cannot list: {e.strerror or e}")
+        return []

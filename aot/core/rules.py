@@ -97,7 +97,8 @@ def check_name(name: Any) -> str:
     if len(name) > MAX_NAME_LEN:
         raise SpecError(f"the name is {len(name)} characters, over the {MAX_NAME_LEN}-character limit", "name")
     if not all(c.isalnum() or c in "_-." for c in name) or name.startswith("."):
-        raise SpecError("names may use letters, digits, '_', '-', '.' only", "name")
+        from .nvsource import suggest_name  # an error path: the runtime's import closure stays as pinned
+        raise SpecError(f"names may use letters, digits, '_', '-', '.' only (try {suggest_name(name)!r})", "name")
     return name
 
 
@@ -330,6 +331,11 @@ def check_nvrtc(d: Mapping[str, Any], source: str, headers: Mapping[str, str] | 
     (``"axpy<float>"``), whose template must appear in the source or a header."""
     name = check_name(d.get("name"))
     path = d.get("source_path", d.get("source"))
+    if isinstance(path, str) and ".py" in path:  # a .py path: its text is Python, not CUDA C++
+        from .nvsource import source_problem  # only then: the runtime's import closure stays as pinned
+        problem = source_problem(path)
+        if problem:
+            raise SpecError(problem, "source")
     problem = _text_problem(source, MAX_SOURCE_LEN) if isinstance(source, str) else "is not a string"
     if problem:
         raise SpecError(f"the source text {problem}", "source")

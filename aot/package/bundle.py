@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .config import AotConfig
-from ..core.errors import AotError, UsageError
+from ..core.errors import AotError, ArtifactError, UsageError
 from ..core.manifest import MANIFEST_NAME, load_manifest
 
 INFO_NAME = "aot-package.json"
@@ -282,10 +282,18 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
 
 
 def read_info(root: Path) -> dict | None:
-    """``aot-package.json`` of a bundled folder, or ``None`` (an ``aot build`` output has none)."""
+    """``aot-package.json`` of a bundled folder, or ``None`` (an ``aot build`` output has none, or one that is
+    not ours). One that is there but cannot be read or parsed (too large, not JSON, nested too deeply) is an
+    :class:`ArtifactError` naming it: it comes from a wheel, and it must not pass for "no checks"."""
     from ..core.format import _read_regular, loads_strict_json
+    path = Path(root) / INFO_NAME
     try:
-        doc = loads_strict_json(_read_regular(Path(root) / INFO_NAME, 1 << 20))
-    except (OSError, ValueError, AotError):
+        doc = loads_strict_json(_read_regular(path, 1 << 20))
+    except FileNotFoundError:
         return None
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ArtifactError(f"{path}: not valid JSON: {str(e)[:200]}") from None
+    # _read_regular's ArtifactError (not a regular file, over 1 MiB) names the path already
     return doc if isinstance(doc, dict) and doc.get("format") == INFO_FORMAT else None

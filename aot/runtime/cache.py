@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import threading
 import time
@@ -35,8 +34,8 @@ from typing import Iterator
 
 from ..core import format as fmt
 from ..core.env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
-from ..core.fs import (NOFOLLOW, UnsafePath, atomic_write, open_trusted_root, open_trusted_subdir, same_file,
-                       sweep_temp, trust_problem)
+from ..core.fs import (DIR_FLAGS, NOFOLLOW, Removal, UnsafePath, atomic_write, open_trusted_root,
+                       open_trusted_subdir, remove_owned, same_file, sweep_temp, trust_problem)
 from ..core.errors import ArtifactError
 
 CCCL_DIR, NVRTC_DIR, STUB_DIR = "cccl", "nvrtc", "stub"
@@ -307,6 +306,16 @@ class ArtifactCache:
     def sweep(self) -> int:
         return sweep_temp(self.root) if self.root.exists() else 0
 
-    def clear(self) -> None:
-        if self.root.exists():
-            shutil.rmtree(self.root)
+    def clear(self) -> list[str]:
+        """Remove the store, keeping to what the user owns (:func:`aot.core.fs.remove_owned`); returns what
+        was left, one ``"PATH: reason"`` each."""
+        res = Removal()
+        try:
+            parent = os.open(self.root.parent, DIR_FLAGS)
+        except FileNotFoundError:
+            return res.left
+        try:
+            remove_owned(parent, self.root.name, self.root, res)
+        finally:
+            os.close(parent)
+        return res.left

@@ -6,15 +6,17 @@ loader never needs any of this (only the CLI imports it).
 from __future__ import annotations
 
 import os
-import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..core import format as fmt
 from ..core.env import CACHE_MAX_BYTES
 from ..core.errors import AotError, ArtifactError
-from ..core.fs import NOFOLLOW, UnsafePath, open_trusted_root, same_file, sweep_temp
+from ..core.fs import (NOFOLLOW, TMP_PREFIX, Removal, UnsafePath, unlink_owned, open_trusted_root,
+                       open_trusted_subdir, remove_owned, same_file)
 from .cache import (_CLOEXEC, CCCL_DIR, NVRTC_DIR, STUB_DIR, ArtifactCache, UnsafeCacheError, cache_root,
                     enabled)
 
@@ -119,78 +121,150 @@ def inspect_cache() -> CacheInfo:
     return info
 
 
-def _remove_idle_locks(store: Path) -> int:
-    """Lock files no process holds (a live build's lock is left alone)."""
+def _idle_lock(dfd: int, name: str, shown: Path, res: Removal) -> None:
+    """Remove lock file ``name`` if it is ours and no process holds it (a live build's lock is left alone);
+    the owner is checked on the descriptor that is locked, and the name must still name it."""
     import fcntl
-    removed = 0
-    for lock in store.glob("*/*.lock"):
+    try:
+        fd = os.open(name, os.O_RDWR | NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, dir_fd=dfd)
+    except OSError:
+        return
+    try:
+        held = os.fstat(fd)
+        if held.st_uid != os.geteuid():
+            res.left.append(f"{shown}: owned by uid {held.st_uid}, not by you; left in place")
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            os.unlink(name, dir_fd=dfd)
+            res.files += 1
+    except OSError:  # held by a live build, or gone
+        pass
+    finally:
+        os.close(fd)
+
+
+def _stale_entry(dfd: int, name: str, shown: Path, fresh: Callable[[dict], bool], res: Removal) -> None:
+    """Remove entry ``name`` if it is ours and stale (another cuda-cccl or aot, or an unreadable header):
+    the owner is checked and the header read on one descriptor, and the name must still name that file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, dir_fd=dfd)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            res.left.append(f"{shown}: owned by uid {st.st_uid}, not by you; left in place")
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
         try:
-            fd = os.open(lock, os.O_RDWR | NOFOLLOW | _CLOEXEC)
-        except OSError:
+            with open(os.dup(fd), "rb") as f:
+                head = f.read(fmt.PREFIX_LEN)
+                if len(head) == fmt.PREFIX_LEN:
+                    head += f.read(min(int.from_bytes(head[len(fmt.MAGIC):], "little"), fmt.MAX_HEADER_LEN))
+            keep = fresh(fmt.decode_header(head)[0])
+        except (OSError, ArtifactError, KeyError, TypeError, AttributeError):
+            keep = False
+        if keep:
+            return
+        try:
+            if same_file(os.stat(name, dir_fd=dfd, follow_symlinks=False), st):  # not rewritten since
+                os.unlink(name, dir_fd=dfd)
+                res.files, res.bytes = res.files + 1, res.bytes + st.st_size
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            res.left.append(f"{shown}: cannot remove: {e.strerror or e}")
+    finally:
+        os.close(fd)
+
+
+def _old_temp(dfd: int, name: str, shown: Path, res: Removal, older_than_s: float = 3600.0) -> None:
+    """Remove a writer's temp file if it is ours and older than an hour (a live writer owns young ones)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return
+    if time.time() - st.st_mtime >= older_than_s:
+        unlink_owned(dfd, name, shown, st, res)
+
+
+def _clear_stale(root_fd: int, root: Path, res: Removal) -> None:
+    """``clear --stale`` inside the (checked) root: per shard folder of ``cccl/`` that is ours, stale
+    entries, idle locks and old temp files; stand-ins of another source."""
+    from ..core.version import __version__
+    from ..core.versions import dist_version, stub_digest
+    cccl = dist_version("cuda-cccl")
+
+    def fresh(header: dict) -> bool:
+        prod = header["producer"]
+        return prod.get("cuda_cccl") == cccl and prod.get("aot") == __version__
+
+    for sub, per_shard in ((CCCL_DIR, True), (STUB_DIR, False)):
+        try:
+            top = open_trusted_subdir(root_fd, sub, create=False, what=str(root / sub))
+        except FileNotFoundError:
+            continue
+        except (OSError, UnsafePath) as e:
+            res.left.append(f"{root / sub}: not cleared: {e}")
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held, now = os.fstat(fd), os.lstat(lock)
-            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
-                os.unlink(lock)
-                removed += 1
-        except OSError:
-            pass
+            if not per_shard:
+                current = stub_digest()
+                for name in sorted(os.listdir(top)):
+                    if name != current:
+                        remove_owned(top, name, root / sub / name, res)
+                continue
+            for shard in sorted(os.listdir(top)):
+                try:
+                    sfd = open_trusted_subdir(top, shard, create=False, what=str(root / sub / shard))
+                except (OSError, UnsafePath) as e:
+                    if not isinstance(e, (FileNotFoundError, NotADirectoryError)):
+                        res.left.append(f"{root / sub / shard}: not cleared: {e}")
+                    continue
+                try:
+                    for name in sorted(os.listdir(sfd)):
+                        shown = root / sub / shard / name
+                        if name.startswith(TMP_PREFIX):
+                            _old_temp(sfd, name, shown, res)
+                        elif name.endswith(".lock"):
+                            _idle_lock(sfd, name, shown, res)
+                        elif name.endswith(".aot"):
+                            _stale_entry(sfd, name, shown, fresh, res)
+                finally:
+                    os.close(sfd)
         finally:
-            os.close(fd)
-    return removed
+            os.close(top)
 
 
-def clear_cache(stale: bool = False) -> tuple[int, int]:
+def clear_cache(stale: bool = False) -> Removal:
     """Remove what aot wrote in the cache: every entry, cuda.core's NVRTC cache, the stand-in libcuda,
     lock files and temp files (``stale``: only CCCL entries of another cuda-cccl or aot version or with an
-    unreadable header, stand-ins of another source, idle locks, old temp files). (files, bytes) removed.
-    Refuses a cache directory another user could write: it would delete their files."""
+    unreadable header, stand-ins of another source, idle locks, old temp files).
+
+    Only what the user owns is removed, checked on the descriptor as reads are: another user's file or
+    folder is left and listed in the result's ``left`` with the reason, and so is anything a racing writer
+    kept refilling. Refuses (:class:`AotError`) a cache directory another user could write: it would
+    delete their files."""
     state, why = root_state()
+    res = Removal()
     if state in ("absent", "disabled"):
-        return 0, 0
+        return res
     if state != "ok":
         raise AotError(f"refusing to clear the user cache: {why}")
     root = cache_root()
-    files = size = 0
-    if not stale:
-        for sub in (CCCL_DIR, NVRTC_DIR, STUB_DIR):
-            p = root / sub
-            if p.is_symlink():
-                p.unlink()
-            elif p.is_dir():
-                n, b = _tree_size(p)
-                shutil.rmtree(p)
-                files, size = files + n, size + b
-        return files, size
-    from ..core.version import __version__
-    from ..core.versions import dist_version
-    cccl = dist_version("cuda-cccl")
-    store = root / CCCL_DIR
-    if store.is_dir() and not store.is_symlink():
-        for path, st in ArtifactCache(store)._scan():
-            try:
-                prod = read_header(path)["producer"]
-                fresh = prod.get("cuda_cccl") == cccl and prod.get("aot") == __version__
-            except (OSError, ArtifactError):
-                fresh = False
-            if fresh:
-                continue
-            try:
-                if same_file(os.lstat(path), st):
-                    os.unlink(path)
-                    files, size = files + 1, size + st.st_size
-            except OSError:
-                pass
-        files += _remove_idle_locks(store)
-        files += sweep_temp(store)
-    stubs = root / STUB_DIR
-    if stubs.is_dir() and not stubs.is_symlink():
-        from ..core.versions import stub_digest
-        current = stub_digest()
-        for d in stubs.iterdir():
-            if d.name != current and d.is_dir() and not d.is_symlink():
-                n, b = _tree_size(d)
-                shutil.rmtree(d)
-                files, size = files + n, size + b
-    return files, size
+    try:
+        root_fd = open_trusted_root(root, create=False)
+    except (OSError, UnsafePath) as e:
+        raise AotError(f"refusing to clear the user cache: {e}") from None
+    try:
+        if stale:
+            _clear_stale(root_fd, root, res)
+        else:
+            for sub in (CCCL_DIR, NVRTC_DIR, STUB_DIR):
+                remove_owned(root_fd, sub, root / sub, res)
+    finally:
+        os.close(root_fd)
+    return res
