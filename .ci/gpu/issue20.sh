@@ -7,7 +7,7 @@
 #   2. one artifact of a stateful select serves two masks in one process (tests/test_gpu_state.py);
 #   3. the example packages from a lean install (.ci/gpu/downstream.sh), geo-mypkg's API against numpy.
 # Built on the CPU host and carried: .gpu/gate, .gpu/mutants, and in $AOT_I20_WHEELS (default .whl-i20) the
-# runtime wheel cccl_aot_cu13-*.whl, the example wheels (mypkg_hatch, mypkg_skbuild, mypkg_geo) and PyYAML;
+# runtime wheel cccl_aot_cu13-*.whl, the example wheels (mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo), PyYAML;
 # the Python 3.12 wheels of cuda-cccl 1.2.1, cuda-core 1.2.2, platformdirs, rich come from $AOT_BASE_WHEELS
 # (default ../.whl). Prints a short table last; into $OUT: summary.txt, gate.json, downstream.json,
 # two_masks.log and i20-logs.tgz (every log; the device tool returns at most 8 files, 2 folders down).
