@@ -387,3 +387,43 @@ def test_checks_accept_the_right_answer_and_catch_a_wrong_one(forms_dir, name, g
     _host_run(spec, good)
     with pytest.raises(Mismatch):
         _host_run(spec, bad)
+
+
+def test_an_operator_reading_a_state_length_is_refused(tmp_path, monkeypatch):
+    """Compiled against a placeholder, ``len(flags)`` would be a constant: refused at build, naming it."""
+    from aot.algorithms.forms import StateField
+    from aot.build.operators import operator_for
+    (tmp_path / "aotlenops.py").write_text("flags = None\n\n\ndef bounded(i):\n    return i < len(flags)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"'aotlenops:bounded' reads the length or shape of a state array"):
+        operator_for("aotlenops:bounded", (StateField("flags", "uint8", True),), {}, 90, lambda op: op)
+
+
+def _binary(offset: int = 0):
+    def run(*, d_in1, d_in2, d_out, num_items, **_):
+        d_out.a[:] = np.arange(d_in1 + offset, d_in1 + offset + num_items) + d_in2.a * 2
+    return run
+
+
+def _segmented(square: bool = True):
+    def run(*, temp_storage, d_in, d_out, num_segments, start_offsets_in, end_offsets_in, h_init, **_):
+        x = d_in.a * d_in.a if square else d_in.a
+        for i, (b, e) in enumerate(zip(start_offsets_in.a, end_offsets_in.a)):
+            d_out.a[i] = h_init[0] + x[b:e].sum()
+        return 0
+    return run
+
+
+@pytest.mark.parametrize("entry, good, bad", [
+    ({"algorithm": "binary_transform", "dtype": "int64", "input": "counting",
+      "input2": {"transform": "lambda x: x * 2"}, "op": "lambda a, b: a + b"}, _binary(), _binary(offset=1)),
+    ({"algorithm": "segmented_reduce", "dtype": "float64", "op": "plus", "init": 0,
+      "input": {"transform": "lambda x: x * x"}}, _segmented(), _segmented(square=False)),
+])
+def test_checks_of_the_other_iterator_algorithms(entry, good, bad):
+    from aot.core.rules import check_cccl
+    from aot.verify.compare import Mismatch
+    spec = check_cccl({"name": "s", **entry}, {}, lambda ref: "0" * 64)
+    _host_run(spec, good)
+    with pytest.raises(Mismatch):
+        _host_run(spec, bad)

@@ -66,6 +66,11 @@ class Node:
     modifier: str | None = None
 
 
+def needs_binding(p: Mapping[str, Any], seqs: tuple[Seq, ...]) -> bool:
+    """Whether a spec's loaded object binds arguments per call: it declares state or takes an iterator."""
+    return "state" in p or any(p.get(s.field, "array") != "array" for s in seqs)
+
+
 def kind_of(raw: Any) -> str:
     """The kind of a (valid) stored node."""
     return raw if isinstance(raw, str) else next(k for k in raw if k in KINDS)

@@ -45,12 +45,14 @@ class SegmentedReduce(AlgorithmBase):
     name = "segmented_reduce"
     factory = "make_segmented_reduce"
     fields = {"dtype": REQUIRED, "op": REQUIRED, "init": REQUIRED, "offset_dtype": "int64"}
+    optional = {"input": "array", "output": "array"}
     ops = (OpSlot("op", "op"),)
+    seqs = (IN, OUT)
     struct_fields = ("dtype",)
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
         dt, od = p["dtype"], p["offset_dtype"]
-        return dict(d_in=b.array(dt), d_out=b.array(dt), start_offsets_in=b.array(od), end_offsets_in=b.array(od),
+        return dict(d_in=b.seq(p, IN), d_out=b.seq(p, OUT), start_offsets_in=b.array(od), end_offsets_in=b.array(od),
                     op=b.op(p["op"]), h_init=b.value(dt, p["init"]))
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
@@ -59,15 +61,18 @@ class SegmentedReduce(AlgorithmBase):
         sizes = c.rng.integers(0, 200, 2000)
         sizes[::17] = 0  # empty segments must yield init
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(p["offset_dtype"])
-        x = _edges(c.rand(dt, int(offsets[-1]), small=True))
+        src = c.source(p, IN, int(offsets[-1]))
+        if not src.ordered:
+            raise c.ref.NoReference("segmented_reduce: a shuffled input's order has no numpy reference")
+        x = _edges(src.values) if src.plain else src.values
         init = c.value(dt, p["init"])
         m = len(sizes)
-        d_out = c.out(m, dt)
-        d_x, d_beg, d_end = c.up(x), c.up(offsets[:-1]), c.up(offsets[1:])
-        c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=d_out, num_segments=m, start_offsets_in=d_beg,
+        out = c.sink(p, OUT, m)
+        d_x, d_beg, d_end = src.with_values(x), c.up(offsets[:-1]), c.up(offsets[1:])
+        c.twice(lambda t: obj(temp_storage=t, d_in=d_x, d_out=out.arg, num_segments=m, start_offsets_in=d_beg,
                               end_offsets_in=d_end, h_init=init))
         want = c.ref.expect_segmented_reduce(p["op"], init.dtype, init, x, offsets)
-        c.ref.close_to(d_out.to_host(), want, "segmented_reduce")
+        out.compare(want, "segmented_reduce")
 
 
 def _edges(x):

@@ -8,6 +8,7 @@ from ._base import REQUIRED, AlgorithmBase, Build, Check, OpSlot
 from .forms import Seq
 
 IN, OUT = Seq("input", "d_in"), Seq("output", "d_out", "out_dtype", output=True)
+IN1, IN2 = Seq("input", "d_in1"), Seq("input2", "d_in2", "dtype2")
 
 
 class UnaryTransform(AlgorithmBase):
@@ -38,21 +39,23 @@ class BinaryTransform(AlgorithmBase):
     name = "binary_transform"
     factory = "make_binary_transform"
     fields = {"dtype": REQUIRED, "op": REQUIRED, "dtype2": None, "out_dtype": None}
+    optional = {"input": "array", "input2": "array", "output": "array"}
     ops = (OpSlot("op", "op", role="operator", arity=2),)
+    seqs = (IN1, IN2, OUT)
     struct_fields = ("dtype", "dtype2", "out_dtype")
 
     def factory_kwargs(self, p: Mapping[str, Any], b: Build) -> dict[str, Any]:
-        dt = p["dtype"]
-        return dict(d_in1=b.array(dt), d_in2=b.array(p["dtype2"] or dt), d_out=b.array(p["out_dtype"] or dt),
-                    op=b.op(p["op"]))
+        return dict(d_in1=b.seq(p, IN1), d_in2=b.seq(p, IN2), d_out=b.seq(p, OUT), op=b.op(p["op"]))
 
     def check(self, obj: Any, p: Mapping[str, Any], c: Check) -> None:
-        dt, n = p["dtype"], c.n
-        d2, od = p["dtype2"] or dt, p["out_dtype"] or dt
-        a, b = c.rand(dt, n, small=True), c.rand(d2, n, small=True)
-        d_out = c.out(n, od)
-        obj(d_in1=c.up(a), d_in2=c.up(b), d_out=d_out, num_items=n)
-        c.ref.close_to(d_out.to_host(), c.ref.expect_transform(p["op"], c.np_dtype(od), a, b), "binary_transform")
+        od, n = p["out_dtype"] or p["dtype"], c.n
+        index_like = bool(p.get("state"))
+        a, b = c.source(p, IN1, n, index_like=index_like), c.source(p, IN2, n, index_like=index_like)
+        if not (a.ordered and b.ordered):
+            raise c.ref.NoReference("binary_transform: a shuffled input's order has no numpy reference")
+        out = c.sink(p, OUT, n)
+        obj(d_in1=a.arg, d_in2=b.arg, d_out=out.arg, num_items=n)
+        out.compare(c.ref.expect_transform(p["op"], c.np_dtype(od), a.values, b.values), "binary_transform")
 
 
 UNARY_TRANSFORM = UnaryTransform()

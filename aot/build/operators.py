@@ -68,8 +68,28 @@ def operator_for(op: Any, fields: tuple[StateField, ...], sources: Mapping[str, 
         return plain(op)
     if is_code_ref(op):
         from ..core.opref import resolve
-        return stateful(resolve(op), used)
+        fn = resolve(op)
+        _refuse_length_reads(op, fn, used)
+        return stateful(fn, used)
     return stateful(lambda_function(op, tuple(f.name for f in used)), used)
+
+
+def _refuse_length_reads(ref: str, fn: Callable[..., Any], fields: tuple[StateField, ...]) -> None:
+    """An operator from code must not read a state array's length or shape: it is compiled against a
+    placeholder (the caller's array has any length), so ``len(flags)`` would be a wrong constant."""
+    import ast
+    import inspect
+    import textwrap
+    names = {f.name for f in fields}
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    for node in ast.walk(tree):
+        bad = (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+               and any(isinstance(a, ast.Name) and a.id in names for a in node.args)) or \
+              (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names
+               and node.attr in ("shape", "size", "ndim", "strides", "nbytes"))
+        if bad:
+            raise ValueError(f"operator {ref!r} reads the length or shape of a state array ({ast.unparse(node)}); "
+                             f"aot compiles it for any length: pass the length as state or index within it")
 
 
 def iterator_arg(raw: Any, dtype: str, types: Mapping[str, Any], output: bool, op_for: Callable[[Any], Any]):

@@ -108,14 +108,11 @@ class Binder:
         self.fields = state_fields(p.get("state"))
         layouts = {slot.keyword: op_state(p[slot.field], self.fields) for slot in algo.ops}
         self.ops = {kw: layout for kw, layout in layouts.items() if layout}  # stateless ones: CcclAlgorithm's
-        self.seqs = [(s, tree(p[s.field], s.dtype(p), spec.types)) for s in algo.seqs
-                     if p.get(s.field, "array") != "array"]
-
-    @staticmethod
-    def needed(spec: CcclSpec) -> bool:
-        """Whether ``spec`` needs a binder (it has state or an iterator argument)."""
-        p = spec.params
-        return "state" in p or any(p.get(s.field, "array") != "array" for s in ALGORITHMS[spec.algorithm].seqs)
+        self.seqs = []  # (seq, its node, how many values its caller passes)
+        for s in algo.seqs:
+            if p.get(s.field, "array") != "array":
+                node = tree(p[s.field], s.dtype(p), spec.types)
+                self.seqs.append((s, node, sum(1 for _ in leaves(node))))
 
     def fail(self, fld: str, message: str) -> CallError:
         return CallError(f"{self.spec.name}: {fld}: {message}")
@@ -129,10 +126,9 @@ class Binder:
             if layout not in by_layout:
                 by_layout[layout] = stand_in_op(layout, values)
             kwargs[kw] = by_layout[layout]
-        for seq, node in self.seqs:
+        for seq, node, n_leaves in self.seqs:
             given = kwargs.get(seq.keyword)
             items = iter(given if isinstance(given, tuple) else (given,))
-            n_leaves = sum(1 for _ in leaves(node))
             if (len(given) if isinstance(given, tuple) else 1) != max(n_leaves, 1):
                 raise self.fail(seq.keyword, f"the {seq.field} iterator takes {n_leaves} value(s) in a tuple "
                                              f"(its leaves, depth first), got {_kind(given)}")

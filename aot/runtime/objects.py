@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..algorithms.forms import needs_binding
 from ..core.errors import AotWarning
 from ..core.spec import CcclSpec
 from .lean import import_cuda_compute
@@ -74,7 +75,7 @@ class CcclAlgorithm:
             self._ops[slot.keyword] = (import_cuda_compute().OpKind[op.upper()] if op in BUILTIN_OPS
                                        else _compiled_stateless_op())
         self._binder = None
-        if "state" in spec.params or any(spec.params.get(s.field, "array") != "array" for s in algo.seqs):
+        if needs_binding(spec.params, algo.seqs):
             from .binder import Binder  # only for specs with state or iterators: the plain closure stays small
             self._binder = Binder(spec)
 
