@@ -1,4 +1,4 @@
-"""Do deserializing and kernel loading scale over threads? (GPU; what sizes aot.runtime.warmup.WORKERS)
+"""Do deserializing and kernel loading scale over threads? (GPU; what sizes aot.runtime.threads.TUNING.workers)
 
     python benchmarks/kload_scaling.py ARTIFACT_DIR [--workers 1,2,4,8] [--runs 3] [--json FILE]
 

@@ -364,3 +364,151 @@ def test_warm_breakdown_summary_and_table():
         "warm_le_1.25x_floor": True, "blocking_le_5ms": True, "first_call_le_1.2ms": False}
     text = bench.table({"no-context": s})
     assert "1.23" in text and "first_call_le_1.2ms: MISSED" in text and "cuda_compute_imported 380" in text
+
+
+CALLER_FIRST = textwrap.dedent("""
+    import ctypes, json, os, sys, threading, time, warnings
+    warnings.simplefilter("ignore")
+    fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
+    import aot
+    from aot.runtime import threads, warm as W
+    threads.TUNING.workers = 1                  # one worker: the queue's order is the order of the loads
+    threads.TUNING.switch_interval = 0.0005     # (off by default: measured to buy nothing)
+    log = []
+    def slow(fn):
+        def run(*a, **kw):                      # a load that holds the driver 150 ms (the GIL released)
+            start = time.perf_counter()
+            time.sleep(0.15)
+            n = fn(*a, **kw)
+            log.append((threading.current_thread().name, start, time.perf_counter()))
+            return n
+        return run
+    W.warm_cccl, W.warm_nvrtc = slow(W.warm_cccl), slow(W.warm_nvrtc)
+    reg = aot.Registry(sys.argv[2])
+    default_interval = sys.getswitchinterval()
+    reg.request_warmup()
+    while "first_task" not in threads.TIMELINE:   # the worker is on its first spec (an NVRTC unit)
+        time.sleep(0.005)
+    during = sys.getswitchinterval()
+    t0 = time.perf_counter()
+    algo = reg.cccl(sys.argv[3])                # queued last (CCCL specs come after the units, largest first)
+    t1 = time.perf_counter()
+    cold = reg.ensure_warm(timeout=120)
+    deadline = time.monotonic() + 5
+    while sys.getswitchinterval() != default_interval and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = reg.status()
+    print(json.dumps({"cold": cold, "t0": t0, "t1": t1, "log": log, "kernels": {n: s.kernels for n, s in st.items()},
+                      "errors": {n: s.errors for n, s in st.items() if s.errors}, "default": default_interval,
+                      "during": during, "after": sys.getswitchinterval(), "names": reg.names()}))
+""")
+
+
+def test_the_callers_spec_jumps_the_queue(small_build, fake_libcuda):
+    """``cccl(name)`` during a warmup: the spec the queue would load last is loaded now, kernels included,
+    in the caller's thread (it has a context current: the fake's), while the worker pauses at its next
+    load; then the worker goes on with the rest, and every spec is warmed exactly once. The GIL switch
+    interval, where asked for, is lowered while the warmup runs and restored after."""
+    last = "reduce_sum_i32"  # the smaller CCCL spec: queued after lower_bound_i32
+    r = run_child(CALLER_FIRST, fake_libcuda, small_build.out, last)
+    assert r["cold"] == [] and r["errors"] == {}, r
+    assert all(r["kernels"][n] for n in r["names"]), r["kernels"]
+    loads = r["log"]
+    assert len(loads) == len(r["names"]), loads  # one warm per spec, none twice
+    mine = [x for x in loads if x[0] == "MainThread"]
+    assert len(mine) == 1 and r["t0"] <= mine[0][1] and mine[0][2] <= r["t1"], (mine, r["t0"], r["t1"])
+    workers = [x for x in loads if x[0] != "MainThread"]
+    # no worker load started while the caller's spec loaded; the worker's loads before finished within one load
+    assert not any(mine[0][1] < s < r["t1"] for _, s, _ in workers), loads
+    assert r["t1"] - r["t0"] < 0.15 + 0.15 + 1.0, loads  # its own load, at most one in flight, slack
+    assert sum(1 for _, s, _ in workers if s > r["t1"]) >= 2, loads  # lower_bound and a unit were still queued
+    assert r["during"] == pytest.approx(0.0005) and r["after"] == r["default"], r
+
+
+def test_switch_interval_is_restored_unless_changed(monkeypatch):
+    from aot.runtime import threads
+    monkeypatch.setattr(threads.TUNING, "switch_interval", 0.0005)
+    sw = threads._Switch()
+    base = sys.getswitchinterval()
+    try:
+        sw.hold(2)
+        assert sys.getswitchinterval() == pytest.approx(threads.TUNING.switch_interval)
+        sw.release()
+        assert sys.getswitchinterval() == pytest.approx(threads.TUNING.switch_interval)
+        sw.release()
+        assert sys.getswitchinterval() == base
+        sw.hold()
+        sys.setswitchinterval(0.002)  # the application's own choice meanwhile: kept
+        sw.release()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+        monkeypatch.setattr(threads.TUNING, "switch_interval", 0.5)  # never raised
+        sw.hold()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+        sw.release()
+    finally:
+        sys.setswitchinterval(base)
+
+
+POLITE = textwrap.dedent("""
+    import ctypes, json, os, sys, threading, time, warnings
+    warnings.simplefilter("ignore")
+    fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    import aot
+    from aot.runtime import threads, warm as W
+    threads.TUNING.workers = 2
+    log = []
+    def slow(fn):
+        def run(*a, **kw):                      # a load that holds the driver 200 ms, then the real (fake) one
+            start = time.perf_counter()
+            time.sleep(0.2)
+            log.append((threading.current_thread().name, start, time.perf_counter()))
+            return fn(*a, **kw)
+        return run
+    W.warm_cccl, W.warm_nvrtc = slow(W.warm_cccl), slow(W.warm_nvrtc)
+    reg = aot.Registry(sys.argv[2])
+    reg.request_warmup()
+    while "first_task" not in threads.TIMELINE:
+        time.sleep(0.005)
+    time.sleep(1.0)                             # the application works; nobody waits for the warmup
+    rush = time.perf_counter()
+    cold = reg.ensure_warm(timeout=120)
+    print(json.dumps({"cold": cold, "log": log, "rush": rush, "n": len(reg.names())}))
+""")
+
+
+def test_warmup_is_polite_until_someone_waits_for_it(small_build, fake_libcuda):
+    """While the application works (nobody in ``ensure_warm``), one worker loads and rests after each
+    step as long as it took; once the caller waits, every worker loads at full speed."""
+    r = run_child(POLITE, fake_libcuda, small_build.out)
+    assert r["cold"] == [] and len(r["log"]) == r["n"], r
+    before = sorted((x for x in r["log"] if x[2] <= r["rush"]), key=lambda x: x[1])
+    assert len(before) >= 2 and {x[0] for x in before} == {"aot-warmup-0"}, r["log"]
+    for (_, _, end), (_, start, _) in zip(before, before[1:]):
+        assert start - end >= 0.15, r["log"]  # rested about as long as the 200 ms load
+    after = [x for x in r["log"] if x[1] >= r["rush"]]
+    assert any(x[0] == "aot-warmup-1" for x in after), r["log"]
+
+
+def test_warm_limit_summary_and_table():
+    """The limit is the smaller of the driver beside the import and max(import, driver alone); ratios are
+    warm-all over the limit and the first result with a warmup over the one without."""
+    spec = importlib.util.spec_from_file_location("warm_limit", ROOT / "benchmarks" / "warm_limit.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = []
+    for w in (500.0, 520.0, 510.0):
+        rows += [{"kind": "floor", "wall_ms": 300.0, "import_ms": 290.0, "context_ms": 240.0},
+                 {"kind": "driver", "wall_ms": w, "import_ms": 290.0, "context_ms": 240.0, "loads_ms": w - 240},
+                 {"kind": "driver-alone", "wall_ms": 480.0, "context_ms": 230.0, "loads_ms": 250.0, "kernels": 71},
+                 {"kind": "first-nowarm", "wall_ms": 600.0, "marks_ms": {"cccl_returned": 590.0}},
+                 {"kind": "first-new", "wall_ms": 570.0, "marks_ms": {"cccl_returned": 560.0}},
+                 {"kind": "warm-new", "wall_ms": 552.0, "blocking_ms": 3.0, "kernels": 71,
+                  "phases_ms": {"cuda_compute_imported": 350.0}, "problems": []},
+                 {"kind": "catalog", "wall_ms": 30.0, "catalog_ms": 25.0, "registry_ms": 1.0, "specs": 29}]
+    s = bench.summarize(rows, ["new"])
+    assert s["limit_ms"] == 480.0  # max(290, 480) < the driver beside the import (510)
+    assert s["ratio_warm_new"] == pytest.approx(1.15) and s["ratio_first_new"] == pytest.approx(0.95)
+    text = bench.table("default", s, ["new"])
+    assert "limit 480.0 ms" in text and "1.150x limit" in text and "0.950x no warmup" in text, text
+    assert "first use (names(), 29 specs) 25.0 ms" in text and "INCOMPLETE" not in text, text
+    assert set(bench.VARIANTS["today"]) == {"workers", "polite", "caller_first", "grace", "switch_interval"}

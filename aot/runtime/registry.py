@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import warnings
+from contextlib import AbstractContextManager, nullcontext  # imported by typing already
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..core.errors import AotError, AotWarning
@@ -151,12 +152,13 @@ class Registry:
             raise AotError(f"{name!r} is an NVRTC unit; use kernel({name!r}, kernel_name)")
         from .lean import import_cuda_compute
         from .objects import CcclAlgorithm
-        loaded = self._load(name)
-        with self._lock:
-            spare, loaded.obj = loaded.obj, None
-        if spare is None:
-            spare = import_cuda_compute().deserialize(loaded.payload)
-        algo = CcclAlgorithm(spec, spare)
+        with _first_in_line(self, name):  # during a warmup: served before the pool's other specs
+            loaded = self._load(name)
+            with self._lock:
+                spare, loaded.obj = loaded.obj, None
+            if spare is None:
+                spare = import_cuda_compute().deserialize(loaded.payload)
+            algo = CcclAlgorithm(spec, spare)
         per_thread[name] = algo
         return algo
 
@@ -168,7 +170,8 @@ class Registry:
             raise AotError(f"{unit!r} is a CCCL spec; use cccl({unit!r})")
         if kernel_name not in spec.kernels:
             raise AotError(f"unit {unit!r} has no kernel {kernel_name!r}; it has {', '.join(spec.kernels)}")
-        return self._load(unit).obj.get_kernel(kernel_name)
+        with _first_in_line(self, unit):  # during a warmup: served before the pool's other specs
+            return self._load(unit).obj.get_kernel(kernel_name)
 
     def request_warmup(self, names: Iterable[str] | None = None) -> None:
         """Start loading ``names`` (default: all) in background threads; returns at once; idempotent.
@@ -341,6 +344,7 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
     floor, opening the device and importing CUDA's packages, each in its own thread; then, beside them,
     importing the loader and reading the catalog (:meth:`aot.runtime.warmup.WarmPool.request`)."""
     threads.stamp("warmup_started")
+    threads.SWITCH.hold()  # the GIL handed over quickly while CUDA imports beside the caller
     try:
         from . import cuctx
         served = reg._device
@@ -362,6 +366,14 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
             start.error = e
     finally:
         start.done.set()
+        threads.SWITCH.release()
+
+
+def _first_in_line(reg: Registry, name: str) -> AbstractContextManager[None]:
+    """The caller's ``name`` ahead of its registry's warmup (:meth:`aot.runtime.warmup.WarmPool.first_in_line`);
+    nothing without one."""
+    pool = reg._warmup
+    return nullcontext() if pool is None else pool.first_in_line(name)
 
 
 def package_dir(package: str) -> str:

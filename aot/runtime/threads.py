@@ -14,11 +14,153 @@ warnings a registry earns while one of them reads its manifest are held for the 
 from __future__ import annotations
 
 import _thread
+import sys
 import threading  # here, in the caller's thread: the thread that first imports threading becomes its main_thread()
 import time
-from typing import Any, Callable
+from contextlib import contextmanager  # imported by typing already
+from typing import Any, Callable, Iterator
 
 _mark = threading.local()
+
+class Tuning:
+    """How a warmup shares the process with its caller (read as a warmup runs; module-level so that
+    ``benchmarks/warm_limit.py`` can measure the alternatives; nothing else sets them). Measured on an
+    H100 (issue 24; ``benchmarks/results/warm_limit_h100*.json``, medians of 5 fresh processes):
+
+    ``polite``, ``duty``: while nobody waits for the warmup, one worker loads and rests after each step
+    as long as it took (duty 0.5). An application's first result (import cupy, one reduce on 2^20
+    items) with a whole warmup in flight: 0.96x / 0.85x of no warmup (default matrix / 100 specs);
+    loading at full speed instead: 1.25x / 1.32x. ``workers``: threads loading while a caller waits in
+    ``ensure_warm`` (4: warm-all of the 100 specs 1.08x the driver's limit).
+    ``caller_first``: ``cccl(name)`` / ``kernel(unit, ...)`` during a warmup pause the workers at their
+    next step until the caller's spec is served, by the worker already on it or now in the caller's
+    thread; ``grace``: seconds they stay paused after that, for the caller's first call (default matrix,
+    full speed: that call took 51 ms with no grace, 1 ms with 30 ms).
+    ``switch_interval``: the GIL switch interval (s) while warmup work is pending (``None``: the
+    process's own). 0.5 ms instead of 5 ms did not change the first result (0.98x vs 0.96x, 1.28x vs
+    1.28x) and slowed warm-all (709 vs 682 ms, 1659 vs 1537 ms), so it is left alone."""
+
+    workers = 4
+    polite = True
+    duty = 0.5
+    caller_first = True
+    grace = 0.05
+    switch_interval: float | None = None
+
+
+TUNING = Tuning()
+
+
+class Turns:
+    """Who goes first between a registry's warmup workers and the application's threads.
+
+    A caller inside :meth:`caller` (``cccl``/``kernel``) pauses every worker at its next step, except one
+    on the very spec it waits for, and for ``TUNING.grace`` after; a caller inside :meth:`rushing`
+    (``ensure_warm``) lets every worker load at full speed. Otherwise (``TUNING.polite``) only the first
+    worker loads, resting after each step as long as the step took (``TUNING.duty``)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition(threading.Lock())
+        self._callers = 0
+        self._wanted: dict[str, int] = {}  # names callers wait for: their worker never pauses
+        self._resume_at = 0.0  # time.monotonic() until which workers stay paused (grace)
+        self.rush = 0  # callers waiting in ensure_warm
+
+    @contextmanager
+    def caller(self, name: str) -> Iterator[None]:
+        with self._cv:
+            self._callers += 1
+            self._wanted[name] = self._wanted.get(name, 0) + 1
+            self._cv.notify_all()  # a worker paused on this very name goes on
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._callers -= 1
+                self._wanted[name] -= 1
+                if not self._wanted[name]:
+                    del self._wanted[name]
+                if TUNING.grace > 0:
+                    self._resume_at = time.monotonic() + TUNING.grace
+                self._cv.notify_all()
+
+    @contextmanager
+    def rushing(self) -> Iterator[None]:
+        with self._cv:
+            self.rush += 1
+            self._cv.notify_all()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self.rush -= 1
+
+    def polite(self) -> bool:
+        """True while nobody waits for the warmup (then only one worker loads, resting between steps)."""
+        return TUNING.polite and not self.rush
+
+    def wait_rush(self) -> None:
+        """An extra worker: wait until a caller waits for the warmup (at once unless polite)."""
+        with self._cv:
+            while self.polite():
+                self._cv.wait()
+
+    def wait(self, name: str, since: float | None = None) -> None:
+        """A worker before a step of ``name``: wait while callers are served (unless one waits for ``name``)
+        and, polite, rest as long as the step begun at ``since`` (``time.perf_counter()``) took."""
+        rest_until = 0.0
+        if since is not None and self.polite():
+            duty = min(max(TUNING.duty, 0.05), 1.0)
+            rest_until = time.monotonic() + (time.perf_counter() - since) * (1 / duty - 1)
+        if not (self._callers or self._resume_at or rest_until):
+            return
+        with self._cv:
+            while name not in self._wanted:
+                now = time.monotonic()
+                if self._callers:
+                    self._cv.wait()
+                elif self._resume_at > now:
+                    self._cv.wait(self._resume_at - now)
+                elif rest_until > now and self.polite():
+                    self._resume_at = 0.0
+                    self._cv.wait(rest_until - now)
+                else:
+                    self._resume_at = 0.0
+                    return
+
+
+class _Switch:
+    """``sys.setswitchinterval(TUNING.switch_interval)`` while any warmup work is pending (:meth:`hold`
+    per piece of it, :meth:`release` when done), then the process's own again, unless someone changed
+    it meanwhile. Never raises it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+        self._saved = self._ours = 0.0
+
+    def hold(self, k: int = 1) -> None:
+        want = TUNING.switch_interval
+        with self._lock:
+            if self._n == 0 and want is not None:
+                now = sys.getswitchinterval()
+                if want < now:
+                    self._saved = now
+                    sys.setswitchinterval(want)
+                    self._ours = sys.getswitchinterval()
+            self._n += k
+
+    def release(self, k: int = 1) -> None:
+        with self._lock:
+            self._n -= k
+            if self._n <= 0 and self._ours:
+                if sys.getswitchinterval() == self._ours:
+                    sys.setswitchinterval(self._saved)
+                self._n, self._ours = 0, 0.0
+
+
+#: The process's switch interval while warmups run.
+SWITCH = _Switch()
 
 #: When each stage of this process's warmups was first reached (``time.perf_counter()``; ``task_end``:
 #: the last): what ``benchmarks/warm_breakdown.py`` reports as the pipeline's phases. Nothing reads it.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: cuda-cccl versions whose ``Device<Algo>BuildResult`` layout :data:`LIBRARY_OFFSET` was found for.
@@ -102,27 +102,35 @@ def cccl_library_handle(build_result: Any) -> int:
     return library
 
 
-def load_library_kernels(library: int) -> int:
-    """``cuKernelGetFunction`` on every kernel of ``library`` (current context); returns their count."""
+def _go_on() -> None:
+    pass
+
+
+def load_library_kernels(library: int, between: Callable[[], None] = _go_on) -> int:
+    """``cuKernelGetFunction`` on every kernel of ``library`` (current context); returns their count.
+    ``between`` runs before each kernel: a warmup worker pauses there while a caller loads its own spec
+    (each load holds the driver a few milliseconds: H100, 3-20 ms)."""
     from cuda.bindings import driver
     lib = driver.CUlibrary(library)
     (count,) = _check(driver.cuLibraryGetKernelCount(lib), "cuLibraryGetKernelCount")
     (kernels,) = _check(driver.cuLibraryEnumerateKernels(count, lib), "cuLibraryEnumerateKernels")
     for k in kernels:
+        between()
         _check(driver.cuKernelGetFunction(k), "cuKernelGetFunction")
     return int(count)
 
 
-def warm_cccl(obj: Any) -> int:
+def warm_cccl(obj: Any, between: Callable[[], None] = _go_on) -> int:
     """Load every kernel of a cuda.compute object into the current device; returns how many."""
-    return load_library_kernels(cccl_library_handle(build_result_of(obj)))
+    return load_library_kernels(cccl_library_handle(build_result_of(obj)), between)
 
 
-def warm_nvrtc(code: Any, kernel_names: Iterable[str]) -> int:
+def warm_nvrtc(code: Any, kernel_names: Iterable[str], between: Callable[[], None] = _go_on) -> int:
     """Load the named kernels of a ``cuda.core.ObjectCode`` into the current device; returns how many."""
     from cuda.bindings import driver
     n = 0
     for name in kernel_names:
+        between()
         handle = int(code.get_kernel(name).handle)
         _check(driver.cuKernelGetFunction(driver.CUkernel(handle)), f"cuKernelGetFunction({name})")
         n += 1

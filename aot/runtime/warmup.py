@@ -13,10 +13,22 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
   checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
-* :data:`WORKERS` threads ``aot-warmup-N``, each with the context current (once): NVRTC units as soon as
-  cuda.core is imported, then CCCL specs, largest first, once cuda.compute is: deserialize, load the
-  library, load every kernel. cuda.compute loads libraries under one process-wide lock, so one worker's
-  deserializing overlaps another's library and kernel loading.
+* up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
+  context current (once): NVRTC units as soon as cuda.core is imported, then CCCL specs, largest first,
+  once cuda.compute is: deserialize, load the library, load every kernel.
+
+The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
+a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
+fair, so a warmup loading at full speed beside the application slowed its first result by 25-53%
+(``benchmarks/warm_limit.py``). Hence (:class:`aot.runtime.threads.Turns`):
+
+* polite while nobody waits for the warmup: one worker loads, resting after each step as long as the
+  step took, so the driver and the GIL are free half the time;
+* full speed (every worker) while a caller waits in ``ensure_warm`` (:meth:`WarmPool.wait`);
+* the caller's spec first (:meth:`WarmPool.first_in_line`): ``cccl(name)`` or ``kernel(unit, ...)`` during
+  a warmup pauses the workers at their next step until the spec is served, by the worker already on it,
+  else in the caller's own thread, kernels included, into the context current there; the workers stay
+  paused ``TUNING.grace`` after, for the first call.
 
 Without a usable driver (or when opening the device fails) the workers load as the loader always does:
 the device is looked up through cuda.core, and each spec's status says why it stayed cold.
@@ -29,12 +41,13 @@ import os
 import threading
 import time
 from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
-from typing import Any, Callable, Protocol
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
 from ..core.log import get_logger
 from ..core.spec import CcclSpec, Spec
 from . import cuctx, sources, threads
-from .threads import IMPORTS
+from .threads import IMPORTS, SWITCH, TUNING
 from . import warm as _warm
 from .driver import ServedDevice
 from .lean import import_cuda_compute
@@ -42,9 +55,6 @@ from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had.
 log = get_logger("aot.runtime.registry")
-
-#: Worker threads per registry.
-WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 #: At interpreter exit no new task starts and the running ones finish (a thread inside the driver while
 #: the process tears the driver down can crash it); queued names stay cold.
@@ -68,6 +78,7 @@ class WarmHost(Protocol):
     _device: ServedDevice
     _book: Any  # aot.runtime.registry.StatusBook
     _prechecked: dict[str, tuple[Any, Any, Any]]
+    _loaded: dict[str, _Loaded]
     manifest: Any
 
     def names(self) -> list[str]: ...
@@ -98,6 +109,8 @@ class WarmPool:
         self._queue: SimpleQueue[str] = SimpleQueue()
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
+        self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
+        self._turns = threads.Turns()
 
     def request(self, start: Any, opening: cuctx.Opening) -> None:
         """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
@@ -109,6 +122,7 @@ class WarmPool:
             new = [n for n in dict.fromkeys(names) if n not in self._pending]
             for n in new:
                 self._pending[n] = _Pending()
+        SWITCH.hold(len(new))  # released as each name is done
         threads.stamp("names_checked")
         start.done.set()
         queued: set[str] = set()
@@ -119,6 +133,7 @@ class WarmPool:
                 if n not in queued:
                     self._pending[n].error = e
                     self._pending[n].done.set()
+                    SWITCH.release()
             log.debug("warmup dispatch failed: %s: %s", type(e).__name__, e)
 
     def _dispatch(self, new: list[str], specs: dict[str, Spec], opening: cuctx.Opening, queued: set[str]) -> None:
@@ -193,10 +208,10 @@ class WarmPool:
             if self._workers:
                 return
             self._workers = True
-        for i in range(WORKERS):
-            threads.spawn(f"aot-warmup-{i}", self._work, opening)
+        for i in range(max(1, TUNING.workers)):
+            threads.spawn(f"aot-warmup-{i}", self._work, opening, i)
 
-    def _work(self, opening: cuctx.Opening) -> None:
+    def _work(self, opening: cuctx.Opening, index: int) -> None:
         ctx = opening.context()
         if ctx is not None:
             try:
@@ -205,13 +220,25 @@ class WarmPool:
             except Exception as e:  # noqa: BLE001 - the tasks then make the device current the old way
                 log.debug("warmup worker: cannot make the context current: %s", e)
         global _busy
+        turns = self._turns
         while True:
+            if index:  # polite: the extra workers load only while a caller waits for the warmup
+                turns.wait_rush()
             name = self._queue.get()
+            if index and turns.polite():
+                self._queue.put(name)  # the caller stopped waiting meanwhile: for the first worker
+                continue
+            turns.wait(name)
+            with self._lock:
+                if name in self._taken:  # a caller served it first
+                    continue
+                self._taken.add(name)
             with _busy_cv:
                 if _closing:
                     return
                 _busy += 1
             threads.stamp("first_task")
+            self._tls.since = time.perf_counter()
             try:
                 self._run(name)
                 threads.stamp("last_task_done", last=True)
@@ -219,6 +246,7 @@ class WarmPool:
                 with _busy_cv:
                     _busy -= 1
                     _busy_cv.notify_all()
+            turns.wait(name, self._tls.since)  # polite: rest after the task's last step
 
     def wait(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names."""
@@ -226,40 +254,76 @@ class WarmPool:
         with self._lock:
             pending = dict(self._pending)
         cold = []
-        for n, p in pending.items():
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not p.done.wait(left) or p.error is not None:  # errors: reported through status()
-                cold.append(n)
+        with self._turns.rushing():  # a caller waits: every worker, full speed
+            for n, p in pending.items():
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not p.done.wait(left) or p.error is not None:  # errors: reported through status()
+                    cold.append(n)
         return sorted(cold)
 
-    def _run(self, name: str) -> None:
+    @contextmanager
+    def first_in_line(self, name: str) -> Iterator[None]:
+        """In a caller's ``cccl(name)`` / ``kernel(name, ...)``: the workers pause at their next step until
+        the body is done (and ``TUNING.grace`` after), and ``name``, if this warmup still has it to do, is
+        served first: the worker on it finishes it, else it is warmed here, now."""
+        pending = self._pending.get(name)
+        warm = pending.done.is_set() if pending is not None else name in self._host._loaded
+        if warm or not TUNING.caller_first:  # nothing to wait for: no pause (kernel() may be called often)
+            yield
+            return
+        with self._turns.caller(name):
+            if pending is not None and not pending.done.is_set():
+                with self._lock:
+                    mine = name not in self._taken
+                    self._taken.add(name)
+                if mine:
+                    self._run(name, here=True)
+                else:
+                    pending.done.wait()
+            yield
+
+    def _run(self, name: str, here: bool = False) -> None:
         pending = self._pending[name]
         try:
-            self._warm(name)
+            self._warm(name, here)
         except BaseException as e:  # noqa: BLE001 - handed to ensure_warm
             pending.error = e
         finally:
             pending.done.set()
+            SWITCH.release()
 
-    def _warm(self, name: str) -> None:
+    def _warm(self, name: str, here: bool = False) -> None:
+        """Load ``name`` and every kernel of it: in a worker (``here`` false) into the warmup's context; in
+        a caller's thread into the context current there, if any (else its kernels load at its first call,
+        as without warmup)."""
         host = self._host
+        tls, turns = self._tls, self._turns
+
+        def between() -> None:  # a worker, before each step: callers first; polite, rest after the last
+            if not here:
+                turns.wait(name, tls.since)
+                tls.since = time.perf_counter()
+
         try:
-            if not getattr(self._tls, "current", False):
+            if not here and not getattr(self._tls, "current", False):
                 self._device.make_current()  # no opened context: cuda.core's current device, as the loader
             loaded = host._load(name)
+            between()
             spec = host.spec(name)
+            preload = not here or cuctx.caller_context()[1] is not None
             if isinstance(spec, CcclSpec):
                 with self._lock:
                     spare = loaded.obj
                 if spare is None:  # JIT/cache results and taken spares: make one for the next thread
                     spare = import_cuda_compute().deserialize(loaded.payload)
-                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare))
+                kernels = self._load_kernels(name, lambda: _warm.warm_cccl(spare, between)) if preload else None
                 with self._lock:
                     if loaded.obj is None:
                         loaded.obj = spare
             else:
                 names = spec.kernels
-                kernels = self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names))
+                kernels = (self._load_kernels(name, lambda: _warm.warm_nvrtc(loaded.obj, names, between))
+                           if preload else None)
             st = self._status_of(name)
             with self._lock:
                 st.kernels = kernels
