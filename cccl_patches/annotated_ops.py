@@ -9,7 +9,9 @@ are how cuda.compute learns a ``TransformOutputIterator``'s input type (required
 ``TransformIterator``'s value type, so this blocks those forms on every build host. Evidence
 (cuda-cccl 1.2.1, numba-cuda-mlir as installed, aot's worker setup): ``make_unary_transform`` into
 ``TransformOutputIterator(out, half)`` with ``def half(x: np.float32) -> np.float32`` raised that error;
-with this patch it builds (``tests/cccl_sites.py``, site ``transform_output``).
+with this patch it builds (``tests/cccl_sites.py``, site ``transform_output``; and the gate spec
+``gate_it_transform_out_code_f32``, an annotated operator from code as a transform-output, which
+``verify --gpu`` checks on the GPU).
 
 The fix (:func:`install`): hand ``cuda.jit`` a copy of the function without its annotations, so it
 compiles lazily, at the wrapper's link, for the build's target, with the signature cuda.compute derived

@@ -14,7 +14,9 @@ state's size and alignment, never its bytes: on each call cuda.compute reads eve
 the op's ``get_state()`` from the live arguments. Evidence (cuda-cccl 1.2.1, sm_90, aot's worker setup
 with the stand-in libcuda): each site built with :func:`placeholder_array`, serialized, and
 :data:`PLACEHOLDER_ADDRESS` occurs in none of the blobs (``tests/test_cccl_patches.py`` asserts it for
-every site); on an H100 the deserialized objects, called with real arrays, gave numpy's answers.
+every site). On an H100 every gate spec built over placeholders (each iterator kind, stateful Python and
+C++ operators) passed ``aot verify --gpu`` called with real arrays at other addresses, and mutants that
+read the state or iterators wrongly failed it (``benchmarks/results/gate_i20_h100.json``).
 
 So the placeholder is an object exposing ``__cuda_array_interface__`` (v3) whose data address is the
 same dummy, non-NULL, aligned :data:`PLACEHOLDER_ADDRESS` the ProxyArray fix uses. It is never

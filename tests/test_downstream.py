@@ -43,8 +43,10 @@ def _env(shim: Path, **extra: str) -> dict:
 
 
 def _wheel(project: Path, out: Path, shim: Path) -> Path:
+    env = _env(shim)
+    env["PYTHONPATH"] += os.pathsep + str(project)  # a matrix's operators from code (geo-mypkg's) import
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w",
-                        str(out), str(project)], env=_env(shim), capture_output=True, text=True, timeout=600)
+                        str(out), str(project)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (whl,) = out.glob("*.whl")
     return whl
@@ -54,7 +56,7 @@ def _wheel(project: Path, out: Path, shim: Path) -> Path:
 def wheels(tmp_path_factory, shim) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("downstream")
     out = {}
-    for name in ("hatch-mypkg", "skbuild-mypkg", "pystr-mypkg"):
+    for name in ("hatch-mypkg", "skbuild-mypkg", "pystr-mypkg", "geo-mypkg"):
         project = base / name
         shutil.copytree(EXAMPLES / name, project, ignore=shutil.ignore_patterns("build", "artifacts"))
         out[name] = _wheel(project, base / f"wheel-{name}", shim)
@@ -166,6 +168,24 @@ def test_pystr_wheel_carries_the_rendered_sources(wheels, fresh_env, tmp_path):
     r = _run(fresh_env, "-W", "error", "-c", code, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == sorted(specs)
+
+
+def test_geo_example_ships_issue_20_forms(wheels, fresh_env, tmp_path):
+    """examples/geo-mypkg (issue 20): a captured-mask compaction, a transform-fused reduction, a zip
+    reduction with its own operator from code, a search over counting; installed, it names them and its
+    wheel verifies (its GPU half: .ci/gpu/downstream.sh step 5)."""
+    z = zipfile.ZipFile(wheels["geo-mypkg"])
+    info = json.loads(z.read("mypkg_geo/artifacts/aot-package.json"))
+    assert info["complete"] and sorted(info["specs"]) == ["compact_by_mask", "segment_of_index", "sum_of_squares",
+                                                          "sum_xy"]
+    specs = json.loads(z.read("mypkg_geo/artifacts/manifest.json"))["specs"]
+    assert specs["compact_by_mask"]["state"] == [["mask", "uint8[]"]] and specs["segment_of_index"]["values"] == "counting"
+    assert "zip" in specs["sum_xy"]["input"] and "transform" in specs["sum_of_squares"]["input"]
+    r = _run(fresh_env, "-W", "error", "-c", "import json, mypkg_geo; print(json.dumps(mypkg_geo.registry().names()))",
+             cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout) == sorted(info["specs"]), r.stdout + r.stderr
+    v = _run(fresh_env, "-m", "aot", "verify", "--package", "mypkg_geo", "--for-wheel", cwd=tmp_path)
+    assert v.returncode == 0 and "integrity OK" in v.stdout, v.stdout + v.stderr
 
 
 def test_inspect_a_wheel_is_titled_with_its_name(wheels, tmp_path):
@@ -464,7 +484,7 @@ def test_lean_install_of_both_examples_imports_in_any_order(wheels, tmp_path_fac
     assert not [n for n in dists if n.replace("_", "-").startswith(TOOLCHAIN)], dists
     real = [p for pat in ("libnvrtc.so*", "libnvJitLink.so*") for p in site.rglob(pat) if "cccl_patches" not in p.parts]
     assert real == [], real  # aot's stand-ins (cccl_patches/lib) only
-    assert {"cccl-aot-cu13", "cuda-cccl", "cuda-bindings", "mypkg-hatch", "mypkg-skbuild"} <= set(dists), dists
+    assert {"cccl-aot-cu13", "cuda-cccl", "cuda-bindings", "mypkg-hatch", "mypkg-skbuild", "mypkg-geo"} <= set(dists), dists
     assert (site / "cccl_aot.pth").is_file() and (site / "_cccl_aot_hook.py").is_file()
     # No driver here: aot's stand-in libcuda (installed with it) plays the driver; the environment sees
     # nothing of the checkout or of the test environment.

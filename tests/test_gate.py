@@ -67,7 +67,7 @@ def test_the_plan_fits_the_gate_matrix_and_covers_every_mutation(mm, gate_specs)
     finally:
         sys.path.remove(str(GATE))
     assert kinds == set(mm.MUTATIONS)
-    assert 10 <= len(mm.GATE_PLAN) <= 14
+    assert 20 <= len(mm.GATE_PLAN) <= 24
 
 
 def test_mutations(mm):
@@ -79,6 +79,18 @@ def test_mutations(mm):
     assert mm.mutate("dtype-swap", d, {})[0]["dtype"] == "int32"
     assert mm.mutate("init-swap", d, {})[0]["init"] == 1
     assert mm.mutate("order-swap", d, {})[0] is None
+    # issue 20: state and iterator arguments
+    st = {"name": "s", "algorithm": "select", "dtype": "int32", "input": "counting", "op": "lambda i: a[i] - b[i] > 0",
+          "state": [["a", "float32[]"], ["b", "float32[]"]]}
+    assert mm.mutate("state-swap", st, {})[0]["state"] == [["b", "float32[]"], ["a", "float32[]"]]
+    assert mm.mutate("state-offset", st, {})[0]["op"] == "lambda i: a[i + 1] - b[i + 1] > 0"
+    assert mm.mutate("offset", st, {})[0]["input"] == {"transform": "lambda i: i + 1", "over": "counting"}
+    z = {"name": "z", "algorithm": "reduce", "dtype": "p", "op": "plus", "init": 0,
+         "input": {"zip": ["array", {"transform": "lambda x: x * 2", "over": "array"}]}}
+    assert mm.mutate("zip-swap", z, {})[0]["input"]["zip"] == z["input"]["zip"][::-1]
+    assert mm.mutate("transform-swap", z, {})[0]["input"]["zip"][1]["transform"] == "lambda x: x + 2"
+    assert mm.mutate("zip-swap", {**z, "input": {"zip": ["array", "array"]}}, {})[0] is None  # same code: no mutant
+    assert mm.mutate("state-swap", d, {})[0] is None and mm.mutate("offset", d, {})[0] is None
 
 
 def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
@@ -100,3 +112,35 @@ def test_a_written_mutant_passes_every_loader_check(mm, small_build, tmp_path):
         assert json.loads((dest / "mutation.json").read_text())["must_fail"] == "reduce_sum_i32"
         names = set(json.loads((dest / "manifest.json").read_text())["specs"])
         assert names == ({"reduce_sum_i32"} if keep else set(doc["specs"]))
+
+
+def test_gate_matrix_holds_every_form_of_issue_20(gate_specs):
+    """Each iterator kind (input and output), a stateful lambda, a stateful operator from code, C++ operators
+    with and without state, a search over counting and the determinism option: at least one gate spec each
+    (each passes `verify --gpu` on the GPU: .ci/gpu/gate.sh)."""
+    from aot.algorithms.forms import tree
+    from aot.core.spec import CcclSpec
+
+    def kinds(field):
+        out = set()
+        for s in gate_specs.values():
+            if isinstance(s, CcclSpec) and s.params.get(field) is not None:
+                todo = [tree(s.params[field], s.params["dtype"], s.types)]
+                while todo:
+                    node = todo.pop()
+                    out.add(node.kind)
+                    todo += node.children
+        return out
+
+    p = {s.name: s.params for s in gate_specs.values() if isinstance(s, CcclSpec)}
+    inputs, outputs = kinds("input"), kinds("output")
+    assert {"counting", "constant", "transform", "zip", "permutation", "reverse", "cache_modified",
+            "shuffle"} <= inputs, inputs
+    assert {"transform", "reverse", "discard"} <= outputs, outputs
+    stateful = [q for q in p.values() if q.get("state")]
+    assert any(isinstance(q["op"], str) and q["op"].startswith("lambda") for q in stateful)
+    assert any(isinstance(q["op"], str) and ":" in q["op"] and not q["op"].startswith("lambda") for q in stateful)
+    cpp = [q for q in p.values() if isinstance(q.get("op"), dict) and "cpp" in q["op"]]
+    assert any(not q.get("state") for q in cpp) and any(q.get("state") for q in cpp)
+    assert any(q.get("values") == "counting" for q in p.values())
+    assert any(q.get("determinism") == "not_guaranteed" for q in p.values())

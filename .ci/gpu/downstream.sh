@@ -9,6 +9,7 @@
 #   mypkg_hatch-0.1.0-py3-none-manylinux_2_26_x86_64.whl  AOT_WHEEL_SM=90 pip wheel --no-deps --no-build-isolation
 #   mypkg_skbuild-0.1.0-py3-none-manylinux_2_26_x86_64.whl  -w .whl examples/<name>   (on the CPU host: lambdas)
 #   pystr_mypkg-0.1.0-py3-none-manylinux_2_26_x86_64.whl    (kernels kept as Python strings; step 4 needs CuPy)
+#   mypkg_geo-0.1.0-py3-none-manylinux_2_26_x86_64.whl      (operators from code in the package itself)
 #   cuda_cccl-1.2.1-*.whl, cuda_core-1.2.2-*.whl, platformdirs-*.whl   (../shared/gpu/fetch_wheels.sh)
 # numpy, cuda-bindings 13 and cuda-pathfinder are the machine's own.
 #
@@ -24,6 +25,9 @@
 #      (2^20 indices, against numpy);
 #   3. the hook switched off (AOT_IMPORT_HOOK=0): `import cuda.compute` first must then fail (shows that
 #      step 2 worked because of the hook).
+#   5. mypkg_geo's Python API (issue 20: compaction by two different masks through one artifact, a
+#      transform-fused reduction, a zip reduction, a binary search over counting) against numpy, with CuPy
+#      arrays (the machine's), from the same lean install.
 # Prints a short table last; writes downstream.json and the logs into "$OUT".
 #
 #   bash .ci/gpu/downstream.sh
@@ -41,7 +45,7 @@ runtime=$(ls "$WHL"/cccl_aot_cu13-*.whl 2>/dev/null | head -1)
 [ -n "$runtime" ] || runtime=$(ls "$WHL"/cccl_aot-*.whl 2>/dev/null | head -1)
 wheels=("$runtime")
 for pat in 'mypkg_hatch-0.1.0-py3-none-*.whl' 'mypkg_skbuild-0.1.0-py3-none-*.whl' \
-           'pystr_mypkg-0.1.0-py3-none-*.whl' \
+           'pystr_mypkg-0.1.0-py3-none-*.whl' 'mypkg_geo-0.1.0-py3-none-*.whl' \
            'cuda_cccl-1.2.1-*.whl' 'cuda_core-1.2.2-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
   wheels+=("$w")
@@ -94,16 +98,17 @@ EOF
 $common
 hook_at_start = "_cccl_aot_hook" in sys.modules
 t0 = time.perf_counter()
-import mypkg_hatch, mypkg_skbuild, pystr_mypkg, cuda.compute
+import mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo, cuda.compute
 t_import = (time.perf_counter() - t0) * 1e3
 import aot
 from dataclasses import asdict
 from aot.package.bundle import read_info
 from aot.verify.gpu import verify_gpu
 rows = []
-for pkg in (mypkg_hatch, mypkg_skbuild, pystr_mypkg):
-    info = read_info(pkg.registry.root) or {}
-    for r in verify_gpu(pkg.registry, checks=info.get("checks"), package=pkg.__name__):
+for pkg in (mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo):
+    registry = pkg.registry() if callable(pkg.registry) else pkg.registry  # mypkg_geo makes it on first use
+    info = read_info(registry.root) or {}
+    for r in verify_gpu(registry, checks=info.get("checks"), package=pkg.__name__):
         rows.append({"package": pkg.__name__, **asdict(r)})
 doc = {"step": "packages first", "aot": aot.__file__, "hook_at_start": hook_at_start,
        "import_ms": round(t_import, 1), "device_sm": mypkg_hatch.registry.device_sm(), "rows": rows, **lean_state()}
@@ -190,6 +195,36 @@ rc3=$?
 "$VPY" "$here/.ci/gpu/pystr_handles.py" --json "$OUT/downstream-4.json" >"$OUT/downstream-4.log" 2>&1
 rc4=$?
 
+# 5. mypkg_geo's API against numpy (issue 20)
+"$VPY" - "$OUT/downstream-5.json" >"$OUT/downstream-5.log" 2>&1 <<EOF
+$common
+import importlib.util
+import numpy as np
+import cupy as cp
+import mypkg_geo
+rng = np.random.default_rng(20)
+res = {}
+for key, n in (("mask_a", 100_003), ("mask_b", 2_000_000)):  # two masks, two lengths, one artifact
+    m = (rng.random(n) < (0.3 if key == "mask_a" else 0.7)).astype(np.uint8)
+    res[key] = bool(np.array_equal(mypkg_geo.compact_by_mask(cp.asarray(m)).get(), np.flatnonzero(m)))
+x, y = rng.uniform(-1, 1, 1_000_003), rng.uniform(-3, 5, 1_000_003)
+res["sum_of_squares"] = bool(np.isclose(mypkg_geo.sum_of_squares(cp.asarray(x)), np.dot(x, x), rtol=1e-10, atol=0))
+res["centroid"] = bool(np.allclose(mypkg_geo.centroid(cp.asarray(x), cp.asarray(y)), (x.mean(), y.mean()),
+                                   rtol=0, atol=1e-12))
+offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 50, 10_000))]).astype(np.int64)
+n = int(offsets[-1])
+want = np.searchsorted(offsets, np.arange(n), side="right") - 1
+res["segment_of_index"] = bool(np.array_equal(mypkg_geo.segment_of_index(cp.asarray(offsets), n).get(), want))
+st = mypkg_geo.registry().status()
+doc = {"step": "geo api", "checks": res, "sources": {k: v.source for k, v in st.items()},
+       "numba_cuda_mlir_importable": importlib.util.find_spec("numba_cuda_mlir") is not None, **lean_state()}
+json.dump(doc, open(sys.argv[1], "w"), indent=1)
+print(json.dumps(doc))
+assert all(res.values()) and set(doc["sources"].values()) == {"packaged"}, doc
+assert not doc["numba_cuda_mlir_importable"] and not any(doc["calls"].values()), doc
+EOF
+rc5=$?
+
 "$PY" - "$OUT" "$install_mode" "$rc1" "$rc2" "$rc3" "${wheels[@]}" <<'EOF'
 import json, os, sys
 out, mode, rcs, wheels = sys.argv[1], sys.argv[2], sys.argv[3:6], [os.path.basename(w) for w in sys.argv[6:]]
@@ -220,4 +255,5 @@ print(f"{'cuda.compute first':22} {rcs[1]:>3}  counting select {s2.get('count')}
 print(f"{'hook off':22} {rcs[2]:>3}  {s3.get('result', s3.get('error'))}")
 EOF
 tail -n 18 "$OUT/downstream-4.log"
-[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$rc4" = 0 ]
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{'geo api':22} {sys.argv[2]:>3}  {d['checks']} from {sorted(set(d['sources'].values()))}; numba-cuda-mlir {d['numba_cuda_mlir_importable']}; calls {sum(d['calls'].values())}\")" "$OUT/downstream-5.json" "$rc5" 2>/dev/null || echo "geo api                $rc5  no result: see downstream-5.log"
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$rc4" = 0 ] && [ "$rc5" = 0 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The release gate's evidence (issue 16), on a GPU host: `aot verify --gpu` passes every spec of the gate
+# The release gate's evidence (issues 16 and 20), on a GPU host: `aot verify --gpu` passes every spec of the gate
 # set and FAILS every mutant set.
 #
 #   bash .ci/gpu/gate.sh BASE MUTANTS      e.g.  bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants

@@ -21,14 +21,23 @@ entry, producer) all pass: only running the kernels can tell. Mutations:
   dtype-swap    an element type for another of the same size (float32 <-> int32, float64 <-> int64): never a
                 size change, so a mutant cannot write out of bounds
   unwritten     an NVRTC unit whose kernels return early in thread 0 of the last block (one output unwritten)
+  state-swap    (issue 20) the declared state fields in reverse order: the operator reads the caller's
+                second array where it should read the first
+  state-offset  every subscript of a state array in the operator's lambda read one element further
+                (``mask[i]`` -> ``mask[i + 1]``)
+  transform-swap  an iterator's transform operator swapped (its lambda's first operator, as op-swap)
+  zip-swap      a zip's members in reverse order (members of different kinds, so the code differs)
+  offset        a counting leaf of an iterator argument started one further (wrapped in ``i + 1``): the
+                call-time state (the start) is the same, the compiled iterator is not
 
 Writes ``expected.json`` (mutant directory -> the spec that must fail, the mutation, the mutant definition;
 ``equivalent``: mutants whose payload equals the original) and checks every mutant directory on the CPU as
-the loader would (integrity, content keys, payload changed). The default plan is the gate's 14 mutants;
+the loader would (integrity, content keys, payload changed). The default plan is the gate's 22 mutants
+(issue 16's 14, issue 20's 8);
 ``--all`` makes every mutation that fits every spec. Run with the build's environment (operators from code
 importable: PYTHONPATH=tests/data/gate)::
 
-    PYTHONPATH=tests/data/gate python .ci/gpu/make_mutants.py --base .gpu/gate --out .gpu/mutants --jobs 2
+    PYTHONPATH=tests/data/gate:. python .ci/gpu/make_mutants.py --base .gpu/gate --out .gpu/mutants --jobs 2
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-MUTATIONS = ("proxyfix-off", "op-swap", "init-swap", "order-swap", "algo-swap", "dtype-swap", "unwritten")
+MUTATIONS = ("proxyfix-off", "op-swap", "init-swap", "order-swap", "algo-swap", "dtype-swap", "unwritten",
+             "state-swap", "state-offset", "transform-swap", "zip-swap", "offset")
 #: The release gate's mutants over tests/data/gate/build_matrix.yaml: every kind the issue names.
 GATE_PLAN = [("proxyfix-off", "gate_radix_sort_pairs_i32_i32"), ("proxyfix-off", "gate_segmented_sort_pairs_i32_i32"),
              ("op-swap", "gate_sq1_f32_f64"), ("op-swap", "gate_exclusive_scan_i32"),
@@ -53,7 +63,12 @@ GATE_PLAN = [("proxyfix-off", "gate_radix_sort_pairs_i32_i32"), ("proxyfix-off",
              ("init-swap", "gate_reduce_sum_f32"), ("order-swap", "gate_radix_sort_pairs_i32_i32"),
              ("algo-swap", "gate_exclusive_scan_i32"), ("algo-swap", "gate_lower_bound_f32"),
              ("dtype-swap", "gate_sq1_f32_f64"), ("dtype-swap", "gate_reduce_sum_f32"),
-             ("dtype-swap", "gate_inclusive_scan_f32"), ("unwritten", "morton")]
+             ("dtype-swap", "gate_inclusive_scan_f32"), ("unwritten", "morton"),
+             # issue 20: state, iterators
+             ("state-swap", "gate_state_diff_f32"), ("state-offset", "gate_state_mask_select"),
+             ("state-offset", "gate_state_in_iterator"), ("transform-swap", "gate_it_transform_array_f64"),
+             ("transform-swap", "gate_it_transform_out_f64"), ("zip-swap", "gate_it_zip_f64"),
+             ("offset", "gate_search_counting_i64"), ("offset", "gate_it_transform_counting_i64")]
 GATE_CODE_SWAP = {"gate_ops:add_pair": "gate_ops:sub_pair"}
 
 _BUILTIN_SWAP = {"plus": "maximum", "minus": "plus", "multiplies": "plus", "minimum": "maximum", "maximum": "minimum",
@@ -69,6 +84,68 @@ _CMP_SWAP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
 _ALGO_SWAP = {"exclusive_scan": "inclusive_scan", "inclusive_scan": "exclusive_scan", "lower_bound": "upper_bound",
               "upper_bound": "lower_bound"}
 _PAIRS = ("radix_sort", "segmented_sort", "merge_sort")
+#: The definition fields holding iterator nodes (aot.algorithms.forms), and those holding operators.
+_SEQ_FIELDS = ("input", "output", "values")
+_OP_FIELDS = ("op", "first_op", "second_op")
+_COUNTING_OFFSET = "lambda i: i + 1"
+
+
+def _lambda_fields(d: dict) -> list[tuple[str, str]]:
+    """(where, lambda source) of every lambda of a definition: its operators, then its iterators' transforms."""
+    out = [(f, d[f]) for f in _OP_FIELDS if isinstance(d.get(f), str) and d[f].lstrip().startswith("lambda")]
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if isinstance(node.get("transform"), str):
+                out.append((where + ".transform", node["transform"]))
+            for k, v in node.items():
+                if k != "transform":
+                    walk(v, f"{where}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}[{i}]")
+    for f in _SEQ_FIELDS:
+        walk(d.get(f), f)
+    return out
+
+
+def _replace_node(d: dict, fn) -> tuple[dict | None, str]:
+    """``d`` with the first iterator node (depth first) that ``fn(node)`` rewrites (returns not None)
+    replaced; ``(None, "")`` when none does."""
+    def walk(node, where):
+        new = fn(node)
+        if new is not None:
+            return new, where
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ("transform", "modifier"):
+                    continue
+                got, at = walk(v, f"{where}.{k}")
+                if got is not None:
+                    return {**node, k: got}, at
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                got, at = walk(v, f"{where}[{i}]")
+                if got is not None:
+                    return [*node[:i], got, *node[i + 1:]], at
+        return None, ""
+    for f in _SEQ_FIELDS:
+        if f in d:
+            got, at = walk(d[f], f)
+            if got is not None:
+                return {**copy.deepcopy(d), f: got}, at
+    return None, ""
+
+
+def offset_subscripts(src: str, names: set[str]) -> str | None:
+    """Every ``NAME[index]`` of a state array in a lambda read at ``index + 1``."""
+    tree = ast.parse(src, mode="eval")
+    hit = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
+            node.slice = ast.BinOp(left=node.slice, op=ast.Add(), right=ast.Constant(1))
+            hit = True
+    return ast.unparse(tree) if hit else None
 
 
 def mutate_lambda(src: str) -> str | None:
@@ -102,6 +179,8 @@ def mutate(mutation: str, d: dict, code_swap: dict[str, str]) -> tuple[dict | No
             return None, ""
         m["source"], n = inject_early_return(d["source"])
         return (m, f"{n} kernel(s) return early in thread 0 of the last block") if n else (None, "")
+    if mutation in ("state-swap", "state-offset", "transform-swap", "zip-swap", "offset"):
+        return _mutate_forms(mutation, d)
     if mutation == "proxyfix-off":
         return (m, "built without the ProxyArray fix") if algo in _PAIRS and d.get("value_dtype") else (None, "")
     if mutation == "op-swap":
@@ -146,6 +225,53 @@ def mutate(mutation: str, d: dict, code_swap: dict[str, str]) -> tuple[dict | No
                 m[f] = _DTYPE_SWAP[t]
                 return m, f"{f}: {t} -> {m[f]}"
         return None, ""
+    return None, ""
+
+
+def _mutate_forms(mutation: str, d: dict) -> tuple[dict | None, str]:
+    """The issue-20 mutations of state and iterator arguments (see the module docstring)."""
+    m = copy.deepcopy(d)
+    state = d.get("state") or []
+    arrays = {name for name, decl in state if decl.endswith("[]")}
+    if mutation == "state-swap":
+        if len(state) < 2:
+            return None, ""
+        m["state"] = list(reversed(copy.deepcopy(state)))
+        return m, f"state: {[n for n, _ in state]} -> {[n for n, _ in m['state']]}"
+    if mutation == "state-offset":
+        for where, src in _lambda_fields(d):
+            new = offset_subscripts(src, arrays)
+            if new is None:
+                continue
+            if "." in where or "[" in where:  # inside an iterator node
+                def put(n, old=src, new=new):
+                    return {**n, "transform": new} if isinstance(n, dict) and n.get("transform") == old else None
+                return _replace_node(d, put)[0], f"{where}: {src!r} -> {new!r}"
+            m[where] = new
+            return m, f"{where}: {src!r} -> {new!r}"
+        return None, ""
+    if mutation == "transform-swap":
+        def swap(n):
+            if isinstance(n, dict) and isinstance(n.get("transform"), str):
+                new = mutate_lambda(n["transform"])
+                return {**n, "transform": new} if new else None
+            return None
+        md, at = _replace_node(d, swap)
+        return (md, f"{at}.transform swapped") if md else (None, "")
+    if mutation == "zip-swap":
+        def rev(n):
+            if isinstance(n, dict) and isinstance(n.get("zip"), list) and n["zip"] != n["zip"][::-1]:
+                return {**n, "zip": n["zip"][::-1]}
+            return None
+        md, at = _replace_node(d, rev)
+        return (md, f"{at}: zip members reversed") if md else (None, "")
+    if mutation == "offset":
+        def shift(n):
+            if n == "counting" or (isinstance(n, dict) and set(n) == {"counting"}):
+                return {"transform": _COUNTING_OFFSET, "over": n}
+            return None
+        md, at = _replace_node(d, shift)
+        return (md, f"{at}: counting started at +1") if md else (None, "")
     return None, ""
 
 

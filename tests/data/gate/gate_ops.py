@@ -2,6 +2,8 @@
 .ci/gpu/gate.sh put this folder on the path). ``sub_pair`` is not in the matrix: .ci/gpu/make_mutants.py
 builds a mutant with it in place of ``add_pair`` (an operator swapped at build time under the same name)."""
 
+import numpy as np
+
 
 def add_pair(a, b):
     """The issue's struct {w: float64, n: int32}: both fields added (float64 sums reassociate on a GPU)."""
@@ -43,3 +45,9 @@ def is_flagged(i):
 
 def add_zpair(a, b):
     return (a[0] + b[0], a[1] + b[1])
+
+
+def half_annotated(x: np.float32) -> np.float32:
+    """Annotated (numba-cuda-mlir compiles an annotated function eagerly, for the current device, unless
+    cccl_patches.annotated_ops applies): the build host has no device."""
+    return x * 0.5
