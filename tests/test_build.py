@@ -6,6 +6,8 @@ Extra builds use NVRTC-only matrices (about 0.1 s per item) so the whole file st
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import shutil
 import struct
 import time
@@ -21,6 +23,7 @@ from aot.core.errors import BuildError
 from aot.core.manifest import MANIFEST_NAME, file_sha256, load_manifest, verify_files
 from aot.build.matrix import load_matrix
 from aot.core.spec import CcclSpec
+from conftest import repo_env
 
 EM_CUDA = 190
 ELFOSABI_CUDA = 0x41
@@ -328,3 +331,23 @@ def test_verify_gpu_without_a_gpu_exits_6(small_build, capsys):
     assert main(["verify", str(small_build.out), "--gpu"]) == 6
     err = capsys.readouterr().err
     assert "no usable CUDA device" in err and "Traceback" not in err
+
+
+def test_matrix_naming_its_own_operator_from_code_builds_without_pythonpath(tmp_path):
+    """A package's matrix may name the package's own operator (``ownpkg.ops:f`` next to the matrix): the
+    build imports it from the matrix's folder, in the parsing process and in every spawned worker, with
+    nothing of the project on PYTHONPATH and the build run from another folder (as pip's backend does)."""
+    proj = tmp_path / "proj"
+    (proj / "ownpkg").mkdir(parents=True)
+    (proj / "ownpkg" / "__init__.py").write_text("")
+    (proj / "ownpkg" / "ops.py").write_text("def add3(a, b):\n    return a + b + 3\n")
+    (proj / "build_matrix.yaml").write_text(
+        "version: 1\ncccl:\n  - {name: own_sum, algorithm: reduce, dtype: int32, op: \"ownpkg.ops:add3\", init: 0}\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(proj / "build_matrix.yaml"),
+                        "--sm", "90", "--jobs", "1", "--out", str(out), "--quiet"],
+                       env=repo_env(), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [a["name"] for a in manifest["artifacts"]] == ["own_sum"]
+    assert "ownpkg.ops:add3" in json.dumps(manifest["specs"]["own_sum"])

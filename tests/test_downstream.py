@@ -44,7 +44,6 @@ def _env(shim: Path, **extra: str) -> dict:
 
 def _wheel(project: Path, out: Path, shim: Path) -> Path:
     env = _env(shim)
-    env["PYTHONPATH"] += os.pathsep + str(project)  # a matrix's operators from code (geo-mypkg's) import
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w",
                         str(out), str(project)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

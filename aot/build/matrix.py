@@ -23,7 +23,7 @@ from ..core.spec import NvrtcUnit, Spec
 from .includes import IncludeError, header_files
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
-from .pysource import code_units
+from .pysource import code_units, make_project_importable
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
@@ -330,9 +330,11 @@ def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]
     return types
 
 
-def _code_digest(ref: str) -> str:
-    """The source digest of an operator from code (the matrix being built may name any module)."""
+def _code_digest(ref: str, root: Path) -> str:
+    """The source digest of an operator from code (the matrix being built may name any module; its own
+    folder becomes importable, see :func:`~aot.build.pysource.make_project_importable`)."""
     from ..core.opref import OpRefError, source_digest
+    make_project_importable(root)
     try:
         return source_digest(ref)
     except OpRefError as err:
@@ -344,7 +346,7 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
     the matrix adds its struct types and hashes operators from code."""
     def digest(ref: str) -> str:
         try:
-            return _code_digest(ref)
+            return _code_digest(ref, ctx.path.parent)
         except SpecError as err:  # name the operator field that holds this reference
             fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
             raise SpecError(str(err), fld) from None

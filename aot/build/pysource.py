@@ -31,10 +31,25 @@ class Rendered:
     text: str
 
 
+def _import_roots(root: Path) -> list[str]:
+    return [str(p) for p in (root / "src", root) if p.is_dir()]
+
+
+def make_project_importable(root: Path) -> None:
+    """Put the matrix's directory (and its ``src/``) first on ``sys.path`` for the rest of this process.
+
+    Operators from code are imported again in every build worker, and ``spawn`` workers start with the
+    parent's ``sys.path``: a package whose matrix names its own operators (``mypkg.ops:f``, next to the
+    matrix) then builds from its source tree, also inside pip's isolated build, without ``PYTHONPATH``.
+    Only the process that builds (or verifies) this matrix calls it: the matrix being built may name any
+    module."""
+    sys.path[:0] = [p for p in _import_roots(root) if p not in sys.path]
+
+
 @contextlib.contextmanager
 def _project_on_path(root: Path) -> Iterator[None]:
     """The matrix's directory (and its ``src/``) first on ``sys.path`` while importing, then as it was."""
-    extra = [str(p) for p in (root / "src", root) if p.is_dir()]
+    extra = _import_roots(root)
     saved = list(sys.path)
     sys.path[:0] = [p for p in extra if p not in sys.path]
     try:
