@@ -93,5 +93,23 @@ def apply() -> None:
     _applied = True
 
 
+def restart_names() -> None:
+    """Restart cuda.compute's per-process counter of generated operator wrappers (``wrapped_<op>_<n>``,
+    ``cuda.compute._odr_helpers._wrapper_name_counter``) before each build item.
+
+    Without this a blob's bytes depend on which specs the same worker built before it: two ``--jobs 2``
+    builds of the default matrix gave different bytes for lambda specs, though each blob was correct. The
+    counter only keeps names unique within one program; every build item is its own program, linked and
+    serialized alone, so restarting it per item keeps names unique where they must be. Evidence: the
+    byte-identity tests (tests/test_cccl_patches.py, tests/test_forms.py) and ``verify --gpu`` of sets built
+    with it. The JIT fallback builds through the same recipe, so it gets the same bytes too."""
+    import itertools
+
+    from cuda.compute import _odr_helpers
+
+    with _odr_helpers._wrapper_name_lock:
+        _odr_helpers._wrapper_name_counter = itertools.count()
+
+
 __all__ = ["PATCH_VERSION", "PLACEHOLDER_ADDRESS", "PatchError", "PlaceholderArray", "STUB_SOURCE",
-           "VERIFIED_CCCL_VERSIONS", "apply", "placeholder_array"]
+           "VERIFIED_CCCL_VERSIONS", "apply", "placeholder_array", "restart_names"]

@@ -115,6 +115,8 @@ def build_cccl(spec: CcclSpec, sm: int):
     from .toolchain import cccl_ready
     cccl_ready()
     import cuda.compute as cc
+    import cccl_patches
+    cccl_patches.restart_names()  # a blob's bytes must not depend on what this worker built before it
     factory, kw = algorithm_kwargs(spec, lambda dtype: cc.ProxyArray(np.dtype(dtype)), sm)
     if spec.code:
         from ..core.opref import check_digests
