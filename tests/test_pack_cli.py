@@ -141,3 +141,27 @@ def test_build_leftovers_are_documented():
     bundle = (ROOT / "aot" / "package" / "bundle.py").read_text()
     assert '"build" / "aot-bundle"' in hook and '"build" / "aot"' in bundle
     assert "/examples/*/build/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+@pytest.mark.parametrize("case", ["deep-arrays", "deep-tables", "fifo", "huge"])
+def test_hostile_pyproject_is_one_config_line(tmp_path, case):
+    """A pyproject.toml nested 2,000 deep (tomllib recurses), a FIFO in its place or one over 4 MiB: one
+    line naming the file, exit 2, no traceback and no hang."""
+    import os
+    p = tmp_path / "proj"
+    p.mkdir()
+    f = p / "pyproject.toml"
+    head = '[project]\nname = "x"\nversion = "1"\n\n[tool.aot]\npackage = "x"\n'
+    if case == "deep-arrays":
+        f.write_text(head + "deep = " + "[" * 2000 + "]" * 2000 + "\n")
+    elif case == "deep-tables":
+        f.write_text(head + "deep = " + "{a = " * 2000 + "1" + "}" * 2000 + "\n")
+    elif case == "fifo":
+        os.mkfifo(f)
+    else:
+        f.write_text(head + "# " + "x" * (5 << 20) + "\n")
+    r = subprocess.run([sys.executable, "-m", "aot", "bundle", "--project", str(p)], capture_output=True,
+                       text=True, env=repo_env(), timeout=60)
+    assert r.returncode == 2, r.stdout[-500:] + r.stderr[-500:]
+    line = r.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line and str(f) in line, line[:600]

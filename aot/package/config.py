@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..core.errors import MatrixError
+from ..core.errors import ArtifactError, MatrixError
+from ..core.format import _read_regular
 from ..core.text import short
 
 KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks")
@@ -81,6 +82,10 @@ class AotConfig:
         return self.package_dir / self.folder
 
 
+#: pyproject.toml is read whole, bounded first: a real one is a few KiB.
+MAX_PYPROJECT_LEN = 4 << 20
+
+
 def _toml_load(data: bytes) -> dict:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -99,11 +104,15 @@ def load_config(project: str | Path) -> AotConfig:
     project = Path(project).resolve()
     path = project / "pyproject.toml"
     try:
-        doc = _toml_load(path.read_bytes())
+        doc = _toml_load(_read_regular(path, MAX_PYPROJECT_LEN))
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ArtifactError as e:  # not a regular file, or larger than any real pyproject.toml
+        raise ConfigError(f"{path}: cannot read: {e}") from None
     except (ValueError, UnicodeDecodeError) as e:  # tomllib.TOMLDecodeError is a ValueError
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        raise ConfigError(f"{path}: not valid TOML: {short(str(e))}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     tool = doc.get("tool", {}).get("aot")
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: no [tool.aot] table; add one naming at least 'package' "
