@@ -105,8 +105,10 @@ def restart_names() -> None:
     with it. The JIT fallback builds through the same recipe, so it gets the same bytes too."""
     import itertools
 
-    from cuda.compute import _odr_helpers
-
+    try:
+        from cuda.compute import _odr_helpers
+    except ImportError:  # no numba-cuda-mlir: no Python operator is compiled, no wrapper is named
+        return
     with _odr_helpers._wrapper_name_lock:
         _odr_helpers._wrapper_name_counter = itertools.count()
 

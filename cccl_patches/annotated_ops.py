@@ -38,8 +38,13 @@ def _without_annotations(op: Any) -> Any:
 
 
 def install() -> None:
-    """Wrap ``_odr_helpers.create_op_void_ptr_wrapper`` (idempotent)."""
-    import cuda.compute._odr_helpers as odr
+    """Wrap ``_odr_helpers.create_op_void_ptr_wrapper`` (idempotent). Without numba-cuda-mlir (a JIT
+    install that compiles only built-in operators) ``_odr_helpers`` does not import and no Python operator
+    can be compiled, so there is nothing to wrap (seen on the H100: JIT of ``reduce_sum_f64`` failed)."""
+    try:
+        import cuda.compute._odr_helpers as odr
+    except ImportError:
+        return
     if getattr(odr.create_op_void_ptr_wrapper, "_aot_lazy", False):
         return
     original = odr.create_op_void_ptr_wrapper

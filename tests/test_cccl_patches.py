@@ -126,3 +126,21 @@ def test_a_blob_does_not_depend_on_what_its_worker_built_before(tmp_path):
         build([spec], [90], alone, jobs=1)
         rel = f"cccl/{spec.name}/sm_90.aot"
         assert (tmp_path / "together" / rel).read_bytes() == (alone / rel).read_bytes(), spec.name
+
+
+def test_patches_and_builtin_builds_need_no_numba_cuda_mlir():
+    """A JIT install may lack numba-cuda-mlir (built-in operators need none): the patches then have nothing
+    to wrap, and a built-in spec still builds (on the H100 the JIT of reduce_sum_f64 failed before)."""
+    code = (
+        "import sys; sys.modules['numba_cuda_mlir'] = None\n"  # import numba_cuda_mlir -> ImportError
+        "from aot.build.toolchain import choose_driver, worker_setup\n"
+        "worker_setup(choose_driver().path)\n"  # as a build worker on this driverless host
+        "from aot.build.compile import compile_cccl\n"
+        "from aot.build.matrix import load_matrix\n"
+        "(spec,) = load_matrix().select(['reduce_sum_i32'])\n"
+        "blob = compile_cccl(spec, 90)\n"
+        "assert 'numba_cuda_mlir' not in {m for m, v in sys.modules.items() if v is not None}\n"
+        "print(len(blob))\n")
+    r = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 1000
