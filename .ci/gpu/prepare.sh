@@ -5,6 +5,7 @@
 # `bash .ci/gpu_checks.sh` (see ../shared/gpu/README.md).
 #
 #   bash .ci/gpu/prepare.sh [SM]      (default 90: the lent H100/H200)
+#   AOT_PREPARE_FORCE=1 bash .ci/gpu/prepare.sh   rebuild the default and gate sets from scratch (--force)
 #
 # Writes (both folders are git-ignored):
 #   .gpu/default  .gpu/algo  .gpu/gate  .gpu/mutants      artifact sets (incremental: unchanged items are hits)
