@@ -478,15 +478,21 @@ POLITE = textwrap.dedent("""
 
 def test_warmup_is_polite_until_someone_waits_for_it(small_build, fake_libcuda):
     """While the application works (nobody in ``ensure_warm``), one worker loads and rests after each
-    step as long as it took; once the caller waits, every worker loads at full speed."""
+    step as long as it took; once the caller waits, the workers load at full speed (no rest)."""
     r = run_child(POLITE, fake_libcuda, small_build.out)
     assert r["cold"] == [] and len(r["log"]) == r["n"], r
     before = sorted((x for x in r["log"] if x[2] <= r["rush"]), key=lambda x: x[1])
     assert len(before) >= 2 and {x[0] for x in before} == {"aot-warmup-0"}, r["log"]
     for (_, _, end), (_, start, _) in zip(before, before[1:]):
         assert start - end >= 0.15, r["log"]  # rested about as long as the 200 ms load
-    after = [x for x in r["log"] if x[1] >= r["rush"]]
-    assert any(x[0] == "aot-warmup-1" for x in after), r["log"]
+    # Once the caller waits, nothing rests: each later load starts as soon as its worker is free (at the
+    # rush, or at the end of that worker's load in flight). Which worker takes the last few items is
+    # timing (a 2-core CI host once had one item left at the rush, taken by aot-warmup-0 at once).
+    after = sorted((x for x in r["log"] if x[1] >= r["rush"]), key=lambda x: x[1])
+    assert after, r["log"]
+    for name, start, _ in after:
+        free = max([r["rush"]] + [e for n, s, e in r["log"] if n == name and s < start])
+        assert start - free < 0.1, r["log"]
 
 
 def test_warm_limit_summary_and_table():
