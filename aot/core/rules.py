@@ -213,13 +213,7 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
             check_stateful_op(value, fld, state)
             if is_cpp(value):
                 cpp_paths.add(value["cpp"])
-            if is_code_ref(value):
-                if digest is not None:
-                    code[value] = digest(value)
-                elif _is_digest(recorded.get(value)):
-                    code[value] = recorded[value]
-                else:
-                    raise SpecError(f"operator {short(value)} has no recorded source digest", "code")
+            _note_code(value, fld, digest, recorded, code)
         elif fld in adef.choices:
             if isinstance(value, str) and value in adef.refused.get(fld, {}):
                 raise SpecError(f"{fld} {value!r} is refused: {adef.refused[fld][value]}", fld)
@@ -257,7 +251,7 @@ def _node_ops(node: Any) -> list[Any]:
 
 def _note_code(op: Any, fld: str, digest: Callable[[str], str] | None, recorded: Mapping[str, Any],
                code: dict[str, str]) -> None:
-    """Record the source digest of an operator from code inside an iterator (as for an operator field)."""
+    """Record the source digest of an operator from code, in an operator field or inside an iterator."""
     if not is_code_ref(op):
         return
     if digest is not None:
