@@ -29,7 +29,7 @@ from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from ..core.srckey import options_mapping, source_key
 from ..core.text import SpecError
-from .registry import Registry
+from .registry import Registry, package_registry
 
 if TYPE_CHECKING:
     from .program_cache import PackagedProgramCache
@@ -37,18 +37,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 _lock = threading.Lock()
-_registries: dict[tuple[str, str], Registry] = {}
 _lookups: dict[tuple[str, str], SourceLookup] = {}
-
-
-def package_registry(package: str, folder: str = "artifacts") -> Registry:
-    """One ``Registry.from_package(package, folder)`` per process, shared by :func:`by_source` and
-    :func:`aot.program_cache` (so a unit is loaded once whichever way it is asked for)."""
-    with _lock:
-        reg = _registries.get((package, folder))
-        if reg is None:
-            reg = _registries[(package, folder)] = Registry.from_package(package, folder)
-        return reg
 
 
 def by_source(package: str, folder: str = "artifacts", *, registry: Registry | None = None) -> SourceLookup:

@@ -33,6 +33,7 @@ from ..core.errors import AotError
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
+from .registry import package_registry
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -55,7 +56,6 @@ def program_cache(package: str, folder: str = "artifacts", *, name: str = DEFAUL
     with _caches_lock:
         cache = _caches.get(memo)
         if cache is None:
-            from .bysource import package_registry
             cache = _caches[memo] = PackagedProgramCache(package_registry(package, folder), name=name,
                                                          same_nvrtc=same_nvrtc)
         return cache
