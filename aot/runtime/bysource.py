@@ -87,6 +87,7 @@ class SourceLookup:
         self._lock = threading.Lock()
         self._index: dict[str, str] | None = None  # source_key -> unit name
         self._memo: dict[Any, _Served] = {}
+        self._units: dict[Any, str | None] = {}
         self._funcs: dict[Any, dict[str, Any]] = {}
         self._pcache: PackagedProgramCache | None = None
 
@@ -118,11 +119,15 @@ class SourceLookup:
     def unit(self, source: str, options: Any = None) -> str | None:
         """The packaged unit compiled from ``source`` with ``options``, or ``None``. A flag aot does not know
         is an :class:`AotError` naming it."""
+        memo = (source, _options_token(options))
+        if memo in self._units:
+            return self._units[memo]
         try:
             opts, _dirs = options_mapping(options)
         except SpecError as e:
             raise AotError(f"options {options!r}: {e}") from None
-        return self.index().get(source_key(source, opts))
+        found = self._units[memo] = self.index().get(source_key(source, opts))
+        return found
 
     # ------------------------------------------------------------------ serving
     def _served(self, source: str, kernel_names: Sequence[str], options: Any) -> _Served:
