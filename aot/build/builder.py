@@ -28,6 +28,7 @@ from ..core import format as fmt
 from ..core.fs import atomic_write, doing, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
+from .progkeys import entry_fields
 from .workers import signals_blocked, stop_pool, worker_start
 from ..core.errors import ArtifactError, BuildError, UsageError
 from ..core.manifest import remove_manifest, write_manifest
@@ -310,6 +311,11 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
     ok = [r for r in report.items if r.status in ("hit", "built")]
     entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,
                 "size": r.bytes, "sha256": file_sha256(out / r.path), "content_key": key_of[r.path]} for r in ok]
+    spec_of = {it.rel_path: it.spec for it in items}
+    for e in entries:  # NVRTC: the keys a library's own compile call finds the entry by (issue 28)
+        unit = spec_of[e["path"]]
+        if isinstance(unit, NvrtcUnit):
+            e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
     names = {e["name"] for e in entries}
     specs = {}
     for s in {it.spec.name: it.spec for it in items if it.spec.name in names}.values():

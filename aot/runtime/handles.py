@@ -77,6 +77,12 @@ def cupy_module(unit: str, registry: Registry | None = None) -> Any:
 
 def _cupy_module(reg: Registry, unit: str, kernel_name: str | None = None) -> tuple[Any, dict[str, str]]:
     code, kernels = _object_code(reg, unit, kernel_name)
+    return cupy_raw_module(code, kernels, unit)
+
+
+def cupy_raw_module(code: Any, kernels: tuple[str, ...], unit: str) -> tuple[Any, dict[str, str]]:
+    """(``cupy.RawModule`` over ``code``'s image, name expression -> lowered name), every kernel resolved;
+    ``unit`` names it in errors. Shared with the lookup by source (:mod:`aot.runtime.bysource`)."""
     try:
         import cupy  # optional: only the caller who asks for a CuPy handle needs it
     except ImportError as e:

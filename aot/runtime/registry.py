@@ -400,3 +400,17 @@ def package_dir(package: str) -> str:
 def _packaged_disabled() -> bool:
     from ..core.env import DISABLE_PACKAGED  # only on the rare path: a package without a manifest
     return DISABLE_PACKAGED.get()
+
+
+_shared: dict[tuple[str, str], Registry] = {}
+_shared_lock = threading.Lock()
+
+
+def package_registry(package: str, folder: str = "artifacts") -> Registry:
+    """One ``Registry.from_package(package, folder)`` per process, shared by :func:`aot.by_source` and
+    :func:`aot.program_cache` (so a unit is loaded once whichever way a library asks for it)."""
+    with _shared_lock:
+        reg = _shared.get((package, folder))
+        if reg is None:
+            reg = _shared[(package, folder)] = Registry.from_package(package, folder)
+        return reg

@@ -1,0 +1,50 @@
+"""What an NVRTC manifest entry records so a library finds it from its own compile call (issue 28).
+
+Two keys per entry, both computed here, at build time, and read by the runtime as plain dict keys:
+
+* ``source_key``: :func:`aot.core.srckey.source_key` of the unit's rendered text and options, for a library
+  that compiles through raw NVRTC or CuPy (:mod:`aot.runtime.bysource`).
+* ``progkey`` (hex) and ``progkey_nvrtc`` (``"13.0"``): cuda.core's own ``make_program_cache_key`` for the
+  compile the library would run, ``Program(source, "c++", ProgramOptions(arch=..., **options))
+  .compile(kind)``, with this host's NVRTC (the key covers the NVRTC major.minor that its probe reports).
+  :func:`aot.program_cache` then serves the packaged image as that compile's cache hit.
+
+A unit gets no ``progkey`` when cuda.core's ``Program.compile(cache=...)`` could not hit it anyway, or
+when the packaged bytes would not be the bytes that compile makes: name expressions (templates: cuda.core
+refuses ``cache=`` with them), headers (an include path: cuda.core refuses a key without ``extra_digest``),
+``lineinfo``/``debug`` (the line table names ``<unit>.cu``, the library's compile names its own program).
+Without those, aot's recipe (program name ``<unit>.cu``, cuda-cccl's include path) gives the bytes of the
+library's plain compile; ``tests/test_bysource.py`` checks that on this host's NVRTC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.log import get_logger
+from ..core.spec import NvrtcUnit
+from ..core.srckey import source_key
+from ..runtime.progkey import eligible, nvrtc_version, program_cache_key
+from .isolated import expose_build_env_toolkit
+
+log = get_logger("aot.build.progkeys")
+
+
+def entry_fields(unit: NvrtcUnit, sm: int, kind: str) -> dict[str, Any]:
+    """The fields one NVRTC manifest entry gains: ``source_key`` always, ``progkey``/``progkey_nvrtc`` when
+    the unit is :func:`eligible` and this host's NVRTC answers."""
+    out: dict[str, Any] = {"source_key": source_key(unit.source, unit.options)}
+    if not eligible(unit):
+        return out
+    expose_build_env_toolkit()  # the process that writes the manifest must find the NVRTC the workers used
+    version = nvrtc_version()
+    if version is None:
+        log.debug("%s: no NVRTC to key the program cache with; no progkey", unit.name)
+        return out
+    try:
+        key = program_cache_key(unit, sm, kind)
+    except (ValueError, TypeError) as e:  # cuda.core refuses to key this compile: no program-cache hit
+        log.debug("%s: cuda.core gives no program-cache key: %s", unit.name, e)
+        return out
+    out.update(progkey=key.hex(), progkey_nvrtc=version)
+    return out

@@ -1,0 +1,250 @@
+"""A package's NVRTC kernels found by what its compile call holds: source text, kernel names, options.
+
+A library on raw NVRTC bindings or CuPy compiles in one place, ``compile_kernels(source, names)``, keyed by
+its own hash of the source. It adopts aot there without a table of unit names::
+
+    _kernels = aot.by_source("mypkg")                   # cheap: nothing is read until the first call
+    funcs = _kernels.cufunctions(source, ["scale", "shift"], ["-std=c++17"])   # {name: CUfunction}
+
+The options are the library's own, in any spelling aot reads for NVRTC units (``-std=c++17``,
+``--std=c++17``, ``--std c++17``, a mapping of ProgramOptions fields: :mod:`aot.core.srckey`); the GPU
+architecture and ``-I`` folders are not part of the key. The manifest carries each NVRTC entry's
+``source_key`` (:mod:`aot.build.progkeys`), so the first call builds a dict from it (no source is hashed
+but the caller's) and every later call with the same arguments is one dict hit (memoised per source,
+kernel names, options and, for ``CUfunction``, the current context).
+
+Served as :meth:`aot.Registry.kernel` serves a unit (best packaged image for this device, every check), or,
+for a source the package does not carry, compiled for this device through ``cuda.core.Program`` with the
+package's :func:`aot.program_cache` (so into the per-user NVRTC cache, under its owner checks, and found
+there by the next process). Imports nothing of cuda.compute; ``import aot`` does not import this module.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from ..core.errors import AotError
+from ..core.log import get_logger
+from ..core.spec import NvrtcUnit
+from ..core.srckey import options_mapping, source_key
+from ..core.text import SpecError
+from .registry import Registry, package_registry
+
+if TYPE_CHECKING:
+    from .program_cache import PackagedProgramCache
+
+log = get_logger(__name__)
+
+_lock = threading.Lock()
+_lookups: dict[tuple[str, str], SourceLookup] = {}
+
+
+def by_source(package: str, folder: str = "artifacts", *, registry: Registry | None = None) -> SourceLookup:
+    """The lookup by source of ``package``'s NVRTC units (one per process); ``registry``: the library's own
+    ``aot.Registry.from_package(...)`` instead of the shared one."""
+    if registry is not None:
+        return SourceLookup(registry)
+    with _lock:
+        found = _lookups.get((package, folder))
+    if found is None:
+        reg = package_registry(package, folder)
+        with _lock:
+            found = _lookups.setdefault((package, folder), SourceLookup(reg))
+    return found
+
+
+def _options_token(options: Any) -> Any:
+    """A hashable stand-in for ``options`` as given (the memo key; normalising happens once per new one)."""
+    if options is None or isinstance(options, (str, bytes)):
+        return options
+    if isinstance(options, Mapping):
+        return ("map",) + tuple(sorted((str(k), repr(v)) for k, v in options.items()))
+    return tuple(options)
+
+
+class _Served:
+    """What one (source, options) resolved to: the unit (``None``: compiled here) and its ObjectCode."""
+
+    __slots__ = ("unit", "code", "source", "kernels")
+
+    def __init__(self, unit: str | None, code: Any, source: str):
+        self.unit, self.code, self.source = unit, code, source
+        self.kernels: dict[str, Any] = {}
+
+    def kernel(self, name: str) -> Any:
+        k = self.kernels.get(name)
+        if k is None:
+            k = self.kernels[name] = self.code.get_kernel(name)
+        return k
+
+
+class SourceLookup:
+    """Packaged NVRTC units of one registry, by source text and options (see the module doc)."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+        self._lock = threading.Lock()
+        self._index: dict[str, str] | None = None  # source_key -> unit name
+        self._memo: dict[Any, _Served] = {}
+        self._units: dict[Any, str | None] = {}
+        self._funcs: dict[Any, dict[str, Any]] = {}
+        self._pcache: PackagedProgramCache | None = None
+
+    # ------------------------------------------------------------------ finding the unit
+    def index(self) -> dict[str, str]:
+        """source_key -> unit name, from the manifest's entries (computed from a definition only where an
+        older manifest records none)."""
+        index = self._index
+        if index is None:
+            with self._lock:
+                index = self._index
+                if index is None:
+                    index = self._index = self._build_index()
+        return index
+
+    def _build_index(self) -> dict[str, str]:
+        manifest = self.registry.manifest
+        if manifest is None:
+            return {}
+        index: dict[str, str] = {}
+        for e in manifest.artifacts:
+            unit = manifest.built.get(e["name"])
+            if not isinstance(unit, NvrtcUnit):
+                continue
+            key = e.get("source_key")
+            index[key if isinstance(key, str) else source_key(unit.source, unit.options)] = unit.name
+        return index
+
+    def unit(self, source: str, options: Any = None) -> str | None:
+        """The packaged unit compiled from ``source`` with ``options``, or ``None``. A flag aot does not know
+        is an :class:`AotError` naming it."""
+        memo = (source, _options_token(options))
+        if memo in self._units:
+            return self._units[memo]
+        try:
+            opts, _dirs = options_mapping(options)
+        except SpecError as e:
+            raise AotError(f"options {options!r}: {e}") from None
+        found = self._units[memo] = self.index().get(source_key(source, opts))
+        return found
+
+    # ------------------------------------------------------------------ serving
+    def _served(self, source: str, kernel_names: Sequence[str], options: Any) -> _Served:
+        memo = (source, tuple(kernel_names), _options_token(options))
+        found = self._memo.get(memo)
+        if found is not None:
+            return found
+        try:
+            opts, dirs = options_mapping(options)
+        except SpecError as e:
+            raise AotError(f"options {options!r}: {e}") from None
+        name = self.index().get(source_key(source, opts))
+        spec = self.registry.spec(name) if name is not None else None
+        if isinstance(spec, NvrtcUnit) and set(kernel_names) <= set(spec.kernels):
+            loaded = self.registry._load(name)  # type: ignore[arg-type]  # name is not None here
+            found = _Served(name, loaded.obj, loaded.source)
+        else:
+            log.debug("no packaged unit for this source (%d characters) and options %s: compiling", len(source), opts)
+            found = self._compile(source, kernel_names, opts, dirs)
+        for k in kernel_names:  # every kernel resolved now: a bad image fails here, not at launch
+            found.kernel(k)
+        with self._lock:
+            return self._memo.setdefault(memo, found)
+
+    def _compile(self, source: str, kernel_names: Sequence[str], opts: dict[str, Any], dirs: list[str]) -> _Served:
+        """``source`` compiled for this device by cuda.core, through the package's program cache: a packaged
+        image by cuda.core's key, else the user cache, else NVRTC (stored in the user cache)."""
+        from .driver import require_driver
+        require_driver("compiling an NVRTC source")
+        from cuda.core import Program, ProgramOptions  # only on a miss: the packaged path needs neither
+        sm = self.registry.device_sm()
+        exprs = [k for k in kernel_names if not k.isidentifier()]
+        kw = dict(opts)
+        if isinstance(kw.get("define_macro"), dict):
+            kw["define_macro"] = [(k, str(v)) for k, v in kw["define_macro"].items()]
+        try:
+            popts = ProgramOptions(arch=f"sm_{sm}", include_path=dirs or None, **kw)
+            prog = Program(source, "c++", popts)
+        except Exception as e:  # noqa: BLE001 - no NVRTC (a lean install), or options it refuses
+            raise AotError(f"no packaged unit has this source with options {opts} and it cannot be compiled "
+                           f"for sm_{sm}: {type(e).__name__}: {e}") from None
+        cache = self.program_cache() if not (exprs or dirs) else None  # cuda.core keys neither
+        try:
+            before = dict(cache.counts) if cache is not None else {}
+            code = prog.compile("cubin", name_expressions=exprs, cache=cache)
+        finally:
+            prog.close()
+        where = "jit"
+        if cache is not None:
+            where = next((k for k in ("packaged", "user") if cache.counts[k] > before[k]), "jit")
+        return _Served(None, code, "cache" if where == "user" else where)
+
+    def program_cache(self) -> PackagedProgramCache:
+        """This registry's :class:`aot.runtime.program_cache.PackagedProgramCache` (made on first need)."""
+        cache = self._pcache
+        if cache is None:
+            from .program_cache import PackagedProgramCache
+            cache = self._pcache = PackagedProgramCache(self.registry)
+        return cache
+
+    # ------------------------------------------------------------------ the handles
+    def kernels(self, source: str, kernel_names: Sequence[str], options: Any = None) -> dict[str, Any]:
+        """``{name: cuda.core.Kernel}`` for ``kernel_names`` (names or name expressions) of ``source``."""
+        served = self._served(source, kernel_names, options)
+        return {k: served.kernel(k) for k in kernel_names}
+
+    def cufunctions(self, source: str, kernel_names: Sequence[str], options: Any = None) -> dict[str, Any]:
+        """``{name: CUfunction}`` in the context current in this thread (for ``cuLaunchKernel``)."""
+        from cuda.bindings import driver  # the caller launches through it: already imported
+        err, ctx = driver.cuCtxGetCurrent()
+        memo = (source, tuple(kernel_names), _options_token(options), int(ctx) if ctx is not None else 0)
+        found = self._funcs.get(memo)
+        if found is not None:
+            return found
+        served = self._served(source, kernel_names, options)
+        funcs = {}
+        for k in kernel_names:
+            err, func = driver.cuKernelGetFunction(served.kernel(k).handle)
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise AotError(f"{served.unit or 'compiled source'}/{k}: cuKernelGetFunction failed: {err.name}"
+                               " (is a CUDA context current in this thread?)")
+            funcs[k] = func
+        with self._lock:
+            return self._funcs.setdefault(memo, funcs)
+
+    def cupy_module(self, source: str, kernel_names: Sequence[str], options: Any = None) -> Any:
+        """A ``cupy.RawModule`` over the served image (packaged or compiled here), not recompiled."""
+        from .handles import cupy_raw_module
+        served = self._served(source, kernel_names, options)
+        return cupy_raw_module(served.code, tuple(kernel_names), served.unit or "compiled source")[0]
+
+    def cupy_kernel(self, source: str, kernel_name: str, options: Any = None) -> Any:
+        """A ``cupy.RawKernel`` for ``kernel_name`` (a name or name expression) of ``source``."""
+        from .handles import cupy_raw_module
+        served = self._served(source, [kernel_name], options)
+        mod, names = cupy_raw_module(served.code, (kernel_name,), served.unit or "compiled source")
+        return mod.get_function(names.get(kernel_name, kernel_name))
+
+    def source_of(self, source: str, kernel_names: Sequence[str], options: Any = None) -> tuple[str | None, str]:
+        """(unit or ``None``, where from: packaged / cache / jit) for these arguments (serving them first)."""
+        served = self._served(source, kernel_names, options)
+        return served.unit, served.source
+
+    # ------------------------------------------------------------------ warmup
+    def request_warmup(self, sources: Iterable[str | tuple[str, Any]], options: Any = None) -> list[str]:
+        """Warm the packaged units of ``sources`` (each a text, or ``(text, options)``; ``options`` for the
+        bare texts) in the background, as :meth:`aot.Registry.request_warmup` does for names; returns the
+        unit names requested. A source the package does not carry is left for its first call (compiling it
+        needs its kernel names)."""
+        names: list[str] = []
+        for item in sources:
+            text, opts = item if isinstance(item, tuple) else (item, options)
+            name = self.unit(text, opts)
+            if name is None:
+                log.debug("warmup: a source (%d characters) the package does not carry; left cold", len(text))
+            elif name not in names:
+                names.append(name)
+        if names:
+            self.registry.request_warmup(names)
+        return names

@@ -1,0 +1,209 @@
+"""A package's packaged NVRTC images as a cuda.core program cache (issue 28):
+
+    Program(src, "c++", ProgramOptions(std="c++17")).compile("cubin", cache=aot.program_cache("mypkg"))
+
+cuda.core's ``Program.compile(cache=...)`` derives ``make_program_cache_key(...)`` from the source, the
+options and the target, and asks the cache for those bytes before it compiles. :class:`PackagedProgramCache`
+answers from the package's artifacts: the build recorded each NVRTC entry's key (:mod:`aot.build.progkeys`),
+so a hit is one dict lookup, then the artifact is read and checked exactly as the loader checks it (size,
+sha256, header, content key, CUDA major: :func:`aot.runtime.sources.check_packaged`) and its payload
+returned. Nothing compiles; nothing is loaded here (cuda.core loads the image once, at ``get_kernel``).
+
+Read-only: what cuda.core stores after a miss goes to the per-user NVRTC cache aot's JIT already keeps
+(``<cache>/nvrtc``, a ``FileStreamProgramCache``, under the same owner and mode checks), and a miss here is
+looked up there, so a source that was not packaged compiles once per user, not once per process.
+
+The key covers the NVRTC ``major.minor`` (:mod:`aot.runtime.progkey` lists what else). Where this
+process's NVRTC is not the build host's, or the library names its program (``ProgramOptions(name=...)``),
+the recorded keys cannot match; the keys are then derived here once, with cuda.core's own function, for
+every eligible entry (about 20 us each), so the packaged image still serves: the same bytes aot's own loader
+would serve this device. ``same_nvrtc=True`` keeps to the recorded keys only. Without a real NVRTC
+(a lean install, aot's stand-in) cuda.core cannot construct a ``Program`` at all; use the lookup by
+source (:mod:`aot.runtime.bysource`), which needs none.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Mapping
+
+from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
+
+from ..core.errors import AotError
+from ..core.log import get_logger
+from ..core.spec import NvrtcUnit
+from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
+from .registry import package_registry
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+log = get_logger(__name__)
+
+_caches: dict[tuple[str, str, str, bool], PackagedProgramCache] = {}
+_caches_lock = threading.Lock()
+
+
+def program_cache(package: str, folder: str = "artifacts", *, name: str = DEFAULT_NAME, same_nvrtc: bool = False,
+                  registry: Registry | None = None) -> PackagedProgramCache:
+    """The program cache of ``package``'s packaged NVRTC images (one per process and arguments). ``name``:
+    the ``ProgramOptions.name`` the library compiles with (cuda.core's default unless it sets one);
+    ``registry``: the library's own ``aot.Registry.from_package(...)``, else the one shared with
+    :func:`aot.by_source`."""
+    if registry is not None:
+        return PackagedProgramCache(registry, name=name, same_nvrtc=same_nvrtc)
+    memo = (package, folder, name, same_nvrtc)
+    with _caches_lock:
+        cache = _caches.get(memo)
+        if cache is None:
+            cache = _caches[memo] = PackagedProgramCache(package_registry(package, folder), name=name,
+                                                         same_nvrtc=same_nvrtc)
+        return cache
+
+
+def _key_bytes(key: bytes | str) -> bytes:
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key)
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    raise TypeError(f"cache keys must be bytes or str, got {type(key).__name__}")
+
+
+class PackagedProgramCache(ProgramCacheResource):
+    """Hits: the registry's packaged NVRTC images, by cuda.core's key. Misses and writes: the user cache."""
+
+    def __init__(self, registry: Registry, *, name: str = DEFAULT_NAME, same_nvrtc: bool = False):
+        self._reg = registry
+        self._name = name
+        self._same_nvrtc = same_nvrtc
+        self._lock = threading.Lock()
+        self._index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] | None = None
+        self._payloads: dict[bytes, bytes] = {}
+        self._user: FileStreamProgramCache | None | bool = False  # False: not looked for yet
+        #: Lookups answered from the package, from the user cache, and not at all (for tests and status).
+        self.counts = {"packaged": 0, "user": 0, "miss": 0}
+
+    # ------------------------------------------------------------------ the two sources
+    def packaged_keys(self) -> dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]]:
+        """cuda.core key -> (unit, manifest entry), built on first need."""
+        index = self._index
+        if index is None:
+            with self._lock:
+                index = self._index
+                if index is None:
+                    index = self._index = self._build_index()
+        return index
+
+    def _build_index(self) -> dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]]:
+        manifest = self._reg.manifest
+        if manifest is None:
+            return {}
+        here = nvrtc_version()
+        index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] = {}
+        derived = 0
+        for e in manifest.artifacts:
+            unit = manifest.built.get(e["name"])
+            if not isinstance(unit, NvrtcUnit) or e["payload_kind"] not in ("cubin", "ptx"):
+                continue
+            recorded = e.get("progkey")
+            if isinstance(recorded, str) and e.get("progkey_nvrtc") == here and self._name == DEFAULT_NAME:
+                try:
+                    index[bytes.fromhex(recorded)] = (unit, e)
+                except ValueError:
+                    log.debug("%s: progkey of %s is not hex; ignored", unit.name, e["path"])
+                continue
+            if self._same_nvrtc or not eligible(unit):
+                continue
+            try:
+                index[program_cache_key(unit, e["sm"], e["payload_kind"], self._name)] = (unit, e)
+                derived += 1
+            except (ValueError, TypeError) as err:
+                log.debug("%s: cuda.core keys no compile of it: %s", unit.name, err)
+        log.debug("program cache of %s: %d packaged keys (%d derived for NVRTC %s)", manifest.root, len(index),
+                  derived, here)
+        return index
+
+    def _packaged_payload(self, key: bytes, unit: NvrtcUnit, entry: Mapping[str, Any]) -> bytes | None:
+        data = self._payloads.get(key)
+        if data is not None:
+            return data
+        from .sources import check_packaged
+        manifest = self._reg.manifest
+        assert manifest is not None  # the index comes from it
+        path = manifest.path_of(entry)
+        try:
+            art = check_packaged(manifest, unit, entry, path)
+        except Exception as e:  # noqa: BLE001 - a damaged artifact: one warning, then compile as usual
+            self._reg._warn(f"aot: skipping {path}: {e}")
+            return None
+        self._payloads[key] = data = art.payload
+        return data
+
+    def user_cache(self) -> FileStreamProgramCache | None:
+        """The per-user NVRTC cache (:func:`aot.runtime.jit.nvrtc_cache_dir`: owner and mode checked), or
+        ``None`` when disabled, unusable or untrusted (warned once per process)."""
+        if self._user is False:
+            from ..core.env import CACHE_MAX_BYTES
+            from .jit import nvrtc_cache_dir
+            where = nvrtc_cache_dir(self._reg._warn)
+            user = None
+            if where is not None:
+                try:
+                    user = FileStreamProgramCache(where, max_size_bytes=CACHE_MAX_BYTES.get() or None)
+                except OSError:
+                    user = None
+            self._user = user
+        return self._user if isinstance(self._user, FileStreamProgramCache) else None
+
+    # ------------------------------------------------------------------ ProgramCacheResource
+    def __getitem__(self, key: bytes | str) -> bytes:
+        k = _key_bytes(key)
+        hit = self.packaged_keys().get(k)
+        if hit is not None:
+            data = self._packaged_payload(k, *hit)
+            if data is not None:
+                self.counts["packaged"] += 1
+                return data
+        user = self.user_cache()
+        data = None
+        if user is not None:
+            try:
+                data = user.get(k)
+            except Exception:  # noqa: BLE001 - an unreadable entry just means "compile"
+                data = None
+        if data is None:
+            self.counts["miss"] += 1
+            raise KeyError(key)
+        self.counts["user"] += 1
+        return data
+
+    def __setitem__(self, key: bytes | str, value: Any) -> None:
+        """A compile result: into the user cache (the packaged images are read-only; a key they serve is
+        never compiled, so never written)."""
+        k = _key_bytes(key)
+        if k in self.packaged_keys():
+            return
+        user = self.user_cache()
+        if user is None:
+            return
+        try:
+            user[k] = value
+        except OSError as e:  # a full or read-only cache: the compile result still serves from memory
+            log.debug("program cache: not persisted to %s: %s", getattr(user, "path", "the user cache"), e)
+
+    def __delitem__(self, key: bytes | str) -> None:
+        k = _key_bytes(key)
+        if k in self.packaged_keys():
+            raise TypeError("a packaged image is read-only (it ships in the package's wheel)")
+        user = self.user_cache()
+        if user is None:
+            raise KeyError(key)
+        del user[k]
+
+    def __len__(self) -> int:
+        user = self.user_cache()
+        return len(self.packaged_keys()) + (len(user) if user is not None else 0)
+
+    def clear(self) -> None:
+        raise AotError("the packaged images are read-only; the user cache is cleared with "
+                       "'python -m aot cache clear'")
