@@ -115,7 +115,7 @@ def _options(rec: dict) -> Any:
 
 def _where(rec: dict) -> str:
     site = rec.get("site") or []
-    return f" (compiled from {site[0]})" if site else ""
+    return f" (from {' <- '.join(site[:3])})" if site else ""
 
 
 def _nvrtc_entries(recs: list[dict], out: Recording) -> None:
@@ -143,7 +143,9 @@ def _nvrtc_entries(recs: list[dict], out: Recording) -> None:
     taken: set[str] = set()
     for g in groups.values():
         attr = g["ref"].split(":")[1]
-        base = suggest_name(attr.lower() if attr.isupper() or attr.startswith("_") else attr)
+        for suffix in ("_source", "_src", "_kernel"):
+            attr = attr.removesuffix(suffix) if attr != suffix else attr
+        base = suggest_name(attr.lower())
         entry: dict[str, Any] = {"name": base, "source": g["ref"], "kernels": list(g["kernels"])}
         psets = g["psets"]
         if psets:

@@ -194,9 +194,10 @@ def spec_fields(rec: Mapping[str, Any]) -> dict[str, Any]:
         if n != "array":
             p[fld] = n
     defaults = {**algo.fields, **getattr(algo, "optional", {})}
+    p = {k: p[k] for k in sorted(p, key=lambda k: list(defaults).index(k) if k in defaults else len(defaults))}
     for k in [k for k in defaults if k not in p and defaults[k] is REQUIRED]:
         raise Unnamed(f"{factory} was built without {k!r}, which the matrix needs")
-    return {"algorithm": algo.name, **{k: v for k, v in p.items()
+    return {"algorithm": algo.name, **{str(k): v for k, v in p.items()
                                        if v != defaults.get(k) and not (k.endswith("dtype") and k != "dtype"
                                                                         and v == p.get("dtype") and
                                                                         defaults.get(k) is None)}}
@@ -205,4 +206,5 @@ def spec_fields(rec: Mapping[str, Any]) -> dict[str, Any]:
 def spec_name(fields: Mapping[str, Any], site: list[str]) -> str:
     """``<the library function that built it>_<dtype>``: ``sum_of_squares_f64``."""
     where = site[0].split(":")[1].split(".")[-1] if site else fields["algorithm"]
+    where = where.removeprefix("build_").removeprefix("make_")
     return suggest_name(f"{where.strip('_<>') or fields['algorithm']}_{short_value(fields.get('dtype', ''))}")

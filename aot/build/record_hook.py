@@ -293,7 +293,8 @@ def _patch_compute(mod: Any) -> None:
         if m is None or not (name == "cuda.compute" or name.startswith("cuda.compute.")):
             continue
         for attr, fn in list(vars(m).items()):
-            if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False):
+            if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False) and \
+                    str(getattr(fn, "__module__", "")).startswith("cuda.compute.algorithms"):
                 if id(fn) not in wrapped:
                     wrapped[id(fn)] = cccl.wrap(fn, attr, _write, _sites, _Quiet, _busy, parse_cached)
                 setattr(m, attr, wrapped[id(fn)])

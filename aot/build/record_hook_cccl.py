@@ -16,6 +16,8 @@ import sys
 from typing import Any, Callable
 
 _ENUMS = ("SortOrder", "Determinism")
+#: cuda.compute's ``OpKind`` (its class is the bindings' ``cccl_op_kind_t``).
+_OPKINDS = ("OpKind", "cccl_op_kind_t")
 
 
 def wrap(fn: Callable, factory: str, write: Callable, sites: Callable, quiet: Any, busy: Callable,
@@ -61,7 +63,7 @@ def describe(v: Any, parse: Callable, depth: int = 0) -> dict:
         return {"none": True}
     t = type(v)
     name, mod = t.__name__, t.__module__ or ""
-    if mod.startswith("cuda.compute"):
+    if name in _OPKINDS or name in _ENUMS or mod.startswith(("cuda.compute", "compute.")):
         return _compute_object(v, name, parse, depth)
     if mod == "numpy" and name == "ndarray":
         return {"value": v.tolist(), "dtype": dtype_of(v)}
@@ -76,7 +78,7 @@ def describe(v: Any, parse: Callable, depth: int = 0) -> dict:
 
 def _compute_object(v: Any, name: str, parse: Callable, depth: int) -> dict:
     d = functools.partial(describe, parse=parse, depth=depth + 1)
-    if name == "OpKind":
+    if name in _OPKINDS:
         return {"op": {"builtin": v.name}}
     if name in _ENUMS:
         return {"enum": name, "name": v.name}
@@ -108,7 +110,7 @@ def _compute_object(v: Any, name: str, parse: Callable, depth: int) -> dict:
 def op_info(op: Any, parse: Callable) -> dict:
     """An operator: ``{"builtin": NAME}``, or a Python function's whereabouts (and a lambda's text)."""
     kind = type(op).__name__
-    if kind == "OpKind":
+    if kind in _OPKINDS:
         return {"builtin": op.name}
     if kind == "_WellKnownOp":
         return {"builtin": op._kind.name}

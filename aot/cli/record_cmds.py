@@ -19,25 +19,26 @@ def record_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers 
     r.add_argument("--stand-in-driver", action="store_true", help="on a host without a driver, load aot's "
                    "stand-in libcuda into the command's processes (cuda.compute then builds algorithms for a "
                    "compute_capability it is given)")
-    r.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to record and its arguments")
 
 
 def _packages(args) -> list[str]:  # noqa: ANN001
     if args.package:
         return list(args.package)
-    from ..package.config import load_config
-    if Path("pyproject.toml").is_file():
-        try:
-            return [load_config(".").package]
-        except Exception:  # noqa: BLE001 - say what to pass instead
-            pass
+    import tomllib
+    try:  # only the package's name: the rest of [tool.aot] (its matrix) may not exist yet
+        package = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))["tool"]["aot"]["package"]
+        if isinstance(package, str) and package:
+            return [package]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     raise UsageError("aot record: name the library's package with --package NAME (no [tool.aot] package "
                      "in ./pyproject.toml)")
 
 
 def cmd_record(args) -> int:  # noqa: ANN001
     from ..build.record import record
-    command = list(args.command)
+    command = list(args.argv)
     if command[:1] == ["--"]:
         command = command[1:]
     packages = _packages(args)
