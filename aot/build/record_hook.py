@@ -158,7 +158,8 @@ def name_source(text: str) -> dict:
 
 def _sites() -> list[str]:
     """The library's frames on the stack, innermost first (where the compile or build was asked for)."""
-    out, f = [], sys._getframe(1)
+    out: list[str] = []
+    f: Any = sys._getframe(1)
     while f is not None and len(out) < 4:
         if _is_mine(f):
             code = f.f_code
@@ -341,7 +342,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             original(module)
             _apply(fullname, module)
 
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        loader.exec_module = exec_module
         return spec
 
 

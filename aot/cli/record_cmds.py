@@ -19,7 +19,8 @@ def record_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers 
     r.add_argument("--stand-in-driver", action="store_true", help="on a host without a driver, load aot's "
                    "stand-in libcuda into the command's processes (cuda.compute then builds algorithms for a "
                    "compute_capability it is given)")
-    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to record and its arguments")
+    r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="the command to record and its arguments")
 
 
 def _packages(args) -> list[str]:  # noqa: ANN001
