@@ -20,6 +20,7 @@ from .common import DEFAULT_OUT, _prog
 from .build_cmds import cmd_build, cmd_bundle, cmd_merge, cmd_validate
 from .check_cmds import cmd_inspect, cmd_verify
 from .env_cmds import _cache_parser, cmd_cache, cmd_doctor
+from .record_cmds import cmd_record, record_parser
 
 def _parser() -> argparse.ArgumentParser:
     # -v works before or after the subcommand (`aot -v build`, `aot build -vv`).
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="this machine's GPU/driver/CUDA/cuda-cccl, and what the loader would use")
 
     _cache_parser(sub)
+    record_parser(sub)
 
     mg = sub.add_parser("merge", parents=[verbose],
                         help="combine shard outputs (build --shard K/N) into one artifact set")
@@ -202,7 +204,8 @@ def _main(argv: Sequence[str] | None) -> int:
     handler = _log_to_stderr(getattr(args, "verbose", 0))  # SUPPRESS: the -v action is shared by every parser
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
-                    "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle}
+                    "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle,
+                    "record": cmd_record}
         return commands[args.command](args)
     except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
         print(f"aot: error: {_clip(str(e), 1000)}", file=sys.stderr)

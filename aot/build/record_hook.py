@@ -1,0 +1,377 @@
+"""What ``aot record`` installs in the recorded command's Python processes (see :mod:`aot.build.record`).
+
+Stdlib only, and loaded by its path from a ``sitecustomize`` the recorder puts first on ``PYTHONPATH``:
+``import aot`` would install aot's own import hook (a lean ``import cuda.compute``), and a recording must
+not change what the command does. It observes and never compiles: each wrapper writes one JSON line and
+calls the original with the same arguments, whose result (or exception) the caller gets unchanged.
+
+* NVRTC compiles: ``cuda.core.Program`` (a subclass that notes its code and options; ``compile`` records),
+  ``cuda.bindings.nvrtc.nvrtcCreateProgram``/``nvrtcAddNameExpression``/``nvrtcCompileProgram``, CuPy's
+  ``RawModule``/``RawKernel``. Each is named where it lives, in the recorded process (the modules are
+  loaded there): a ``str`` of the library's modules with the same text, or a call of one of its
+  module-level functions that returned it, with plain arguments that give the same text again
+  (re-rendered and compared here). Calls of the library's functions are seen through ``sys.setprofile``,
+  limited to code whose module belongs to the recorded packages.
+* cuda.compute algorithms: every ``make_*`` factory (the one-shot functions call them) gets its keyword
+  arguments described as data (dtypes, iterators, operators: built-ins, functions with their module and a
+  lambda's source); :mod:`aot.build.record_cccl` turns them into matrix specs.
+
+The records file is bounded (:data:`MAX_RECORDS` lines of at most :data:`MAX_LINE` bytes each).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import re
+import sys
+import threading
+from typing import Any
+
+MAX_RECORDS = 20000
+MAX_LINE = 64 * 1024
+#: Modules whose import triggers a patch, and the patch.
+_TARGETS = ("cuda.core", "cuda.core.experimental", "cuda.bindings.nvrtc", "cuda.compute", "cupy")
+_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
+_ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
+
+_local = threading.local()
+_lock = threading.Lock()
+_state: dict[str, Any] = {"count": 0, "fd": None, "packages": (), "renders": {}, "pending": {}, "mine": {},
+                          "asts": {}}
+
+
+# ------------------------------------------------------------------------------------------------ output
+def _write(rec: dict) -> None:
+    """Append one record (line-atomic: O_APPEND, one write); past the bounds, one overflow record."""
+    line = json.dumps(rec, sort_keys=True, default=repr)
+    if len(line) > MAX_LINE:
+        line = json.dumps({"kind": "skipped", "why": f"a record of {len(line)} bytes"})
+    with _lock:
+        if _state["fd"] is None or _state["count"] > MAX_RECORDS:
+            return
+        _state["count"] += 1
+        if _state["count"] > MAX_RECORDS:
+            line = json.dumps({"kind": "overflow", "why": f"more than {MAX_RECORDS} records"})
+        os.write(_state["fd"], (line + "\n").encode("utf-8", "backslashreplace"))
+
+
+def _busy() -> bool:
+    return getattr(_local, "busy", False)
+
+
+class _Quiet:
+    """Inside the recorder: its own calls are neither profiled nor recorded."""
+
+    def __enter__(self) -> None:
+        self.was = _busy()
+        _local.busy = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.busy = self.was
+
+
+# ------------------------------------------------------------------------------ the library's own calls
+def _is_mine(frame: Any) -> bool:
+    code = frame.f_code
+    mine = _state["mine"].get(code)
+    if mine is None:
+        mod = frame.f_globals.get("__name__") or ""
+        mine = any(mod == p or mod.startswith(p + ".") for p in _state["packages"])
+        _state["mine"][code] = mine
+    return mine
+
+
+def _profile(frame: Any, event: str, arg: Any) -> None:
+    """A call of the library's code notes its arguments; its return of a ``str`` notes who rendered it."""
+    if event == "call":
+        if not _busy() and _is_mine(frame):
+            code = frame.f_code
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            _state["pending"][id(frame)] = {n: frame.f_locals.get(n) for n in names}
+    elif event == "return":
+        args = _state["pending"].pop(id(frame), None)
+        if args is not None and isinstance(arg, str) and arg and len(_state["renders"]) < 100000:
+            code = frame.f_code
+            who = (frame.f_globals.get("__name__"), getattr(code, "co_qualname", code.co_name), args)
+            _state["renders"].setdefault(_sha(arg), who)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _library_modules() -> list[tuple[str, Any]]:
+    return [(n, m) for n, m in list(sys.modules.items()) if m is not None
+            and any(n == p or n.startswith(p + ".") for p in _state["packages"])]
+
+
+def _plain(value: Any) -> Any:
+    """An argument as the matrix can write it (str, int, float, bool), or ``None``: a numpy dtype or scalar
+    type becomes its name (the re-rendering check decides whether the function accepts that)."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    name = getattr(value, "name", None) if type(value).__module__.startswith("numpy") else None
+    if isinstance(value, type) and value.__module__ == "numpy":
+        name = value.__name__
+    return name if isinstance(name, str) else None
+
+
+def name_source(text: str) -> dict:
+    """Where ``text`` lives in the library: ``{"ref": "pkg.mod:ATTR"}``, ``{"ref": "pkg.mod:fn", "params":
+    {...}}``, or ``{"why": ...}`` saying why it cannot be named."""
+    with _Quiet():
+        consts = sorted((attr.startswith("_"), len(mod), mod, attr) for mod, m in _library_modules()
+                        for attr, v in list(vars(m).items()) if isinstance(v, str) and v == text)
+        if consts:
+            return {"ref": f"{consts[0][2]}:{consts[0][3]}"}
+        who = _state["renders"].get(_sha(text))
+        if who is None:
+            return {"why": "text built at run time: no str constant of the library's modules holds it, and no "
+                           "function of theirs returned it"}
+        mod, qual, args = who
+        where = f"{mod}:{qual}"
+        if "." in qual:
+            return {"why": f"rendered by {where}, a nested function or method (a closure over a local is not "
+                           f"importable by name)"}
+        fn = getattr(sys.modules.get(mod), qual, None)
+        if not callable(fn):
+            return {"why": f"rendered by {where}, which is not a module-level name of {mod}"}
+        params = {k: _plain(v) for k, v in args.items()}
+        bad = [k for k, v in params.items() if v is None]
+        if bad:
+            return {"why": f"rendered by {where} from arguments that are not plain values: "
+                           f"{', '.join(f'{k}={args[k]!r}'[:80] for k in bad)}"}
+        try:
+            again = fn(**params)
+        except Exception as e:  # noqa: BLE001 - the library's function refused the plain spelling
+            return {"why": f"rendered by {where}; called again with {params} it raised {type(e).__name__}"}
+        if again != text:
+            return {"why": f"rendered by {where}; called again with {params} it returns another text (it "
+                           f"depends on more than its arguments)"}
+        return {"ref": where, "params": params}
+
+
+def _sites() -> list[str]:
+    """The library's frames on the stack, innermost first (where the compile or build was asked for)."""
+    out: list[str] = []
+    f: Any = sys._getframe(1)
+    while f is not None and len(out) < 4:
+        if _is_mine(f):
+            code = f.f_code
+            out.append(f"{f.f_globals.get('__name__')}:{getattr(code, 'co_qualname', code.co_name)}:{f.f_lineno}")
+        f = f.f_back
+    return out
+
+
+def _kernels_in(text: str) -> list[str]:
+    return list(dict.fromkeys(_KERNEL.findall(text))) if 'extern "C"' in text else []
+
+
+def record_nvrtc(via: str, text: Any, options: Any, kernels: Any, headers: int = 0) -> None:
+    """One NVRTC compile: the source's name in the library (or why none), its kernels and options."""
+    if _busy():
+        return
+    try:
+        with _Quiet():
+            if isinstance(text, (bytes, bytearray)):
+                text = bytes(text).decode("utf-8", "replace")
+            rec: dict[str, Any] = {"kind": "nvrtc", "via": via, "sha1": _sha(text), "len": len(text),
+                                   "head": next((ln.strip()[:100] for ln in text.splitlines() if ln.strip()), ""),
+                                   "site": _sites(), "headers": headers, "options": options}
+            rec["kernels"] = [k.decode() if isinstance(k, bytes) else str(k) for k in kernels or ()] or \
+                _kernels_in(text)
+            rec.update(name_source(text))
+        _write(rec)
+    except Exception as e:  # noqa: BLE001 - a recording problem must never change the command's result
+        _write({"kind": "skipped", "why": f"recording an NVRTC compile failed: {type(e).__name__}: {e}"[:300]})
+
+
+def _flags(options: Any) -> list[str]:
+    out = []
+    for o in options or ():
+        s = o.decode("utf-8", "replace") if isinstance(o, (bytes, bytearray)) else str(o)
+        if not _ARCH_FLAG.match(s):
+            out.append(s)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the patches
+def _patch_cuda_core(mod: Any) -> None:
+    base = getattr(mod, "Program", None)
+    if base is None or getattr(base, "_aot_recorded", False):
+        return
+    import dataclasses
+
+    class Program(base):  # type: ignore[misc, valid-type]
+        _aot_recorded = True
+
+        def __init__(self, code, code_type, options=None, *args, **kwargs):
+            super().__init__(code, code_type, options, *args, **kwargs)
+            self._aot_note = (code, code_type, options)
+
+        def compile(self, target_type, name_expressions=(), *args, **kwargs):
+            code, code_type, options = self._aot_note
+            if str(code_type).lower() in ("c++", "cpp", "cu", "cuda"):
+                opts: dict[str, Any] = {}
+                if options is not None and dataclasses.is_dataclass(options):
+                    opts = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)
+                            if getattr(options, f.name) is not None and f.name not in ("arch", "name")}
+                record_nvrtc("cuda.core", code, {k: (list(v) if isinstance(v, tuple) else v)
+                                                 for k, v in opts.items()}, list(name_expressions or ()))
+            with _Quiet():  # what cuda.core calls underneath is this compile, not another
+                return super().compile(target_type, name_expressions, *args, **kwargs)
+
+    Program.__name__ = Program.__qualname__ = "Program"
+    Program.__module__ = base.__module__
+    mod.Program = Program
+
+
+def _patch_nvrtc(mod: Any) -> None:
+    if getattr(mod, "_aot_recorded", False):
+        return
+    create, add, compile_ = mod.nvrtcCreateProgram, mod.nvrtcAddNameExpression, mod.nvrtcCompileProgram
+    progs: dict[int, dict] = {}
+
+    def key(prog: Any) -> int:
+        try:
+            return int(prog)
+        except Exception:  # noqa: BLE001
+            return id(prog)
+
+    def nvrtcCreateProgram(src, name, numHeaders, headers, includeNames):  # noqa: N802, N803
+        result = create(src, name, numHeaders, headers, includeNames)
+        if not _busy() and len(progs) < 100000:
+            progs[key(result[1])] = {"src": src, "names": [], "headers": int(numHeaders or 0)}
+        return result
+
+    def nvrtcAddNameExpression(prog, name_expression):  # noqa: N802
+        note = progs.get(key(prog))
+        if note is not None:
+            note["names"].append(name_expression)
+        return add(prog, name_expression)
+
+    def nvrtcCompileProgram(prog, numOptions, options):  # noqa: N802, N803
+        note = progs.pop(key(prog), None)
+        if note is not None:
+            record_nvrtc("nvrtc", note["src"], _flags(options), note["names"], note["headers"])
+        return compile_(prog, numOptions, options)
+
+    mod.nvrtcCreateProgram, mod.nvrtcAddNameExpression = nvrtcCreateProgram, nvrtcAddNameExpression
+    mod.nvrtcCompileProgram = nvrtcCompileProgram
+    mod._aot_recorded = True
+
+
+def _patch_cupy(mod: Any) -> None:
+    for cls_name in ("RawModule", "RawKernel"):
+        base = getattr(mod, cls_name, None)
+        if base is None or getattr(base, "_aot_recorded", False):
+            continue
+
+        def __init__(self, *args, _base=base, _kind=cls_name, **kwargs):  # noqa: N807
+            code = kwargs.get("code", args[0] if args else None)
+            if isinstance(code, str) and kwargs.get("path") is None:
+                names = kwargs.get("name_expressions") or ([] if _kind == "RawModule" else
+                                                           [kwargs.get("name", args[1] if len(args) > 1 else "")])
+                record_nvrtc(f"cupy.{_kind}", code, _flags(kwargs.get("options", args[2] if len(args) > 2 and
+                                                                      _kind == "RawKernel" else ())), names)
+            _base.__init__(self, *args, **kwargs)
+
+        sub = type(cls_name, (base,), {"__init__": __init__, "_aot_recorded": True, "__module__": base.__module__})
+        setattr(mod, cls_name, sub)
+
+
+def _patch_compute(mod: Any) -> None:
+    """Every ``make_*`` of cuda.compute's modules, wherever it is bound (the one-shot functions look theirs
+    up in their own module, so they are recorded through it)."""
+    cccl = _load_beside("record_hook_cccl")
+    wrapped: dict[int, Any] = {}
+    for name, m in list(sys.modules.items()):
+        if m is None or not (name == "cuda.compute" or name.startswith("cuda.compute.")):
+            continue
+        for attr, fn in list(vars(m).items()):
+            if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False) and \
+                    str(getattr(fn, "__module__", "")).startswith("cuda.compute.algorithms"):
+                if id(fn) not in wrapped:
+                    wrapped[id(fn)] = cccl.wrap(fn, attr, _write, _sites, _Quiet, _busy, parse_cached)
+                setattr(m, attr, wrapped[id(fn)])
+
+
+def _load_beside(name: str) -> Any:
+    """A stdlib-only module of this folder, loaded by path like this one (not as part of the aot package)."""
+    full = f"_aot_{name}"
+    if full not in sys.modules:
+        spec = importlib.util.spec_from_file_location(full, os.path.join(os.path.dirname(__file__), f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[full] = module
+    return sys.modules[full]
+
+
+_PATCHES = {"cuda.core": _patch_cuda_core, "cuda.core.experimental": _patch_cuda_core,
+            "cuda.bindings.nvrtc": _patch_nvrtc, "cuda.compute": _patch_compute, "cupy": _patch_cupy}
+
+
+def _apply(name: str, mod: Any) -> None:
+    try:
+        with _Quiet():
+            _PATCHES[name](mod)
+    except Exception as e:  # noqa: BLE001 - an API we do not know: record nothing there, change nothing
+        _write({"kind": "skipped", "why": f"cannot watch {name}: {type(e).__name__}: {e}"[:300]})
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Patches a target module right after its own code has run, before anyone else uses it."""
+
+    def find_spec(self, fullname, path, target=None):  # noqa: ANN001
+        if fullname not in _PATCHES or _busy():
+            return None
+        with _Quiet():
+            spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):  # noqa: ANN001
+            original(module)
+            _apply(fullname, module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Start recording in this process (the ``sitecustomize`` calls it): open the records file, watch the
+    target modules' imports and the library's calls."""
+    path = os.environ.get("AOT_RECORD_FILE")
+    if not path or _state["fd"] is not None:
+        return
+    _state["packages"] = tuple(p for p in os.environ.get("AOT_RECORD_PACKAGES", "").split(",") if p)
+    _state["fd"] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    stub = os.environ.get("AOT_RECORD_STUB")
+    if stub:  # --stand-in-driver: cuda.compute builds (for a given compute capability) without a driver
+        import ctypes
+        ctypes.CDLL(stub, mode=ctypes.RTLD_GLOBAL)
+    sys.meta_path.insert(0, _AfterImport())
+    for name in _TARGETS:
+        if name in sys.modules:
+            _apply(name, sys.modules[name])
+    if _state["packages"]:
+        sys.setprofile(_profile)
+        threading.setprofile(_profile)
+
+
+def parse_cached(path: str) -> Any:
+    """A source file's AST, parsed once per process (lambda sources are found in it)."""
+    tree = _state["asts"].get(path)
+    if tree is None:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        _state["asts"][path] = tree
+    return tree

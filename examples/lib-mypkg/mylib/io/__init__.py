@@ -1,0 +1,1 @@
+"""Reading geometry: the real library's io package imports its dataframe stack here too."""

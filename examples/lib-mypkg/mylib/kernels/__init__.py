@@ -1,0 +1,1 @@
+"""mylib's NVRTC kernels, kept as Python strings across these modules."""
