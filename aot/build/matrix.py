@@ -25,7 +25,7 @@ from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units, make_project_importable
 
-TOP_KEYS = ("version", "types", "cccl", "nvrtc")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
@@ -263,7 +263,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     types = _parse_types(ctx, doc)
     specs: list[Spec] = []
     seen: dict[str, int] = {}
-    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc)):
+    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba)):
         entries = doc.get(section, [])
         if entries is None:
             entries = []
@@ -358,6 +358,12 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
         except (ArtifactError, UnicodeDecodeError) as err:
             raise SpecError(f"cannot read the C++ operator's source {path}: {err}", "op.cpp") from None
     return check_cccl(e, types or {}, digest, read_cpp)
+
+
+def _parse_numba(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> list[Spec]:
+    """A numba-cuda entry: one spec per signature (:mod:`aot.build.numba_build`; imports the kernel's module)."""
+    from .numba_build import parse_numba  # numba-cuda is imported only for a matrix that names a kernel
+    return list(parse_numba(e, name, ctx.path.parent))
 
 
 def _flags_entry(e: _Map) -> _Map:
