@@ -13,7 +13,10 @@ Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``):
   name at the SM being built, and clears the device functions' overloads so each SM lowers its own.
 * Mangled kernel names carry a per-process counter (``B2v1``, ``B2v3``: ``core.bytecode.FunctionIdentity.
   _unique_ids``): seen on this host, the same kernel compiled twice in one process gets two names.
-  :func:`_target` restarts the counter, so an item's bytes do not depend on what its worker built before.
+  Shared arrays are named ``_cudapy_smem_<N>`` from another (``cudaimpl._unique_smem_id``): seen here, the
+  same kernel's PTX named its tile ``_cudapy_smem_1`` in one build and ``_cudapy_smem_2`` in another.
+  :func:`_target` restarts both counters, so an item's bytes do not depend on what its worker built before
+  (the names stay unique within the item, which is one module).
 * ``_Kernel._rebuild(cooperative, name, signature, codelibrary, debug, lineinfo, call_helper, extensions,
   shared_memory_carveout, launch_config_sensitive)`` is how numba-cuda's own disk cache
   (``CUDACacheImpl.rebuild``) makes a kernel without compiling; it leaves ``objectmode`` unset, which
@@ -105,10 +108,12 @@ class _Target:
 
 @contextmanager
 def _target(cc: tuple[int, int], device_functions: Iterator[Any]) -> Iterator[None]:
+    import numba.cuda.cudaimpl as cudaimpl
     import numba.cuda.dispatcher as dispatcher_module
     from numba.cuda.core.bytecode import FunctionIdentity
     saved = dispatcher_module.get_current_device
     FunctionIdentity._unique_ids = itertools.count(1)
+    cudaimpl._unique_smem_id = 0
     for fn in device_functions:
         fn.overloads.clear()
     dispatcher_module.get_current_device = lambda: _Target(cc)
