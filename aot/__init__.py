@@ -25,12 +25,14 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "status", "default_registry",
            # other handles on an NVRTC kernel (aot.runtime.handles, imported when first used)
            "cufunction", "cupy_module", "cupy_kernel",
+           # numba-cuda kernels served through their own dispatchers (aot.runtime.numba_attach)
+           "attach_numba",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
            "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", "cufunction": "runtime.handles",
-         "cupy_module": "runtime.handles", "cupy_kernel": "runtime.handles"}
+         "cupy_module": "runtime.handles", "cupy_kernel": "runtime.handles", "attach_numba": "runtime.numba_attach"}
 
 
 def __getattr__(name: str):

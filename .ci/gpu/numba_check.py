@@ -69,9 +69,10 @@ def launches(k, n, dev):
 def check(site: str) -> int:
     sys.path.insert(0, site)
     count_compiles()
+    import aot
     import numba_mypkg
     from numba_mypkg import kernels as k
-    print("attached:", numba_mypkg.registry.attach_numba())
+    print("attached:", aot.attach_numba(numba_mypkg.registry))
     n, f32, f64, ints, dev = inputs()
     run, sync = launches(k, n, dev)
     bad = []
@@ -81,16 +82,21 @@ def check(site: str) -> int:
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
         except AssertionError as e:
             bad.append(f"{name}: {str(e).splitlines()[3] if len(str(e).splitlines()) > 3 else e}")
-    run["axpy_f32"](); sync()
+    run["axpy_f32"]()
+    sync()
     expect("axpy_f32", dev["out32"].copy_to_host(), np.float32(2.5) * f32[0] + f32[1])
-    run["axpy_f64"](); sync()
+    run["axpy_f64"]()
+    sync()
     expect("axpy_f64", dev["out64"].copy_to_host(), 2.5 * f64[0] + f64[1], rtol=1e-12, atol=1e-12)
-    run["scale_inplace"](); sync()
+    run["scale_inplace"]()
+    sync()
     expect("scale_inplace", dev["scale"].copy_to_host(), f32[0] * np.float32(3.0))
-    run["smooth"](); sync()
+    run["smooth"]()
+    sync()
     t = np.clip((f64[0] + 0.5) / 1.0, 0, 1)
     expect("smooth", dev["out64"].copy_to_host(), t * t * (3 - 2 * t), rtol=1e-12, atol=1e-12)
-    run["block_sum"](); sync()
+    run["block_sum"]()
+    sync()
     pad = np.concatenate([ints, np.zeros(len(dev["sums"]) * 256 - n, np.int64)]).reshape(-1, 256)
     expect("block_sum", dev["sums"].copy_to_host(), pad.sum(axis=1), rtol=0, atol=0)
     packaged_compiles = list(COMPILES)

@@ -24,6 +24,7 @@ from .includes import IncludeError, header_files
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units, make_project_importable
+from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
@@ -358,12 +359,6 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
         except (ArtifactError, UnicodeDecodeError) as err:
             raise SpecError(f"cannot read the C++ operator's source {path}: {err}", "op.cpp") from None
     return check_cccl(e, types or {}, digest, read_cpp)
-
-
-def _parse_numba(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> list[Spec]:
-    """A numba-cuda entry: one spec per signature (:mod:`aot.build.numba_build`; imports the kernel's module)."""
-    from .numba_build import parse_numba  # numba-cuda is imported only for a matrix that names a kernel
-    return list(parse_numba(e, name, ctx.path.parent))
 
 
 def _flags_entry(e: _Map) -> _Map:

@@ -66,6 +66,11 @@ def parse_numba(e: Mapping[str, Any], name: str, root: Path) -> list[NumbaKernel
             for n, s in zip(variant_names(name, len(sigs)), sigs, strict=True)]
 
 
+def parse_numba_entry(ctx: Any, e: Mapping[str, Any], name: str, types: Any = None) -> list[NumbaKernel]:
+    """:func:`parse_numba` in the shape of the matrix loader's section parsers (``ctx.path``: the matrix)."""
+    return parse_numba(e, name, ctx.path.parent)
+
+
 def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, dict[str, Any]]:
     """One item in a build worker: the kernel's cubin for ``sm_<sm>`` or PTX for ``compute_<sm>``, and the
     header fields the loader needs. The kernel must still be the one the spec was read from."""

@@ -16,7 +16,6 @@ from ..algorithms.forms import is_cpp
 from .formrules import check_node, check_sources, check_state, check_stateful_op, state_names
 from .oplang import check_op, is_code_ref
 from .spec import CcclSpec, NvrtcUnit, Spec
-from .numbaspec import check_numba
 from .text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_LIST_LEN, MAX_NAME_LEN, MAX_SOURCE_LEN, MAX_STRUCT_FIELDS,
                    MAX_TEXT_LEN, SpecError, _text_problem, hint, short)
 
@@ -385,7 +384,8 @@ def spec_from_definition(d: Any) -> Spec:
         raise SpecError(f"the definition is a {type(d).__name__}, not an object")
     if "algorithm" in d:
         return check_cccl(d)
-    if "kernel" in d:  # the numba-cuda family (aot.core.numbaspec)
+    if "kernel" in d:  # the numba-cuda family
+        from .numbaspec import check_numba  # only for a set that ships one: the runtime closure stays as pinned
         return check_numba(d, check_name(d.get("name")))
     for key in d:
         if key not in NVRTC_DEFINITION_FIELDS:

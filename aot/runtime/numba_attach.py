@@ -1,10 +1,10 @@
 """numba-cuda kernels served from packaged cubins through the library's own ``@cuda.jit`` dispatcher.
 
-:func:`attach` puts a packaged-overload cache in front of each packaged kernel's dispatcher (the
-``load_overload`` interface numba-cuda's ``cache=True`` uses, :mod:`cccl_patches.numba_cuda`): the library's
-unchanged ``kernel[grid, block](args)`` then gets, for a packaged signature, a kernel whose cubin is the
-best packaged artifact for the device (checked as every artifact is: :func:`aot.runtime.sources.check_packaged`),
-and compiles nothing. Everything else is numba-cuda's own JIT, said once:
+:func:`attach_numba` (``aot.attach_numba(registry)``) puts a packaged-overload cache in front of each packaged
+kernel's dispatcher (the ``load_overload`` interface numba-cuda's ``cache=True`` uses,
+:mod:`cccl_patches.numba_cuda`): the library's unchanged ``kernel[grid, block](args)`` then gets, for a packaged
+signature, a kernel whose cubin is the best packaged artifact for the device (checked as every artifact is:
+:func:`aot.runtime.sources.check_packaged`), and compiles nothing. Everything else is numba-cuda's own JIT, said once:
 
 * a signature that was not packaged: one log line (``INFO`` on ``aot``), the first time it compiles;
 * a GPU the set does not cover, or an artifact that fails its checks: one log line or warning, then JIT;
@@ -22,7 +22,7 @@ import hashlib
 import importlib
 import inspect
 import types as pytypes
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, cast
 
 from ..core.arch import Candidate, rank
 from ..core.errors import AotError
@@ -102,17 +102,17 @@ def device_functions(dispatcher: Any) -> list[Any]:
         if code is None:
             return
         for name in _names(code):
-            value = getattr(fn, "__globals__", {}).get(name)
-            if getattr(value, "py_func", None) is not None and hasattr(value, "targetoptions") \
-                    and id(value) not in found:
+            value: Any = getattr(fn, "__globals__", {}).get(name)
+            inner = getattr(value, "py_func", None)
+            if inner is not None and hasattr(value, "targetoptions") and id(value) not in found:
                 found[id(value)] = value
-                walk(value.py_func)
+                walk(inner)
             elif isinstance(value, pytypes.FunctionType) and id(value) not in found:
                 found[id(value)] = None
                 walk(value)
 
     walk(dispatcher.py_func)
-    return [v for v in found.values() if v is not None]
+    return [v for v in found.values() if v is not None]  # plain functions were walked, not returned
 
 
 def resolve_dispatcher(ref: str) -> Any:
@@ -129,10 +129,12 @@ def resolve_dispatcher(ref: str) -> Any:
     return obj
 
 
-def attach(registry: Any, names: Iterable[str] | None = None, *, warm: bool = False) -> dict[str, str]:
-    """Attach the packaged numba kernels of ``registry`` (all, or ``names``) to their dispatchers. Returns, per
-    spec, ``"attached"`` or why not. ``warm``: also load each packaged cubin into the current device now, so
-    the first launch only launches."""
+def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: bool = False) -> dict[str, str]:
+    """Serve ``registry``'s numba-cuda kernels (all, or ``names``) through their own ``@cuda.jit`` dispatchers:
+    ``kernel[grid, block](args)`` then launches the packaged cubin for a packaged signature and compiles nothing.
+    Returns, per spec, ``"attached"`` or why not (said once as a warning; numba-cuda then JIT-compiles).
+    ``warm``: also load each packaged cubin into the current device now, so the first launch only launches.
+    Call it again after a ``request_warmup``-style reload: it replaces what it attached before."""
     from cccl_patches import numba_cuda as nc
     from ..core.spec import NumbaKernel
     wanted = set(names) if names is not None else None
@@ -201,9 +203,10 @@ def serve(registry: Any, spec: Any, device_sm: int) -> tuple[str, bytes, dict] |
     cands = rank(device_sm, [Candidate(e["sm"], e["payload_kind"], "packaged", e)
                              for e in manifest.entries_for(spec.name)]) if manifest is not None else []
     for cand in cands:
-        path = manifest.path_of(cand.ref)
+        entry = cast(Mapping[str, Any], cand.ref)  # the manifest entry (as packaged_candidates puts it)
+        path = manifest.path_of(entry)
         try:
-            art = check_packaged(manifest, spec, cand.ref, path)
+            art = check_packaged(manifest, spec, entry, path)
             links = art.header.get("links", [])
             if not isinstance(art.header.get("entry"), str) or not (isinstance(links, list) and
                                                                      all(isinstance(x, str) for x in links)):

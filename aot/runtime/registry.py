@@ -173,14 +173,6 @@ class Registry:
         with _first_in_line(self, unit):  # during a warmup: served before the pool's other specs
             return self._load(unit).obj.get_kernel(kernel_name)
 
-    def attach_numba(self, names: Iterable[str] | None = None, *, warm: bool = False) -> dict[str, str]:
-        """Serve this set's numba-cuda kernels (all, or ``names``) through their own ``@cuda.jit`` dispatchers:
-        ``kernel[grid, block](args)`` then launches the packaged cubin for a packaged signature and compiles
-        nothing (:mod:`aot.runtime.numba_attach`). ``warm`` also loads them into the current device now.
-        Returns, per spec, ``"attached"`` or why not (said once as a warning; numba-cuda then JIT-compiles)."""
-        from .numba_attach import attach  # numba-cuda is imported only by a package that ships its kernels
-        return attach(self, names, warm=warm)
-
     def request_warmup(self, names: Iterable[str] | None = None) -> None:
         """Start loading ``names`` (default: all) in background threads; returns at once; idempotent.
 

@@ -12,4 +12,4 @@ from . import kernels  # noqa: F401  (the dispatchers the packaged overloads are
 # The artifacts are absent only while aot builds them (it imports numba_mypkg.kernels to compile them).
 if os.path.isfile(os.path.join(os.path.dirname(__file__), "artifacts", "manifest.json")):
     registry = aot.Registry.from_package(__name__)
-    registry.attach_numba()
+    aot.attach_numba(registry)
