@@ -27,13 +27,16 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "cufunction", "cupy_module", "cupy_kernel",
            # a library's own compile call: cuda.core's cache= keyword, or a lookup by source (issue 28)
            "program_cache", "by_source",
+           # numba-cuda kernels served through their own dispatchers (aot.runtime.numba_attach)
+           "attach_numba",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
            "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", "cufunction": "runtime.handles",
          "cupy_module": "runtime.handles", "cupy_kernel": "runtime.handles",
-         "program_cache": "runtime.program_cache", "by_source": "runtime.bysource"}
+         "program_cache": "runtime.program_cache", "by_source": "runtime.bysource",
+         "attach_numba": "runtime.numba_attach"}
 
 
 def __getattr__(name: str):

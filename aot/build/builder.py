@@ -32,7 +32,7 @@ from .progkeys import entry_fields
 from .workers import signals_blocked, stop_pool, worker_start
 from ..core.errors import ArtifactError, BuildError, UsageError
 from ..core.manifest import remove_manifest, write_manifest
-from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
+from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec, item_key
 
 REPORT_NAME = "build-report.json"
 
@@ -50,8 +50,8 @@ class Item:
         if self.kind == "cccl-blob":
             return f"cccl/{self.spec.name}/sm_{self.sm}.aot"
         if self.kind == "cubin":
-            return f"nvrtc/{self.spec.name}/sm_{self.sm}.cubin.aot"
-        return f"nvrtc/{self.spec.name}/compute_{self.sm}.ptx.aot"
+            return f"{self.spec.family}/{self.spec.name}/sm_{self.sm}.cubin.aot"
+        return f"{self.spec.family}/{self.spec.name}/compute_{self.sm}.ptx.aot"
 
     def result(self, status: str, **kw) -> "ItemResult":
         return ItemResult(self.spec.name, self.spec.family, self.sm, self.kind, self.rel_path, status, **kw)
@@ -178,6 +178,9 @@ def _work(item: Item) -> tuple[bytes, float, dict]:
             extra: dict = {}
             if isinstance(item.spec, CcclSpec):
                 payload = compile_cccl(item.spec, item.sm)
+            elif isinstance(item.spec, NumbaKernel):  # the numba-cuda family
+                from .numba_build import compile_numba_item
+                payload, extra = compile_numba_item(item.spec, item.sm, item.kind)
             else:
                 payload, symbols = compile_nvrtc_item(item.spec, item.sm, item.kind)
                 if symbols:  # templated kernels: the loader maps "axpy<float>" to its lowered name
@@ -403,7 +406,7 @@ def _drive(pool: ProcessPoolExecutor, todo: list[Item], keys: dict, producer: di
 def _prune(out: Path, keep: Iterable[str]) -> None:
     """Remove artifacts a previous build left that this build's manifest does not name."""
     keep = set(keep)
-    for family in ("cccl", "nvrtc"):
+    for family in fmt.FAMILIES:
         root = out / family
         if not root.is_dir():
             continue

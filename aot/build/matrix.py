@@ -24,8 +24,9 @@ from .includes import IncludeError, header_files
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units, make_project_importable
+from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
 
-TOP_KEYS = ("version", "types", "cccl", "nvrtc")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
@@ -263,7 +264,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     types = _parse_types(ctx, doc)
     specs: list[Spec] = []
     seen: dict[str, int] = {}
-    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc)):
+    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba)):
         entries = doc.get(section, [])
         if entries is None:
             entries = []

@@ -384,6 +384,9 @@ def spec_from_definition(d: Any) -> Spec:
         raise SpecError(f"the definition is a {type(d).__name__}, not an object")
     if "algorithm" in d:
         return check_cccl(d)
+    if "kernel" in d:  # the numba-cuda family
+        from .numbaspec import check_numba  # only for a set that ships one: the runtime closure stays as pinned
+        return check_numba(d, check_name(d.get("name")))
     for key in d:
         if key not in NVRTC_DEFINITION_FIELDS:
             raise SpecError(f"unknown field for an NVRTC unit{hint(key, NVRTC_DEFINITION_FIELDS)}", str(key))

@@ -1,4 +1,4 @@
-"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit) and their content keys.
+"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit, a numba-cuda kernel) and their content keys.
 
 Plain data (no CUDA imports): the runtime reads specs back from a manifest cheaply. What a spec may
 say is checked by :mod:`aot.core.rules`, the one validator the matrix and manifests share.
@@ -102,7 +102,36 @@ class NvrtcUnit:
         return tuple(k for k in self.kernels if not k.isidentifier())
 
 
-Spec = Union[CcclSpec, NvrtcUnit]
+@dataclass(frozen=True)
+class NumbaKernel:
+    """One numba-cuda ``@cuda.jit`` kernel at one signature (:mod:`aot.core.numbaspec` checks it).
+
+    ``kernel`` names the dispatcher where it lives (``pkg.mod:kernel``); ``signature`` is numba's text of it
+    (``"void(float32[::1], float32, int64)"``); ``options`` the decorator's options that change code
+    (fastmath, max_registers, lineinfo, debug, opt); ``digest`` hashes the kernel's source and what it calls;
+    ``numba_cuda`` is the numba-cuda version that compiled it. All of it is the content key: an edited
+    kernel, device function or numba-cuda is another key."""
+
+    name: str
+    kernel: str
+    signature: str
+    options: Mapping[str, Any]
+    digest: str
+    numba_cuda: str
+    family: str = field(default="numba", init=False)
+    kernels: tuple[str, ...] = field(default=(), init=False)
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "kernel": self.kernel, "signature": self.signature,
+                "options": dict(self.options), "digest": self.digest, "numba_cuda": self.numba_cuda}
+
+    def content_key(self) -> str:
+        d = self.definition()
+        d.pop("name")
+        return _key(("family", "numba"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
+
+
+Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel]
 
 
 def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str]) -> str:

@@ -25,7 +25,7 @@ from ..core.arch import Candidate, rank
 from ..core.errors import AotError, ArtifactError, NoDeviceError
 from ..core.log import get_logger
 from ..core.manifest import Manifest
-from ..core.spec import CcclSpec, NvrtcUnit, Spec
+from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_jit
@@ -55,6 +55,8 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     """Serve ``spec``: packaged candidates best first, then the user cache / JIT; skipped sources are
     recorded in ``st.errors`` and warned about once through ``host._warn``."""
     device_sm = host.device_sm()
+    if isinstance(spec, NumbaKernel):  # served through its own dispatcher (Registry.attach_numba), not from here
+        raise AotError(f"{spec.name!r} is a numba-cuda kernel: Registry.attach_numba() serves it to its dispatcher")
     if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
         require_driver(f"loading NVRTC unit {spec.name!r}")
     refusal = None

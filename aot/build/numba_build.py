@@ -1,0 +1,82 @@
+"""The numba-cuda family's build side: a ``numba:`` matrix entry into specs (importing the kernel's module,
+as the matrix being built may), and one (kernel, signature, SM) item into a cubin or PTX, on a driverless
+host (:func:`cccl_patches.numba_cuda.compile_kernel`).
+
+The spec's content key covers the kernel's source and everything it calls (:func:`aot.runtime.numba_attach.
+kernel_digest`), its signature, the decorator's code-changing options and the numba-cuda version; the item
+key adds the SM, the payload kind and the toolchain, as for every family.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..core.errors import AotError
+from ..core.numbaspec import check_entry, variant_names
+from ..core.spec import NumbaKernel
+from ..core.text import SpecError
+from ..runtime.numba_attach import device_functions, kernel_digest, resolve_dispatcher
+from .pysource import make_project_importable
+
+
+def _dispatcher(ref: str, root: Path) -> Any:
+    """The dispatcher ``ref`` names, importable from the matrix's folder; a bad one is the ``kernel`` field's error."""
+    from cccl_patches import numba_cuda as nc
+    try:
+        nc.check_version()
+    except nc.NumbaCudaError as e:
+        raise SpecError(f"{e} (pip install 'cccl-aot[numba]')", "kernel") from None
+    make_project_importable(root)
+    try:
+        return resolve_dispatcher(ref)
+    except AotError as e:
+        raise SpecError(str(e), "kernel") from None
+
+
+def parse_numba(e: Mapping[str, Any], name: str, root: Path) -> list[NumbaKernel]:
+    """The specs of one ``numba:`` entry, one per signature (:func:`aot.core.numbaspec.variant_names`). The
+    matrix may state the options; they must be the decorator's (aot builds what numba-cuda would JIT)."""
+    from cccl_patches import numba_cuda as nc
+    ref, sigs, options = check_entry(e)
+    dispatcher = _dispatcher(ref, root)
+    why = nc.refusal(dispatcher)
+    if why:
+        raise SpecError(f"{ref} {why}", "kernel")
+    have = nc.code_options(dispatcher)
+    for key, value in (options or {}).items():
+        if have[key] != value:
+            raise SpecError(f"the matrix says {key}={value!r}, the @cuda.jit decorator of {ref} says {have[key]!r}; "
+                            f"aot builds what numba-cuda would JIT, so state the decorator's", f"options.{key}")
+    for sig in sigs:
+        try:
+            args = nc.argtypes_of(sig)
+        except Exception as err:  # noqa: BLE001 - numba's own parser: one line naming the signature
+            raise SpecError(f"{sig!r} is not a signature numba can read ({type(err).__name__}: {err})",
+                            "signatures") from None
+        if len(args) != dispatcher.py_func.__code__.co_argcount:
+            raise SpecError(f"{sig!r} has {len(args)} arguments, {ref} takes "
+                            f"{dispatcher.py_func.__code__.co_argcount}", "signatures")
+    try:
+        digest = kernel_digest(dispatcher)
+    except AotError as err:
+        raise SpecError(str(err), "kernel") from None
+    version = nc.installed_version()
+    return [NumbaKernel(name=n, kernel=ref, signature=s, options=have, digest=digest, numba_cuda=version)
+            for n, s in zip(variant_names(name, len(sigs)), sigs, strict=True)]
+
+
+def parse_numba_entry(ctx: Any, e: Mapping[str, Any], name: str, types: Any = None) -> list[NumbaKernel]:
+    """:func:`parse_numba` in the shape of the matrix loader's section parsers (``ctx.path``: the matrix)."""
+    return parse_numba(e, name, ctx.path.parent)
+
+
+def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, dict[str, Any]]:
+    """One item in a build worker: the kernel's cubin for ``sm_<sm>`` or PTX for ``compute_<sm>``, and the
+    header fields the loader needs. The kernel must still be the one the spec was read from."""
+    from cccl_patches import numba_cuda as nc
+    dispatcher = resolve_dispatcher(spec.kernel)
+    if kernel_digest(dispatcher) != spec.digest:
+        raise AotError(f"{spec.name}: the source of {spec.kernel} (or a function it calls) changed since the "
+                       f"matrix was read")
+    return nc.compile_kernel(dispatcher, spec.signature, sm, kind, device_functions(dispatcher))

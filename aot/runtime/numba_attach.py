@@ -1,0 +1,220 @@
+"""numba-cuda kernels served from packaged cubins through the library's own ``@cuda.jit`` dispatcher.
+
+:func:`attach_numba` (``aot.attach_numba(registry)``) puts a packaged-overload cache in front of each packaged
+kernel's dispatcher (the ``load_overload`` interface numba-cuda's ``cache=True`` uses,
+:mod:`cccl_patches.numba_cuda`): the library's unchanged ``kernel[grid, block](args)`` then gets, for a packaged
+signature, a kernel whose cubin is the best packaged artifact for the device (checked as every artifact is:
+:func:`aot.runtime.sources.check_packaged`), and compiles nothing. Everything else is numba-cuda's own JIT, said once:
+
+* a signature that was not packaged: one log line (``INFO`` on ``aot``), the first time it compiles;
+* a GPU the set does not cover, or an artifact that fails its checks: one log line or warning, then JIT;
+* artifacts built by another numba-cuda, or a numba-cuda aot was not checked against: one
+  :class:`~aot.core.errors.AotWarning`, nothing attached;
+* a kernel whose source (or a device function it calls) or decorator options differ from what was built:
+  one warning naming it, nothing attached for it (the packaged code is not what the library's code says).
+
+Importing a kernel's module runs it, so only modules inside the package that owns the artifacts are imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import types as pytypes
+from typing import Any, Iterable, Mapping, cast
+
+from ..core.arch import Candidate, rank
+from ..core.errors import AotError
+from ..core.log import get_logger
+from ..core.opref import inside
+
+log = get_logger("aot.runtime.numba")
+
+#: Values a kernel reads from its module that enter its digest by value (they are compiled in as constants).
+_CONSTANTS = (int, float, complex, bool, str, bytes, type(None))
+
+
+def kernel_digest(dispatcher: Any) -> str:
+    """sha256 over the kernel's source, the source of every function and ``@cuda.jit`` device function it
+    calls (transitively, with their options), and the values of the module constants they read (``TPB = 128``
+    sizes shared memory): an edit to any of them is another digest, so another content key."""
+    h = hashlib.sha256(b"aot-numba-digest-v1\0")
+    seen: set[int] = set()
+
+    def put(label: str, text: str) -> None:
+        data = text.encode("utf-8", "surrogatepass")
+        h.update(label.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+
+    def visit(fn: Any, label: str) -> None:
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        try:
+            put(label, inspect.getsource(fn))
+        except (OSError, TypeError) as e:
+            raise AotError(f"{label}: its source cannot be read ({e}); aot keys numba kernels by it") from None
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return
+        cells = dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+        for name in sorted(_names(code)):
+            if name in cells:
+                value = cells[name]
+            elif name in fn.__globals__:
+                value = fn.__globals__[name]
+            else:
+                continue
+            where = f"{label}/{name}"
+            inner = getattr(value, "py_func", None)
+            if inner is not None and hasattr(value, "targetoptions"):  # a @cuda.jit device function
+                put(where + "#options", repr(sorted((k, repr(v)) for k, v in value.targetoptions.items())))
+                visit(inner, where)
+            elif isinstance(value, pytypes.FunctionType):
+                visit(value, where)
+            elif isinstance(value, pytypes.ModuleType):
+                put(where, "module " + value.__name__)
+            elif isinstance(value, _CONSTANTS) or (isinstance(value, tuple) and
+                                                   all(isinstance(v, _CONSTANTS) for v in value)):
+                put(where, repr(value))
+            else:
+                put(where, "object " + type(value).__module__ + "." + type(value).__qualname__)
+
+    visit(dispatcher.py_func, "kernel")
+    return h.hexdigest()
+
+
+def _names(code: pytypes.CodeType) -> set[str]:
+    """The global (and free) names a code object and the code objects nested in it read."""
+    out = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            out |= _names(const)
+    return out
+
+
+def device_functions(dispatcher: Any) -> list[Any]:
+    """The ``@cuda.jit(device=True)`` dispatchers a kernel reaches through its globals (transitively)."""
+    found: dict[int, Any] = {}
+
+    def walk(fn: Any) -> None:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return
+        for name in _names(code):
+            value: Any = getattr(fn, "__globals__", {}).get(name)
+            inner = getattr(value, "py_func", None)
+            if inner is not None and hasattr(value, "targetoptions") and id(value) not in found:
+                found[id(value)] = value
+                walk(inner)
+            elif isinstance(value, pytypes.FunctionType) and id(value) not in found:
+                found[id(value)] = None
+                walk(value)
+
+    walk(dispatcher.py_func)
+    return [v for v in found.values() if v is not None]  # plain functions were walked, not returned
+
+
+def resolve_dispatcher(ref: str) -> Any:
+    """The ``@cuda.jit`` dispatcher ``pkg.mod:kernel`` names (imports its module)."""
+    from cccl_patches.numba_cuda import is_dispatcher
+    mod, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(mod)
+    except Exception as e:  # noqa: BLE001 - any import failure is one line naming the kernel
+        raise AotError(f"kernel {ref!r}: cannot import {mod!r} ({type(e).__name__}: {e})") from None
+    obj = getattr(module, attr, None)
+    if obj is None or not is_dispatcher(obj):
+        raise AotError(f"kernel {ref!r}: {mod}.{attr} is not a numba-cuda @cuda.jit kernel")
+    return obj
+
+
+def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: bool = False) -> dict[str, str]:
+    """Serve ``registry``'s numba-cuda kernels (all, or ``names``) through their own ``@cuda.jit`` dispatchers:
+    ``kernel[grid, block](args)`` then launches the packaged cubin for a packaged signature and compiles nothing.
+    Returns, per spec, ``"attached"`` or why not (said once as a warning; numba-cuda then JIT-compiles).
+    ``warm``: also load each packaged cubin into the current device now, so the first launch only launches.
+    Call it again after a ``request_warmup``-style reload: it replaces what it attached before."""
+    from cccl_patches import numba_cuda as nc
+    from ..core.spec import NumbaKernel
+    wanted = set(names) if names is not None else None
+    specs = [s for s in (registry.spec(n) for n in registry.names()) if isinstance(s, NumbaKernel)
+             and (wanted is None or s.name in wanted)]
+    result: dict[str, str] = {}
+    if not specs:
+        return result
+    try:
+        installed = nc.check_version()
+    except nc.NumbaCudaError as e:
+        registry._warn(f"aot: {e}: packaged numba kernels are not attached; numba-cuda JIT-compiles them")
+        return {s.name: str(e) for s in specs}
+    by_kernel: dict[str, list[NumbaKernel]] = {}
+    for s in specs:
+        if s.numba_cuda != installed:
+            why = (f"aot: {registry.root}: numba kernels were built with numba-cuda {s.numba_cuda}, installed is "
+                   f"{installed}: they are not attached; numba-cuda JIT-compiles them")
+            registry._warn(why)
+            result[s.name] = why
+            continue
+        by_kernel.setdefault(s.kernel, []).append(s)
+    owner = registry._owner
+    for ref, group in by_kernel.items():
+        try:
+            if owner is None or not inside(ref, owner):
+                raise AotError(f"aot: refusing to import kernel {ref!r}: it is outside the package that owns "
+                               f"the artifacts ({owner!r})")
+            dispatcher = resolve_dispatcher(ref)
+            if any(s.options != nc.code_options(dispatcher) for s in group):
+                raise AotError(f"aot: {ref}: its @cuda.jit options differ from the packaged build's; "
+                               f"numba-cuda JIT-compiles it")
+            if any(s.digest != kernel_digest(dispatcher) for s in group):
+                raise AotError(f"aot: {ref}: its source (or a function it calls) changed since the build; "
+                               f"numba-cuda JIT-compiles it")
+        except AotError as e:
+            registry._warn(str(e))
+            result.update({s.name: str(e) for s in group})
+            continue
+        served = {nc.argtypes_of(s.signature): _maker(registry, s, dispatcher) for s in group}
+        nc.install_cache(dispatcher, ref, served)
+        result.update({s.name: "attached" for s in group})
+        if warm:
+            for argtypes in served:
+                dispatcher.compile(argtypes).bind()
+    return result
+
+
+def _maker(registry: Any, spec: Any, dispatcher: Any):
+    """The factory the dispatcher's cache calls for ``spec``'s signature: a rebuilt kernel, no I/O yet (the
+    artifact is chosen, read and checked when the kernel first loads on a device)."""
+    from cccl_patches import numba_cuda as nc
+
+    def make() -> Any:
+        return nc.rebuild_kernel(dispatcher, spec.signature, spec.name,
+                                 lambda cc: serve(registry, spec, cc[0] * 10 + cc[1]))
+    return make
+
+
+def serve(registry: Any, spec: Any, device_sm: int) -> tuple[str, bytes, dict] | None:
+    """The best packaged artifact of ``spec`` for ``device_sm`` that passes every check, as ``(kind, payload,
+    header)``;
+    ``None`` (one log line) when none does and numba-cuda must compile."""
+    from .sources import check_packaged
+    manifest = registry.manifest
+    cands = rank(device_sm, [Candidate(e["sm"], e["payload_kind"], "packaged", e)
+                             for e in manifest.entries_for(spec.name)]) if manifest is not None else []
+    for cand in cands:
+        entry = cast(Mapping[str, Any], cand.ref)  # the manifest entry (as packaged_candidates puts it)
+        path = manifest.path_of(entry)
+        try:
+            art = check_packaged(manifest, spec, entry, path)
+            links = art.header.get("links", [])
+            if not isinstance(art.header.get("entry"), str) or not (isinstance(links, list) and
+                                                                     all(isinstance(x, str) for x in links)):
+                raise AotError("header lacks the kernel's entry symbol or its links")
+        except Exception as e:  # noqa: BLE001 - any failure: the next source
+            registry._warn(f"aot: skipping {path}: {e}")
+            continue
+        log.debug("%s: %s sm_%d serves sm_%d", spec.name, art.kind, art.sm, device_sm)
+        return art.kind, art.payload, dict(art.header)
+    log.info("%s: no packaged artifact serves sm_%d: numba-cuda JIT-compiles it", spec.name, device_sm)
+    return None

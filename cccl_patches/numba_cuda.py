@@ -1,0 +1,336 @@
+"""numba-cuda internals aot uses to build ``@cuda.jit`` kernels without a GPU and to hand their cubins back to
+the library's own dispatcher. Version-gated: :data:`VERIFIED` lists the numba-cuda releases this module was
+read against; any other refuses (:class:`NumbaCudaError`) and the caller falls back to numba-cuda's JIT.
+
+Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``):
+
+* ``dispatcher._Kernel.__init__`` compiles for ``get_current_device().compute_capability`` and calls
+  ``lib.get_asm_str()`` for the current device: it needs a GPU. :func:`compile_kernel` does what it does
+  (``compiler.compile_cuda`` with its flags and nvvm options, ``kernel_fixup``, ``nvvm.set_launch_bounds``,
+  the ``reshape_funcs.cu`` / NRT link rule) for a given
+  ``cc`` instead. ``CUDADispatcher.compile_device`` (a device function a kernel calls) also asks
+  ``get_current_device()``, looked up in the ``dispatcher`` module's globals: :func:`_target` points that
+  name at the SM being built, and clears the device functions' overloads so each SM lowers its own.
+* Mangled kernel names carry a per-process counter (``B2v1``, ``B2v3``: ``core.bytecode.FunctionIdentity.
+  _unique_ids``): seen on this host, the same kernel compiled twice in one process gets two names.
+  Shared arrays are named ``_cudapy_smem_<N>`` from another (``cudaimpl._unique_smem_id``): seen here, the
+  same kernel's PTX named its tile ``_cudapy_smem_1`` in one build and ``_cudapy_smem_2`` in another.
+  :func:`_target` restarts both counters, so an item's bytes do not depend on what its worker built before
+  (the names stay unique within the item, which is one module).
+* ``_Kernel._rebuild(cooperative, name, signature, codelibrary, debug, lineinfo, call_helper, extensions,
+  shared_memory_carveout, launch_config_sensitive)`` is how numba-cuda's own disk cache
+  (``CUDACacheImpl.rebuild``) makes a kernel without compiling; it leaves ``objectmode`` unset, which
+  ``nopython_signatures`` reads, so :func:`rebuild_kernel` sets it.
+* ``CUDACodeLibrary.get_cufunc`` loads ``get_cubin()``; ``get_cubin(cc)`` returns ``_cubin_cache[cc]`` when
+  present, else links ``_ptx_cache[cc]`` (plus ``_linking_files``) with nvJitLink. ``cc`` is the
+  device's ``(major, minor, "a" if >= 9.0)``. :class:`PackagedLibrary` fills those caches from packaged
+  artifacts on first use, per device, else compiles the kernel as ``_Kernel`` would (the JIT fallback).
+* ``CUDADispatcher.compile(sig)`` asks ``self._cache.load_overload(sig, targetctx)`` before compiling and
+  ``add_overload``\\ s what it returns: :class:`PackagedCache` answers there, the interface numba-cuda's
+  ``cache=True`` uses, and hands every other signature to the cache it replaced.
+* ``debug=True`` kernels report exceptions through ``call_helper``, Python objects numba-cuda pickles;
+  aot ships no pickles, so they are refused at build. ``link=[...]`` files, ``extensions`` and
+  cooperative (grid-synchronizing) kernels are refused too (not verified yet).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
+
+#: numba-cuda releases this module was checked against (build on the CPU host, load and launch on an H100).
+VERIFIED = ("0.30.4",)
+#: The files numba-cuda links on its own, by the name an artifact header records.
+LINKS = ("reshape_funcs", "nrt")
+
+log = logging.getLogger("aot")
+
+
+class NumbaCudaError(RuntimeError):
+    """numba-cuda is missing, of a version this module was not checked against, or a kernel uses what it
+    does not ship."""
+
+
+def installed_version() -> str:
+    import importlib.metadata as md
+    try:
+        return md.version("numba-cuda")
+    except md.PackageNotFoundError:
+        return "missing"
+
+
+def check_version() -> str:
+    """The installed numba-cuda version, if :data:`VERIFIED` holds it; else :class:`NumbaCudaError`."""
+    version = installed_version()
+    if version not in VERIFIED:
+        raise NumbaCudaError(f"numba-cuda {version} is not one aot's numba support was checked against "
+                             f"({', '.join(VERIFIED)})")
+    return version
+
+
+def is_dispatcher(obj: Any) -> bool:
+    """Whether ``obj`` is a numba-cuda ``@cuda.jit`` dispatcher (a kernel or a device function)."""
+    from numba.cuda.dispatcher import CUDADispatcher
+    return isinstance(obj, CUDADispatcher)
+
+
+def code_options(dispatcher: Any) -> dict[str, Any]:
+    """The decorator's options that change code, spelled as :data:`aot.core.numbaspec.OPTIONS` spells them."""
+    t = dispatcher.targetoptions
+    return {"fastmath": bool(t.get("fastmath", False)), "lineinfo": bool(t.get("lineinfo", False)),
+            "debug": bool(t.get("debug", False)), "opt": bool(t.get("opt", True)),
+            "max_registers": t.get("max_registers")}
+
+
+def refusal(dispatcher: Any) -> str | None:
+    """Why a kernel cannot be packaged (a device function, ``debug``, ``link``, ``lto``), else ``None``."""
+    t = dispatcher.targetoptions
+    if t.get("device"):
+        return "is a device function (cuda.jit(device=True)); name the kernel that calls it"
+    if t.get("debug"):
+        return "is compiled with debug=True, whose exceptions numba-cuda reports through pickled objects"
+    if t.get("link"):
+        return "links extra files (link=[...]), which aot does not ship yet"
+    if t.get("extensions"):
+        return "has argument extensions (extensions=[...]), which aot does not ship yet"
+    return None
+
+
+class _Target:
+    """What ``dispatcher.get_current_device()`` answers while building: the SM being built."""
+
+    def __init__(self, cc: tuple[int, int]):
+        self.compute_capability = cc
+
+
+@contextmanager
+def _target(cc: tuple[int, int], device_functions: Iterator[Any]) -> Iterator[None]:
+    import numba.cuda.cudaimpl as cudaimpl
+    import numba.cuda.dispatcher as dispatcher_module
+    from numba.cuda.core.bytecode import FunctionIdentity
+    saved = dispatcher_module.get_current_device
+    FunctionIdentity._unique_ids = itertools.count(1)
+    cudaimpl._unique_smem_id = 0
+    for fn in device_functions:
+        fn.overloads.clear()
+    dispatcher_module.get_current_device = lambda: _Target(cc)
+    try:
+        yield
+    finally:
+        dispatcher_module.get_current_device = saved
+
+
+def argtypes_of(signature: str) -> tuple[Any, ...]:
+    """The numba argument types of a signature text."""
+    from numba.cuda.core import sigutils
+    args, _ = sigutils.normalize_signature(signature)
+    return tuple(args)
+
+
+def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_functions: Any = ()
+                   ) -> tuple[bytes, dict[str, Any]]:
+    """The ``cubin`` (for ``sm_<sm>``) or ``ptx`` (``compute_<sm>``) of ``dispatcher`` at ``signature``, built as
+    ``_Kernel.__init__`` builds it but for ``sm`` rather than the current device; and the header fields the
+    loader needs (``entry``: the kernel's symbol; ``links``: the files numba-cuda links in)."""
+    check_version()
+    why = refusal(dispatcher)
+    if why:
+        raise NumbaCudaError(f"the kernel {why}")
+    from numba.cuda import types
+    from numba.cuda.compiler import compile_cuda, kernel_fixup
+    from numba.cuda.cudadrv import nvvm
+    from numba.cuda.dispatcher import _Kernel, reshape_funcs
+    t = dispatcher.targetoptions
+    cc = (sm // 10, sm % 10)
+    fastmath, lineinfo = bool(t.get("fastmath", False)), bool(t.get("lineinfo", False))
+    nvvm_options = {"fastmath": fastmath, "opt": 3 if t.get("opt", True) else 0}
+    with _target(cc, device_functions):
+        cres = compile_cuda(dispatcher.py_func, types.void, argtypes_of(signature), debug=False, lineinfo=lineinfo,
+                            forceinline=bool(t.get("forceinline", False)), fastmath=fastmath,
+                            nvvm_options=nvvm_options, cc=cc, max_registers=t.get("max_registers"),
+                            lto=bool(t.get("lto", False)))
+        lib = cres.library
+        fn = lib.get_function(cres.fndesc.llvm_func_name)
+        lib._entry_name = cres.fndesc.llvm_func_name
+        kernel_fixup(fn, False)
+        nvvm.set_launch_bounds(fn, t.get("launch_bounds"))
+        full = (cc[0], cc[1], "")
+        asm = lib.get_asm_str(cc=full)
+        links = []
+        if any(name in asm for name in reshape_funcs):
+            links.append("reshape_funcs")
+            lib.add_linking_file(os.path.join(os.path.dirname(os.path.abspath(_dispatcher_file())),
+                                              "reshape_funcs.cu"))
+        if cres.target_context.enable_nrt and any(name in asm for name in _Kernel.NRT_functions):
+            from numba.cuda.memory_management.nrt import NRT_LIBRARY
+            links.append("nrt")
+            lib.add_linking_file(NRT_LIBRARY)
+        if lib.use_cooperative:
+            raise NumbaCudaError("the kernel synchronizes its grid (a cooperative launch), which aot does not "
+                                 "ship yet")
+        if kind == "ptx":  # plain PTX (not LTO-IR): any driver's JIT or nvJitLink takes it
+            payload = asm.encode()
+        else:
+            payload = bytes(lib.get_cubin(cc=full).code)
+    return payload, {"entry": lib._entry_name, "links": links}
+
+
+def _dispatcher_file() -> str:
+    import numba.cuda.dispatcher as dispatcher_module
+    return dispatcher_module.__file__ or ""
+
+
+#: What a packaged library asks for its kernel's code on a device: ``(kind, payload, header)`` (``"cubin"``
+#: bytes or ``"ptx"`` text; the header names the ``entry`` symbol and the ``links``) or ``None`` when no
+#: packaged artifact serves it (then it compiles, as numba-cuda would).
+Source = Callable[[tuple[int, int]], "tuple[str, bytes, Mapping[str, Any]] | None"]
+
+
+def rebuild_kernel(dispatcher: Any, signature: str, name: str, source: Source) -> Any:
+    """A numba-cuda ``_Kernel`` for ``signature`` whose code library takes its cubin from ``source`` per
+    device (:class:`PackagedLibrary`); nothing is compiled or loaded here."""
+    check_version()
+    from numba.cuda import typing, types
+    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.dispatcher import _Kernel
+    t = dispatcher.targetoptions
+    argtypes = argtypes_of(signature)
+    lib = PackagedLibrary(cuda_target.target_context.codegen(), name, entry_name=name,
+                          max_registers=t.get("max_registers"),
+                          nvvm_options={"fastmath": bool(t.get("fastmath", False)),
+                                        "opt": 3 if t.get("opt", True) else 0})
+    lib._aot = (dispatcher, argtypes, source)
+    lib._llvm_strs = []
+    lib._finalized = True
+    carveout = t.get("shared_memory_carveout")
+    kernel = _Kernel._rebuild(cooperative=False, name=name, signature=typing.signature(types.void, *argtypes),
+                              codelibrary=lib, debug=False, lineinfo=bool(t.get("lineinfo", False)), call_helper=None,
+                              extensions=t.get("extensions") or [],
+                              shared_memory_carveout=None if carveout is None else
+                              _Kernel._parse_carveout(None, carveout), launch_config_sensitive=False)
+    kernel.objectmode = False
+    return kernel
+
+
+def _library_class() -> type:
+    from numba.cuda.codegen import CUDACodeLibrary
+
+    class _PackagedLibrary(CUDACodeLibrary):
+        """A code library whose cubin comes from a packaged artifact, chosen on first use per device."""
+
+        _aot: tuple[Any, tuple[Any, ...], Source]
+
+        def get_cubin(self, cc=None):
+            cc = self._ensure_cc(cc)
+            if cc not in self._cubin_cache and cc not in self._ptx_cache:
+                dispatcher, argtypes, source = self._aot
+                got = source((cc[0], cc[1]))
+                if got is None:
+                    return self._jit(cc)
+                kind, payload, header = got
+                links = [x for x in header.get("links", []) if x in LINKS]
+                self._entry_name = str(header["entry"])
+                if kind == "cubin":
+                    from cuda.core import ObjectCode
+                    self._cubin_cache[cc] = ObjectCode.from_cubin(payload)
+                else:  # PTX of an older SM: nvJitLink makes this device's cubin, with the files it links
+                    self._ptx_cache[cc] = [payload.decode() if isinstance(payload, bytes) else payload]
+                    self._linking_files = set(_link_paths(links))
+            return super().get_cubin(cc)
+
+        def _jit(self, cc):
+            """No packaged artifact serves this device: compile as numba-cuda's own dispatcher does."""
+            from numba.cuda.dispatcher import _Kernel
+            dispatcher, argtypes, _ = self._aot
+            real = _Kernel(dispatcher.py_func, argtypes, **dispatcher.targetoptions)
+            self._entry_name = real.library._entry_name
+            cubin = real.library.get_cubin(cc)
+            self._cubin_cache[cc] = cubin
+            return cubin
+
+    return _PackagedLibrary
+
+
+def _link_paths(links: list[str]) -> list[str]:
+    out = []
+    for name in links:
+        if name == "reshape_funcs":
+            out.append(os.path.join(os.path.dirname(os.path.abspath(_dispatcher_file())), "reshape_funcs.cu"))
+        elif name == "nrt":
+            from numba.cuda.memory_management.nrt import NRT_LIBRARY
+            out.append(NRT_LIBRARY)
+    return out
+
+
+class _Lazy:
+    """:class:`PackagedLibrary`, made on first use: numba-cuda is imported only by a package that uses it."""
+
+    _cls: type | None = None
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        if self._cls is None:
+            self._cls = _library_class()
+        return self._cls(*args, **kw)
+
+
+PackagedLibrary = _Lazy()
+
+
+def _cache_class() -> type:
+    from numba.cuda.core.caching import NullCache
+
+    class _PackagedCache(NullCache):
+        """The dispatcher's cache: packaged signatures from aot, every other one from the cache it replaced
+        (numba-cuda's own ``cache=True`` cache, or none), then numba-cuda's JIT."""
+
+        def __init__(self, name: str, served: Mapping[tuple[Any, ...], Callable[[], Any]], inner: Any):
+            self.name, self.served, self.inner = name, dict(served), inner
+            self.noted: set[tuple[Any, ...]] = set()
+
+        @property
+        def cache_path(self):
+            return self.inner.cache_path
+
+        def load_overload(self, sig, target_context):
+            argtypes = argtypes_of(sig) if isinstance(sig, str) else tuple(sig)
+            make = self.served.get(argtypes)
+            if make is not None:
+                return make()
+            if argtypes not in self.noted:
+                self.noted.add(argtypes)
+                log.info("%s: signature (%s) is not packaged: numba-cuda JIT-compiles it", self.name,
+                         ", ".join(map(str, argtypes)))
+            return self.inner.load_overload(sig, target_context)
+
+        def save_overload(self, sig, data):
+            return self.inner.save_overload(sig, data)
+
+        def enable(self):
+            self.inner.enable()
+
+        def disable(self):
+            self.inner.disable()
+
+        def flush(self):
+            self.inner.flush()
+
+    return _PackagedCache
+
+
+_CACHE_CLASS: list[type] = []
+
+
+def install_cache(dispatcher: Any, name: str, served: Mapping[tuple[Any, ...], Callable[[], Any]]) -> Any:
+    """Put packaged overloads in front of ``dispatcher``'s cache (again: replaces what an earlier call put)."""
+    check_version()
+    if not _CACHE_CLASS:
+        _CACHE_CLASS.append(_cache_class())
+    cls = _CACHE_CLASS[0]
+    inner = dispatcher._cache
+    if isinstance(inner, cls):
+        inner = inner.inner
+    dispatcher._cache = cls(name, served, inner)
+    return dispatcher._cache

@@ -1,0 +1,249 @@
+"""The numba-cuda family on the driverless host: a ``numba:`` matrix section built per SM with real numba-cuda,
+content keys that follow the kernel's source (and what it calls), and the loader's gates (numba-cuda version,
+edited source) that hand a kernel back to numba-cuda's JIT with one warning."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import logging
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numba.cuda")
+
+from conftest import repo_env  # noqa: E402
+
+import aot  # noqa: E402
+from aot.build.matrix import load_matrix  # noqa: E402
+from aot.core import format as fmt  # noqa: E402
+from aot.core.errors import AotWarning, MatrixError  # noqa: E402
+from aot.core.manifest import load_manifest  # noqa: E402
+from aot.core.rules import spec_from_definition  # noqa: E402
+from aot.runtime.numba_attach import kernel_digest  # noqa: E402
+
+_COUNT = itertools.count()
+
+KERNELS = '''\
+from numba import cuda
+
+TPB = 128
+
+
+@cuda.jit(device=True)
+def twice(v):
+    return v + v
+
+
+@cuda.jit(fastmath=True)
+def axpy(out, x, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * twice(x[i]) + out[i]
+
+
+@cuda.jit
+def tile_sum(out, x):
+    tile = cuda.shared.array(TPB, dtype=x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i] if i < x.size else 0
+    cuda.syncthreads()
+    if t == 0:
+        acc = tile[0]
+        for j in range(1, TPB):
+            acc += tile[j]
+        out[cuda.blockIdx.x] = acc
+'''
+
+MATRIX = '''\
+version: 1
+numba:
+  - name: axpy
+    kernel: "PKG.kernels:axpy"
+    signatures: ["void(float32[::1], float32[::1], float32)", "void(float64[::1], float64[::1], float64)"]
+    options: {fastmath: true}
+  - {name: tile_sum, kernel: "PKG.kernels:tile_sum", signatures: ["void(int64[::1], int64[::1])"]}
+'''
+
+
+def make_project(tmp_path: Path, matrix: str = MATRIX, kernels: str = KERNELS) -> tuple[Path, str]:
+    """A project folder with a uniquely named package (``sys.modules`` is per process) and its matrix."""
+    pkg = f"numba_t{next(_COUNT)}_{abs(hash(str(tmp_path))) % 10_000}"
+    (tmp_path / pkg).mkdir(parents=True)
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "kernels.py").write_text(kernels)
+    (tmp_path / "build_matrix.yaml").write_text(matrix.replace("PKG", pkg))
+    return tmp_path / "build_matrix.yaml", pkg
+
+
+def _build(matrix: Path, out: Path, cwd: Path, sms: str = "90") -> None:
+    r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(matrix), "--sm", sms, "--out",
+                        str(out), "--jobs", "1", "-q"], cwd=cwd, env=repo_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def numba_build(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("numba")
+    m, pkg = make_project(tmp)
+    out = tmp / pkg / "artifacts"  # where a wheel ships them: the package owns its artifacts
+    _build(m, out, tmp)
+    return tmp, m, pkg, out
+
+
+def test_the_matrix_gives_one_spec_per_signature_with_the_decorators_options(tmp_path):
+    m, pkg = make_project(tmp_path)
+    specs = {s.name: s for s in load_matrix(m).specs}
+    assert sorted(specs) == ["axpy.0", "axpy.1", "tile_sum"]
+    a0, a1 = specs["axpy.0"], specs["axpy.1"]
+    assert a0.family == "numba" and a0.kernel == f"{pkg}.kernels:axpy" and a0.options["fastmath"] is True
+    assert a0.signature == "void(float32[::1], float32[::1], float32)" and a0.digest == a1.digest
+    assert a0.content_key() != a1.content_key()
+    assert specs["tile_sum"].options["fastmath"] is False
+    # a manifest's definition goes through the same validator and gives the same key
+    assert spec_from_definition(json.loads(json.dumps(a0.definition()))).content_key() == a0.content_key()
+
+
+@pytest.mark.parametrize("entry, field, fragment", [
+    ('{name: k, kernel: "PKG.kernels:axpy", signatures: ["float32(float32)"]}', "signatures", "returns nothing"),
+    ('{name: k, kernel: "PKG.kernels:axpy", signatures: ["void(float32[::1])"]}', "signatures", "takes 3"),
+    ('{name: k, kernel: "PKG.kernels:axpy", signatures: ["void(float32[::1], float32[::1], float32)"], '
+     'options: {fastmath: false}}', "options.fastmath", "decorator"),
+    ('{name: k, kernel: "PKG.kernels:axpy", signatures: ["void(a, b, c)"], options: {fast_math: true}}',
+     "options.fast_math", "did you mean 'fastmath'"),
+    ('{name: k, kernel: "PKG.kernels:twice", signatures: ["void(float32)"]}', "kernel", "device function"),
+    ('{name: k, kernel: "PKG.kernels:nope", signatures: ["void(float32)"]}', "kernel", "not a numba-cuda"),
+    ('{name: k, kernel: "PKG.kernels:axpy", signature: ["void(float32)"]}', "signature", "did you mean"),
+])
+def test_validator_refuses_in_one_line_naming_spec_and_field(tmp_path, entry, field, fragment):
+    m, pkg = make_project(tmp_path, "version: 1\nnumba:\n  - " + entry + "\n")
+    with pytest.raises(MatrixError) as err:
+        load_matrix(m)
+    msg = str(err.value)
+    assert "\n" not in msg and f"{m}:3: spec 'k': field '{field}'" in msg and fragment in msg, msg
+
+
+def test_the_build_on_the_driverless_host_is_reproducible(numba_build, tmp_path):
+    tmp, m, pkg, out = numba_build
+    man = load_manifest(out)
+    got = sorted((a["name"], a["payload_kind"], a["sm"]) for a in man.artifacts)
+    assert got == [("axpy.0", "cubin", 90), ("axpy.0", "ptx", 90), ("axpy.1", "cubin", 90), ("axpy.1", "ptx", 90),
+                   ("tile_sum", "cubin", 90), ("tile_sum", "ptx", 90)]
+    art = fmt.read(out / "numba/tile_sum/sm_90.cubin.aot")
+    assert art.payload[:4] == b"\x7fELF" and art.header["family"] == "numba"
+    assert art.header["entry"].startswith("_ZN") and "tile_sum" in art.header["entry"]
+    ptx = fmt.read(out / "numba/axpy.0/compute_90.ptx.aot").payload.decode()
+    assert ".target sm_90" in ptx and art.header["entry"] not in ptx
+    # same key, same bytes: another folder, the SMs in another order, the items built in another sequence
+    again = tmp_path / "again"
+    _build(m, again, tmp, "90")
+    for a in man.artifacts:
+        assert (again / a["path"]).read_bytes() == (out / a["path"]).read_bytes(), a["path"]
+
+
+def _digest_after(tmp_path: Path, kernels: str, name: str = "axpy") -> str:
+    m, pkg = make_project(tmp_path, kernels=kernels)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mod = importlib.import_module(f"{pkg}.kernels")
+    finally:
+        sys.path.remove(str(tmp_path))
+    return kernel_digest(getattr(mod, name))
+
+
+@pytest.mark.parametrize("edit", [
+    ("a * twice(x[i])", "a * twice(x[i]) * 1"),             # the kernel's body
+    ("return v + v", "return v * 2"),                        # a device function it calls
+    ("TPB = 128", "TPB = 64"),                               # a constant it reads (tile_sum)
+    ("@cuda.jit(fastmath=True)", "@cuda.jit(fastmath=False)"),  # its decorator
+])
+def test_editing_the_kernel_or_what_it_calls_changes_its_key(tmp_path, edit):
+    name = "tile_sum" if "TPB" in edit[0] else "axpy"
+    before = _digest_after(tmp_path / "a", KERNELS, name)
+    assert _digest_after(tmp_path / "b", KERNELS, name) == before  # the same source: the same digest
+    assert _digest_after(tmp_path / "c", KERNELS.replace(*edit), name) != before
+    if name == "axpy":  # an unrelated edit (another kernel's constant) leaves axpy's key alone
+        assert _digest_after(tmp_path / "d", KERNELS.replace("TPB = 128", "TPB = 64"), name) == before
+
+
+def _registry(out: Path, pkg: str, tmp: Path):
+    import aot
+    if str(tmp) not in sys.path:
+        sys.path.insert(0, str(tmp))
+    return aot.Registry(out, owner=pkg)
+
+
+def test_attach_serves_packaged_signatures_and_leaves_the_rest_to_jit(numba_build, caplog):
+    from cccl_patches.numba_cuda import argtypes_of
+    tmp, m, pkg, out = numba_build
+    reg = _registry(out, pkg, tmp)
+    assert aot.attach_numba(reg) == {"axpy.0": "attached", "axpy.1": "attached", "tile_sum": "attached"}
+    axpy = importlib.import_module(f"{pkg}.kernels").axpy
+    kernel = axpy._cache.load_overload(argtypes_of("void(float32[::1], float32[::1], float32)"), None)
+    assert kernel is not None and kernel.argument_types == argtypes_of("void(float32[::1], float32[::1], float32)")
+    from aot.runtime.numba_attach import serve
+    kind, payload, header = serve(reg, reg.spec("axpy.0"), 90)
+    assert (kind, payload[:4]) == ("cubin", b"\x7fELF") and header["entry"].startswith("_ZN")
+    assert serve(reg, reg.spec("axpy.0"), 100)[0] == "ptx"   # a newer GPU: the PTX
+    with caplog.at_level(logging.INFO, logger="aot"):
+        assert serve(reg, reg.spec("axpy.0"), 80) is None   # an older one: numba-cuda compiles
+        assert axpy._cache.load_overload(argtypes_of("void(int32[::1], int32[::1], int32)"), None) is None
+        axpy._cache.load_overload(argtypes_of("void(int32[::1], int32[::1], int32)"), None)
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("no packaged artifact serves sm_80" in x for x in lines) == 1
+    assert sum("is not packaged: numba-cuda JIT-compiles it" in x for x in lines) == 1  # once per signature
+
+
+def test_another_numba_cuda_version_falls_back_to_jit_with_one_warning(numba_build, tmp_path):
+    import shutil
+    tmp, m, pkg, out = numba_build
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    doc = json.loads((other / "manifest.json").read_text())
+    for d in doc["specs"].values():
+        d["numba_cuda"] = "0.29.0"
+    (other / "manifest.json").write_text(json.dumps(doc))
+    reg = _registry(other, pkg, tmp)
+    tile_sum = importlib.import_module(f"{pkg}.kernels").tile_sum
+    before = tile_sum._cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = aot.attach_numba(reg)
+    mine = [w for w in caught if issubclass(w.category, AotWarning)]
+    assert len(mine) == 1 and "numba-cuda 0.29.0" in str(mine[0].message), [str(w.message) for w in caught]
+    assert all("0.29.0" in why for why in got.values()) and tile_sum._cache is before
+
+
+def test_an_edited_kernel_is_not_attached(numba_build, tmp_path):
+    tmp, m, pkg, out = numba_build
+    reg = _registry(out, pkg, tmp)
+    mod = importlib.import_module(f"{pkg}.kernels")
+    real = mod.tile_sum
+    try:
+        from numba import cuda
+        exec(compile(KERNELS.replace("acc += tile[j]", "acc -= tile[j]"), str(tmp / pkg / "kernels.py"), "exec"),
+             scratch := {"cuda": cuda})
+        mod.tile_sum = scratch["tile_sum"]  # the module's kernel, edited after the build (linecache: the new text)
+        import linecache
+        linecache.cache[str(tmp / pkg / "kernels.py")] = (0, None, KERNELS.replace("acc += tile[j]", "acc -= tile[j]")
+                                                          .splitlines(True), str(tmp / pkg / "kernels.py"))
+        with pytest.warns(AotWarning, match="changed since the build"):
+            got = aot.attach_numba(reg, ["tile_sum"])
+        assert "changed since the build" in got["tile_sum"]
+    finally:
+        mod.tile_sum = real
+        import linecache
+        linecache.checkcache(str(tmp / pkg / "kernels.py"))
+
+
+def test_the_example_matrix_validates():
+    m = Path(__file__).resolve().parents[1] / "examples" / "numba-mypkg" / "build_matrix.yaml"
+    names = [s.name for s in load_matrix(m).specs]
+    assert names == ["axpy.0", "axpy.1", "scale_inplace", "smooth", "block_sum"]
