@@ -1,10 +1,12 @@
 """Turn the source tree's pyproject.toml into one CUDA major's distribution: cccl-aot-cu12 or cccl-aot-cu13.
 
 The import name stays ``aot``; the distribution name says the CUDA major (as cupy-cuda12x and the
-NVIDIA wheels do). The base dependencies stay the lean runtime (the pinned cuda-cccl / cuda-core without
-extras, so no compiler) plus that major's cuda-bindings; ``[jit]`` becomes that major's toolkit (the
-``cuXX`` extra without cuda-core's full toolkit and the build tools); the other major's extra is dropped
-(a cccl-aot-cu13 wheel never offers cu12 packages). Run by CI before cibuildwheel:
+NVIDIA wheels do). The base dependencies stay the lean runtime (the pinned cuda-core without extras, so no
+compiler, and no cuda-cccl: NVRTC artifacts need none) plus that major's cuda-bindings; ``[jit]`` becomes
+that major's toolkit (the ``cuXX`` extra without cuda-core's full toolkit and the build tools),
+``[jit-nvrtc]`` that major's NVRTC and nvJitLink alone (the ``cuda-toolkit`` version of its ``cuXX`` extra);
+``[cccl]`` (the exact cuda-cccl) is the same for both; the other major's extra is dropped (a cccl-aot-cu13
+wheel never offers cu12 packages). Run by CI before cibuildwheel:
 
     python .ci/variant.py cu13 [PYPROJECT]
 """
@@ -37,6 +39,13 @@ def make_variant(text: str, variant: str) -> str:
     text, n = re.subn(r"(?m)^jit = \[.*\]$", lambda _: f"jit = {json.dumps(jit)}", text)
     if n != 1:
         raise SystemExit("pyproject.toml: expected one 'jit = [...]' extra")
+    toolkit = [d for d in extras[variant] if d.startswith("cuda-toolkit[")]
+    if len(toolkit) != 1:
+        raise SystemExit(f"pyproject.toml: expected one cuda-toolkit[...] entry in the '{variant}' extra")
+    nvrtc = [f"cuda-toolkit[nvrtc,nvjitlink]=={toolkit[0].split('==', 1)[1]}"]
+    text, n = re.subn(r"(?m)^jit-nvrtc = \[.*\]$", lambda _: f"jit-nvrtc = {json.dumps(nvrtc)}", text)
+    if n != 1:
+        raise SystemExit("pyproject.toml: expected one 'jit-nvrtc = [...]' extra")
     for other in MAJORS:
         if other != variant:
             text, n = re.subn(rf"(?m)^{other} = \[.*\]\n", "", text)

@@ -5,6 +5,7 @@ source tree, `doctor` labels its versions, a misspelled required key gets a "did
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -165,3 +166,117 @@ def test_hostile_pyproject_is_one_config_line(tmp_path, case):
     assert r.returncode == 2, r.stdout[-500:] + r.stderr[-500:]
     line = r.stderr.strip()
     assert "\n" not in line and "Traceback" not in line and str(f) in line, line[:600]
+
+
+# ------------------------------------------------------------------- issue 30: the swap, the epoch, pip's line
+def _pystr(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "examples" / "pystr-mypkg", proj,
+                    ignore=shutil.ignore_patterns("build", "artifacts", "__pycache__"))
+    return proj
+
+
+#: `aot bundle` through the CLI (its SIGTERM handler included), paused inside the swap until killed.
+PAUSED_BUNDLE = """
+import sys, time
+import aot.package.bundle as b
+if sys.argv[1] == "fallback":
+    b._exchange = lambda a, c: False  # a system without renameat2(RENAME_EXCHANGE)
+def pause(where):
+    print("PAUSED", where, flush=True)
+    time.sleep(120)
+b._swap_pause = pause
+from aot.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("mode, sig", [("exchange", "KILL"), ("exchange", "TERM"), ("fallback", "TERM"),
+                                       ("fallback", "KILL")])
+def test_bundle_killed_inside_its_swap_keeps_or_restores_the_folder(tmp_path, mode, sig):
+    """A bundle killed between its renames: with the atomic exchange the package holds the new set at once;
+    with two renames SIGTERM puts the old set back before exiting, and after SIGKILL the next bundle does.
+    Either way the next bundle leaves no `.artifacts.*` folder behind."""
+    import signal
+    proj = _pystr(tmp_path)
+    art = proj / "pystr_mypkg" / "artifacts"
+    args = ["bundle", "--project", str(proj), "--sm", "90", "--jobs", "1", "-q"]
+    env = repo_env(AOT_CACHE_DIR=str(tmp_path / "cache"))
+    first = subprocess.run([sys.executable, "-m", "aot", *args], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    (art / "aot-package.json").write_text((art / "aot-package.json").read_text().replace('"folder"', '"old": 1, "folder"'))
+    p = subprocess.Popen([sys.executable, "-c", PAUSED_BUNDLE, mode, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("PAUSED " + ("exchanged" if mode == "exchange" else "renamed")), line + p.stderr.read()
+        p.send_signal(getattr(signal, f"SIG{sig}"))
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        p.stderr.close()
+    left = sorted(q.name for q in art.parent.iterdir() if q.name.startswith(".artifacts."))
+    if mode == "fallback" and sig == "KILL":  # nothing could run: the old set waits beside the package
+        assert not art.exists() and left[0] == f".artifacts.old-{p.pid}", left
+        assert len(left) == 2 and left[1].startswith(f".artifacts.tmp-{p.pid}-"), left  # and the new one
+    else:
+        assert (art / "manifest.json").is_file()
+        old = '"old": 1' in (art / "aot-package.json").read_text()
+        assert old == (mode == "fallback"), mode  # exchange: the new set is in; fallback+TERM: the old is back
+        if sig == "KILL":  # the old set, swapped out and not yet removed
+            assert len(left) == 1 and left[0].startswith(f".artifacts.tmp-{p.pid}-"), left
+        else:
+            assert left == [], left
+    again = subprocess.run([sys.executable, "-m", "aot", *args], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (art / "manifest.json").is_file() and '"old": 1' not in (art / "aot-package.json").read_text()
+    assert not [q.name for q in art.parent.iterdir() if q.name.startswith(".artifacts.")]
+
+
+def test_bundle_with_an_impossible_source_date_epoch_is_one_line(tmp_path):
+    proj = _pystr(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "aot", "bundle", "--project", str(proj), "--sm", "90"],
+                       capture_output=True, text=True, timeout=120,
+                       env=repo_env(SOURCE_DATE_EPOCH="99999999999999999999", AOT_CACHE_DIR=str(tmp_path / "c")))
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line and "SOURCE_DATE_EPOCH" in line, line
+    assert not (proj / "build").exists()  # stopped before building anything
+
+
+def _shim(where: Path) -> Path:
+    """aot's entry points (hatch, cmake.module) for a source checkout, as an editable install has them."""
+    info = where / "cccl_aot-0.0.dev0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cccl-aot\nVersion: 0.0.dev0\n")
+    (info / "entry_points.txt").write_text("[cmake.module]\naot = aot.cmake\n\n[hatch]\naot = aot.package.hatch\n")
+    return where
+
+
+@pytest.mark.parametrize("example", ["pystr-mypkg", "skbuild-mypkg"])
+def test_a_matrix_error_inside_pip_is_one_aot_line(tmp_path, example):
+    """A misspelled matrix field inside `pip wheel` (hatchling's hook; scikit-build-core's CMake): pip's output
+    holds one `aot: error:` line naming the file, the spec and the field, and no Python traceback."""
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "examples" / example, proj, ignore=shutil.ignore_patterns("build", "artifacts"))
+    m = proj / "build_matrix.yaml"
+    text = m.read_text()
+    bad = text.replace("kernels: [", "kernals: [", 1)
+    assert bad != text
+    m.write_text(bad)
+    env = repo_env(AOT_WHEEL_SM="80", AOT_CACHE_DIR=str(tmp_path / "c"))
+    env["PYTHONPATH"] += os.pathsep + str(_shim(tmp_path / "shim"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
+                        str(tmp_path / "w"), str(proj)], capture_output=True, text=True, env=env, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    lines = [ln.strip() for ln in out.splitlines() if "aot: error:" in ln]
+    assert len(lines) == 1 and "build_matrix.yaml" in lines[0] and "kernals" in lines[0], out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    if example == "skbuild-mypkg":  # CMake's fatal error is that line, not a pointer to it
+        every = [ln.strip() for ln in out.splitlines()]
+        at = next(i for i, ln in enumerate(every) if ln.startswith("CMake Error at") and "Findaot.cmake" in ln)
+        assert every[at + 1] == lines[0], every[at:at + 3]

@@ -186,8 +186,10 @@ def test_cuda_major_variant_of_pyproject(tmp_path, variant, other):
     project = tomllib.loads(target.read_text())["project"]
     assert project["name"] == f"cccl-aot-{variant}"
     deps, extras = project["dependencies"], project["optional-dependencies"]
-    # The runtime stays lean (no toolkit, no build tools) and gets this major's cuda-bindings ...
-    assert "cuda-cccl==1.2.1" in deps and "cuda-core==1.2.2" in deps
+    # The runtime stays lean (no toolkit, no build tools, no cuda-cccl: NVRTC artifacts need none; [cccl] adds
+    # it) and gets this major's cuda-bindings ...
+    assert "cuda-core==1.2.2" in deps and not [d for d in deps if d.startswith("cuda-cccl")]
+    assert extras["cccl"] == ["cuda-cccl==1.2.1"]
     assert [d for d in deps if d.startswith("cuda-bindings")] == [f"cuda-bindings>={variant[2:]}" +
                                                                   (".9.1,<13" if variant == "cu12" else ".0.0,<14")]
     assert not any(d.startswith(("PyYAML", "rich", "cuda-toolkit")) or "[" in d for d in deps), deps

@@ -231,7 +231,9 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
            shard: tuple[int, int] | None, force_stub: bool, on_event: Event | None, prune: bool,
            t_start: float) -> BuildReport:
     from .toolchain import choose_driver, versions
+    from ..core.versions import require_cccl
 
+    require_cccl([s.name for s in specs if s.family == "cccl"])
     producer = versions()
     driver = choose_driver(force_stub=force_stub)
     jobs = jobs or os.cpu_count() or 1

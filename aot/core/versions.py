@@ -41,11 +41,14 @@ def check_producer(producer: Mapping[str, Any], family: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def producer_versions() -> dict[str, str]:
-    """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries)."""
+    """The producer versions stamped into artifacts. Needs no driver (NVRTC/nvJitLink are libraries).
+
+    cuda-cccl is recorded as ``"missing"`` where it is not installed: NVRTC units build without it (their
+    content keys then say so), and a build of CCCL specs is refused up front (:func:`require_cccl`)."""
     cccl = dist_version("cuda-cccl")
     bindings = dist_version("cuda-bindings")
-    if "missing" in (cccl, bindings):
-        raise ToolchainError("cuda-cccl and cuda-bindings must be installed to build "
+    if bindings == "missing":
+        raise ToolchainError("cuda-bindings must be installed to build "
                              "(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
     try:
         from cuda.bindings import nvjitlink, nvrtc
@@ -58,6 +61,15 @@ def producer_versions() -> dict[str, str]:
     from .version import __version__
     return {"aot": __version__, "cuda_cccl": cccl, "cuda_major": bindings.split(".")[0],
             "nvrtc": nvrtc_v, "nvjitlink": nvjitlink_v, "cuda_core": dist_version("cuda-core")}
+
+
+def require_cccl(names: list[str]) -> None:
+    """Refuse to build (or JIT) the cuda.compute specs ``names`` where cuda-cccl is not installed: one line
+    naming the first of them and the install that fixes it. NVRTC units need no cuda-cccl."""
+    if names and dist_version("cuda-cccl") == "missing":
+        more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+        raise ToolchainError(f"{names[0]}{more}: a cuda.compute (CCCL) spec needs cuda-cccl, which is not installed "
+                             f"(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]'); NVRTC units build without it")
 
 
 def stub_digest() -> str:

@@ -7,7 +7,9 @@ One code path for every integration: ``aot bundle`` (any build backend), the hat
 ``aot verify --for-wheel``; build reports and host paths never reach the package folder.
 
 Pins follow the artifacts and ask only for what loading needs (:func:`required_pins`): aot's runtime of that
-CUDA major, the exact cuda-cccl that built them (no ``cuXX`` extra: no toolkit), that major's cuda-bindings.
+CUDA major, that major's cuda-bindings, and, only where the set holds a cuda.compute (CCCL) artifact, the exact
+cuda-cccl that built them (no ``cuXX`` extra: no toolkit). A set of NVRTC units only requires no cuda-cccl,
+so it installs beside whatever cuda-cccl the package or its users pin.
 A project whose ``[project].dependencies`` lack or contradict them is stopped with an explanation
 (:func:`pin_problems`); the hatchling hook adds them itself, and the JIT fallback under the package's own
 ``jit`` extra (:func:`jit_requirement`).
@@ -26,7 +28,11 @@ from typing import Any, Callable, Iterable, Mapping
 from .config import AotConfig
 from ..build.isolated import expose_build_env_toolkit
 from ..core.errors import AotError, ArtifactError, UsageError
+from ..core.log import get_logger
 from ..core.manifest import MANIFEST_NAME, load_manifest
+from ..core.text import short
+
+log = get_logger(__name__)
 
 INFO_NAME = "aot-package.json"
 INFO_FORMAT = "aot-package"
@@ -47,6 +53,7 @@ class BundleResult:
     info: Mapping[str, Any]     # what aot-package.json says (coverage, versions, checks)
     pins: tuple[str, ...]       # the requirements a wheel carrying these artifacts must declare
     built: bool                 # False: a prebuilt set was bundled
+    cccl: bool = True           # the set holds a cuda.compute (CCCL) artifact: cuda-cccl is pinned
 
 
 #: The runtime distribution of one CUDA major (``.ci/variant.py`` names it); the import package stays ``aot``.
@@ -62,35 +69,46 @@ def _aot_range(version: str) -> str:
     return f">={version},<{upper}"
 
 
-def required_pins(producer: Mapping[str, Any]) -> list[str]:
+def has_cccl(artifacts: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a set's manifest entries hold a cuda.compute (CCCL) artifact: only then does a wheel carrying
+    it need cuda-cccl (a blob loads only under the exact cuda-cccl that built it)."""
+    return any(a.get("family") == "cccl" for a in artifacts)
+
+
+def required_pins(producer: Mapping[str, Any], *, cccl: bool = True) -> list[str]:
     """What a wheel carrying artifacts from ``producer`` requires to *load* them, and nothing more (no
-    compiler): aot's runtime of that CUDA major, the exact cuda-cccl that built them, without the ``cuXX``
-    extra that pulls the toolkit, and that major's cuda-bindings."""
+    compiler): aot's runtime of that CUDA major, the exact cuda-cccl that built them (``cccl``: only where
+    the set holds a CCCL artifact), without the ``cuXX`` extra that pulls the toolkit, and that major's
+    cuda-bindings."""
     from ..core.version import __version__
     major = int(str(producer["cuda_major"]))
     runtime = RUNTIME_DIST.format(major=major) + _aot_range(str(producer.get("aot") or __version__))
-    return [runtime, f"cuda-cccl=={producer['cuda_cccl']}", f"cuda-bindings>={major},<{major + 1}"]
+    return [runtime, *([f"cuda-cccl=={producer['cuda_cccl']}"] if cccl else []), f"cuda-bindings>={major},<{major + 1}"]
 
 
-def jit_requirement(producer: Mapping[str, Any]) -> str:
-    """The opt-in JIT fallback (the CUDA toolkit through aot's ``[jit]`` extra), for the package's own
-    ``jit`` extra: ``cccl-aot-cu13[jit]>=0.1.0,<0.2``."""
-    runtime = required_pins(producer)[0]
+def jit_requirement(producer: Mapping[str, Any], *, cccl: bool = True) -> str:
+    """The opt-in JIT fallback (the CUDA toolkit through aot's ``[jit]`` extra; ``[jit-nvrtc]``, NVRTC alone
+    and no cuda-cccl, for a set of NVRTC units only), for the package's own ``jit`` extra:
+    ``cccl-aot-cu13[jit]>=0.1.0,<0.2``."""
+    runtime = required_pins(producer, cccl=cccl)[0]
     name = RUNTIME_DIST.format(major=int(str(producer["cuda_major"])))
-    return f"{name}[jit]{runtime[len(name):]}"
+    return f"{name}[{'jit' if cccl else 'jit-nvrtc'}]{runtime[len(name):]}"
 
 
-def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, require: bool = True) -> list[str]:
+def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, require: bool = True,
+                 cccl: bool = True) -> list[str]:
     """Why ``dependencies`` ([project].dependencies) cannot ship artifacts from ``producer``; empty if they
     can. ``require``: a missing cuda-cccl pin or aot runtime is a problem (the hatch hook adds them instead).
+    ``cccl``: the set holds a CCCL artifact; without one, any cuda-cccl the project declares (or none) is fine.
 
     The rule (the hook, these messages and the README say the same): the wheel requires
     :func:`required_pins`. A declared ``cuda-cccl[cuXX]==X`` (the project wants the toolkit itself) is fine;
     another cuda-cccl, the other CUDA major, or an aot range without the version that built them is not."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
-    cccl, major = str(producer["cuda_cccl"]), int(str(producer["cuda_major"]))
-    runtime_pin, cccl_pin, _ = required_pins(producer)
+    built_cccl, major = str(producer["cuda_cccl"]), int(str(producer["cuda_major"]))
+    pins = required_pins(producer, cccl=cccl)
+    runtime_pin, cccl_pin = pins[0], (pins[1] if cccl else "")
     runtime = RUNTIME_DIST.format(major=major)
     built_by = str(producer.get("aot") or "")
     problems, seen_cccl, seen_runtime = [], False, False
@@ -106,10 +124,12 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
         wrong_major = sorted(x for x in req.extras if x in ("cu12", "cu13") and x != f"cu{major}")
         if name == "cuda-cccl":
             seen_cccl = True
-            pins = [s for s in req.specifier if s.operator in ("==", "===")]
-            if len(pins) != 1 or pins[0].version != cccl or len(req.specifier) != 1:
-                problems.append(f"{text!r}: the artifacts were built with cuda-cccl {cccl} and load only under "
-                                f"exactly that version; declare \"{cccl_pin}\"")
+            if not cccl:
+                continue  # NVRTC units only: the project's own cuda-cccl, whichever it is, is not ours to judge
+            exact = [s for s in req.specifier if s.operator in ("==", "===")]
+            if len(exact) != 1 or exact[0].version != built_cccl or len(req.specifier) != 1:
+                problems.append(f"{text!r}: the artifacts were built with cuda-cccl {built_cccl} and load only "
+                                f"under exactly that version; declare \"{cccl_pin}\"")
             if wrong_major:
                 problems.append(f"{text!r}: the artifacts are for CUDA {major}, not {', '.join(wrong_major)}")
         elif name in ("cccl-aot", "cccl-aot-cu12", "cccl-aot-cu13"):
@@ -126,7 +146,7 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
             if name != "cuda-core" and not any(req.specifier.contains(v, prereleases=True)
                                               for v in (f"{major}.0", f"{major}.9.99")):
                 problems.append(f"{text!r}: excludes CUDA {major}, which the artifacts need")
-    if require and not seen_cccl:
+    if require and cccl and not seen_cccl:
         problems.append(f"no cuda-cccl pin: a wheel carrying these artifacts must require exactly the cuda-cccl "
                         f"that built them; add \"{cccl_pin}\" to [project].dependencies")
     if require and not seen_runtime:
@@ -166,6 +186,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         raise UsageError(f"{cfg.pyproject}: [tool.aot] key 'checks': {unknown[0]!r} is not an NVRTC unit of "
                          f"{cfg.matrix.name}")
     sms = _sms_for(cfg, sm)
+    source_date_epoch()  # a bad value stops here, before minutes of compiling
     out = Path(out) if out is not None else cfg.out_dir
     refuse_foreign_files(out)  # before minutes of compiling; checked again before the swap
     allow = cfg.allow_partial if allow_partial is None else allow_partial
@@ -174,25 +195,28 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         from ..build.builder import build
         from ..build.toolchain import versions
         if require_pins:  # before minutes of compiling: the pins must already match this toolchain
-            _raise_pin_problems(cfg, versions(), require_pins)
+            _raise_pin_problems(cfg, versions(), require_pins, any(s.family == "cccl" for s in specs))
         src = work if work is not None else cfg.project / "build" / "aot"
         build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event)
     elif not (Path(src) / MANIFEST_NAME).is_file():
         raise UsageError(f"prebuilt set {src}: no {MANIFEST_NAME} (expected an 'aot build' or 'aot merge' output)")
     m = load_manifest(src)
-    _raise_pin_problems(cfg, m.producer, require_pins)  # a prebuilt set's own producer decides the pins
+    names = {s.name for s in specs}
+    cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
+    _raise_pin_problems(cfg, m.producer, require_pins, cccl)  # a prebuilt set's own producer decides the pins
     cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
     info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
             **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer), "jit": jit_requirement(m.producer)}
-    n, size = write_package_folder(Path(src), out, info, names={s.name for s in specs})
-    return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None)
+            "requires": required_pins(m.producer, cccl=cccl), "jit": jit_requirement(m.producer, cccl=cccl)}
+    n, size = write_package_folder(Path(src), out, info, names=names)
+    return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None,
+                        cccl)
 
 
-def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool) -> None:
+def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool, cccl: bool) -> None:
     if "dependencies" in cfg.dynamic:
         return  # computed by the backend (the hatch hook adds the pins itself)
-    problems = pin_problems(cfg.dependencies, producer, require=require)
+    problems = pin_problems(cfg.dependencies, producer, require=require, cccl=cccl)
     if problems:
         raise PinError(f"{cfg.pyproject}: [project] dependencies: {problems[0]}"
                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
@@ -238,20 +262,106 @@ def refuse_foreign_files(out: Path) -> None:
                          f"so move them out of it, or set [tool.aot] folder to another name")
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``, through libc): a reader, or a
+    process killed at any instant, sees either the old folder or the new one at ``b``, never none. False
+    where libc, the kernel or the file system lacks it (the caller then renames twice, recoverably)."""
+    import ctypes
+    import errno
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # not glibc >= 2.28 (musl, macOS)
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _swap_pause(stage: str) -> None:
+    """Where a swap can be interrupted: ``"exchanged"`` (after the atomic exchange, the old set not yet
+    removed) or ``"renamed"`` (between the two renames of the fallback). Tests replace it to kill a
+    bundle exactly there; it does nothing otherwise."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def recover_swap(out: Path) -> None:
+    """Clean up after a bundle killed inside its swap (its process gone): an ``out`` that is missing gets its
+    previous set back from ``.<out>.old-PID``; stale ``.<out>.old-PID`` and ``.<out>.tmp-PID-*`` folders are
+    removed. A folder holding files aot did not write, or of a bundle still running, is left alone."""
+    import re
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.(old|tmp)-(\d+)(-.*)?")
+    try:
+        names = sorted(os.listdir(out.parent))
+    except FileNotFoundError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        p = out.parent / name
+        if not m or int(m.group(2)) == os.getpid() or _alive(int(m.group(2))):
+            continue
+        if p.is_symlink() or not p.is_dir() or foreign_files(p):
+            log.warning("%s: left over from a killed bundle, but not only aot's files; not removed", p)
+            continue
+        if m.group(1) == "old" and not (out.exists() or out.is_symlink()):
+            os.replace(p, out)
+            log.warning("%s: restored from %s, left by a bundle killed inside its folder swap", out, p)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            log.info("removed %s, left by a bundle killed inside its folder swap", p)
+
+
+def source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` as a file time: one error line (exit 2) for a value no file can carry, before
+    any work rather than an ``OverflowError`` at the last step."""
+    import time
+    from ..core.env import SOURCE_DATE_EPOCH
+    epoch = SOURCE_DATE_EPOCH.get()
+    if epoch is None:
+        return None
+    try:
+        time.gmtime(epoch)
+        if not 0 <= epoch < 1 << 63:
+            raise OverflowError
+    except (OverflowError, OSError, ValueError):
+        raise UsageError(f"environment variable SOURCE_DATE_EPOCH: {short(str(epoch))} is out of range for a "
+                         f"file time (seconds since 1970, e.g. 1700000000)") from None
+    return epoch
+
+
 def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
                          names: set[str] | None = None) -> tuple[int, int]:
     """Copy ``src``'s manifest and the artifacts it names (only those of ``names``) into ``out``, plus
     ``aot-package.json``: into a sibling temporary folder first, then swapped in, so a reader never sees a
     half-written folder. Nothing else (reports, stray files) is copied, and an ``out`` holding files aot did
-    not write is refused (:func:`refuse_foreign_files`), never replaced. Returns (artifacts, bytes)."""
-    from ..core.env import SOURCE_DATE_EPOCH
+    not write is refused (:func:`refuse_foreign_files`), never replaced. Returns (artifacts, bytes).
+
+    The swap is one ``renameat2(RENAME_EXCHANGE)`` where the system has it: killed at any instant, ``out``
+    holds the old set or the new one. Elsewhere it is two renames (``out`` to ``.<out>.old-PID``, the new
+    set to ``out``): an exception between them puts the old set back, and after a SIGKILL the next bundle
+    does (:func:`recover_swap`)."""
     from ..core.manifest import write_manifest
+    epoch = source_date_epoch()
+    recover_swap(out)
     m = load_manifest(src)
     entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
     kept = {a["name"] for a in entries}
     specs = {k: v for k, v in m.specs.items() if k in kept}
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
         total = 0
         for a in entries:
@@ -262,21 +372,29 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
         write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries,
                        extra={"sms": list(info.get("sms", []))})
         (stage / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-        epoch = SOURCE_DATE_EPOCH.get()
         for p in [stage, *stage.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
             if epoch is not None:
                 os.utime(p, (epoch, epoch))
-        old = None
-        if out.exists() or out.is_symlink():
+        if not (out.exists() or out.is_symlink()):
+            os.replace(stage, out)
+        else:
             if not out.is_dir() or out.is_symlink():
                 raise UsageError(f"{out}: exists and is not a directory")
             refuse_foreign_files(out)
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-        os.replace(stage, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            if _exchange(stage, out):  # out: the new set; stage: the old one, removed below
+                _swap_pause("exchanged")
+            else:
+                old = out.with_name(f".{out.name}.old-{os.getpid()}")
+                os.replace(out, old)
+                try:
+                    _swap_pause("renamed")
+                    os.replace(stage, out)
+                except BaseException:  # SIGTERM (raised by the CLI), Ctrl-C, a failed rename: the old set back
+                    if not out.exists():
+                        os.replace(old, out)
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)

@@ -7,12 +7,13 @@ It runs :func:`aot.bundle.bundle` (the same build + ``verify --for-wheel`` as ``
 ``py3-none-manylinux_2_26_x86_64``, which the package index accepts; no host code, so no Python or ABI
 tag, and nothing for ``auditwheel repair`` to do) and adds what loading the artifacts needs to the wheel's requirements
 (:func:`aot.package.bundle.required_pins`: ``cccl-aot-cuXX`` of the aot release series that built them, the
-exact ``cuda-cccl==X`` without the toolkit extra, that major's ``cuda-bindings``), always, next to what the
-project declares (requirements of one name intersect). Where the project declares a ``jit`` extra
+exact ``cuda-cccl==X`` without the toolkit extra where a CCCL artifact is bundled (none for NVRTC units
+only), that major's ``cuda-bindings``), always, next to what the project declares (requirements of one name
+intersect). Where the project declares a ``jit`` extra
 (``jit = ["cccl-aot-cu13[jit]"]``) the hook pins it the same way, so ``pip install 'mypkg[jit]'`` adds the
 toolkit for JIT fallback; without one it says so once. A dependency the project declares that contradicts
-the artifacts stops the build with an explanation. Only wheels carry artifacts; the sdist carries the
-sources.
+the artifacts stops the build with an explanation: one line, ``aot: error: ...``, raised as ``SystemExit``
+so that pip shows that line and no traceback. Only wheels carry artifacts; the sdist carries the sources.
 """
 
 from __future__ import annotations
@@ -31,35 +32,38 @@ class AotBuildHook(BuildHookInterface):
         if self.target_name != "wheel" or version == "editable":
             return
         from .config import load_config
-        from .tags import publishable, wheel_tag
+        from .tags import DECIDING_DIST, NVRTC_DECIDING_DIST, publishable, wheel_tag
         from .bundle import RUNTIME_DIST, bundle, pin_problems
         from ..core.errors import AotError
         try:
             cfg = load_config(self.root)
             stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
             res = bundle(cfg, stage, require_pins=False)
-            problems = pin_problems(self.metadata.core.dependencies, res.info["producer"], require=False)
+            problems = pin_problems(self.metadata.core.dependencies, res.info["producer"], require=False,
+                                    cccl=res.cccl)
             if problems:
                 raise AotError(f"{cfg.pyproject}: [project] dependencies: {'; '.join(problems)}")
-        except AotError as e:  # hatchling prints the exception: one line that says what to change
-            raise RuntimeError(f"aot: {e}") from None
+        except AotError as e:  # the build backend's process prints a SystemExit's message alone: no traceback
+            raise SystemExit(f"aot: error: {e}") from None
         prefix = "/".join([*cfg.package.split("."), cfg.folder])
         for p in sorted(stage.rglob("*")):
             if p.is_file():
                 build_data["force_include"][str(p)] = f"{prefix}/{p.relative_to(stage).as_posix()}"
         build_data["pure_python"] = False
-        build_data["tag"] = wheel_tag()
+        build_data["tag"] = wheel_tag(res.cccl)
         if not publishable(build_data["tag"].split("-")[-1].split(".")[0]):
-            self.app.display_warning(f"aot: wheel tag {build_data['tag']}: the installed cuda-cccl is no wheel "
+            dist = DECIDING_DIST if res.cccl else NVRTC_DECIDING_DIST
+            self.app.display_warning(f"aot: wheel tag {build_data['tag']}: the installed {dist} is no wheel "
                                      f"(a source install), so its platform is unknown and no package index "
-                                     f"accepts this tag; build with cuda-cccl installed from its wheel")
+                                     f"accepts this tag; build with {dist} installed from its wheel")
         build_data["dependencies"].extend(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
         if "jit" in self.metadata.core.optional_dependencies:  # a build hook cannot add Provides-Extra itself
             build_data["dependencies"].append(f'{res.info["jit"]}; extra == "jit"')
         else:
             runtime = RUNTIME_DIST.format(major=res.info["producer"]["cuda_major"])
+            extra = "jit" if res.cccl else "jit-nvrtc"  # NVRTC units only: no cuda-cccl through the extra either
             self.app.display_warning(f"aot: {cfg.pyproject}: no 'jit' extra, so users cannot opt into JIT fallback "
-                                     f"for GPUs the artifacts do not cover; add jit = [\"{runtime}[jit]\"] to "
+                                     f"for GPUs the artifacts do not cover; add jit = [\"{runtime}[{extra}]\"] to "
                                      f"[project.optional-dependencies]")
 
 

@@ -4,7 +4,9 @@ The artifacts hold no host code, so nothing ties them to a Python version or an 
 load only under the exact cuda-cccl that built them (the pin), so they run exactly where that cuda-cccl's
 wheel installs: its platform tags decide the wheel's (cuda-cccl 1.2.1 on Linux x86_64:
 ``manylinux_2_26_x86_64``). That tag is one the package index accepts (PEP 600 ``manylinux_X_Y_<arch>``),
-whereas the host's ``linux_x86_64`` is refused at upload.
+whereas the host's ``linux_x86_64`` is refused at upload. A package of NVRTC units only requires no cuda-cccl:
+its artifacts run where cuda-bindings (which loads them) installs, so cuda-bindings' wheel decides
+(:data:`NVRTC_DECIDING_DIST`).
 
 cibuildwheel's default Linux repair (``auditwheel repair``) refuses such a wheel ("This does not look like a
 platform wheel": there is no ELF file to graft or check), and it needs none: set
@@ -24,6 +26,8 @@ import sysconfig
 
 #: The distribution whose wheel decides where the artifacts can be installed.
 DECIDING_DIST = "cuda-cccl"
+#: The same for a set of NVRTC units only (no cuda-cccl required): the bindings that load them.
+NVRTC_DECIDING_DIST = "cuda-bindings"
 
 
 def _host_platform() -> str:
@@ -46,9 +50,10 @@ def deciding_platforms(dist: str = DECIDING_DIST) -> list[str]:
     return mine or [_host_platform()]
 
 
-def wheel_tag() -> str:
-    """``py3-none-<platforms>`` (compressed: ``py3-none-manylinux_2_26_x86_64``)."""
-    return "py3-none-" + ".".join(deciding_platforms())
+def wheel_tag(cccl: bool = True) -> str:
+    """``py3-none-<platforms>`` (compressed: ``py3-none-manylinux_2_26_x86_64``); ``cccl``: the artifacts
+    include a cuda.compute (CCCL) one, so cuda-cccl's wheel decides, else cuda-bindings'."""
+    return "py3-none-" + ".".join(deciding_platforms(DECIDING_DIST if cccl else NVRTC_DECIDING_DIST))
 
 
 def publishable(platform_tag: str) -> bool:

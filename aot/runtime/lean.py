@@ -134,11 +134,24 @@ def prepare_for_import() -> RuntimeToolchain | None:
     return prepare()
 
 
+def require_cuda_cccl(spec_name: str, manifest: Manifest | None = None) -> None:
+    """Raise one ToolchainError when cuda-cccl is not installed: a cuda.compute spec cannot load or JIT
+    without it (NVRTC units need none, so aot does not require it); names the version that built it."""
+    from ..core.versions import runtime_versions
+    if runtime_versions()["cuda_cccl"] != "missing":
+        return
+    built = manifest.producer.get("cuda_cccl") if manifest is not None else None
+    pin = f"cuda-cccl=={built}" if isinstance(built, str) and built != "missing" else "cuda-cccl"
+    raise ToolchainError(f"{spec_name}: a cuda.compute (CCCL) spec needs cuda-cccl, which is not installed: "
+                         f"pip install '{pin}'")
+
+
 def import_cuda_compute() -> ModuleType:
     """``cuda.compute``, imported with the real toolkit where there is one, else with the stand-ins."""
     if "cuda.compute" in sys.modules and (_state is not None or not _forced()):
         import cuda.compute  # already imported (by us, the user or a test's stand-in): the choice was made
         return cuda.compute
+    require_cuda_cccl("cuda.compute")
     prepare()
     import warnings
     with _lock, warnings.catch_warnings():  # one thread at a time: catch_warnings swaps global state

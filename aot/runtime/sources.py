@@ -28,7 +28,7 @@ from ..core.manifest import Manifest
 from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
-from .lean import foreign_cccl, import_cuda_compute, require_jit
+from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
@@ -60,6 +60,8 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
         require_driver(f"loading NVRTC unit {spec.name!r}")
     refusal = None
+    if isinstance(spec, CcclSpec):  # no cuda-cccl: neither a packaged blob nor JIT can serve it
+        require_cuda_cccl(spec.name, host.manifest)
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
     cands = host.packaged_candidates(spec, device_sm)
