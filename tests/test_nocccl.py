@@ -259,3 +259,22 @@ def test_nvrtc_only_wheel_installs_beside_another_cuda_cccl(lean, tmp_path):
     v = _run(py, "-c", "import importlib.metadata as m, pystr_mypkg; print(m.version('cuda-cccl'), "
                        "pystr_mypkg.registry.names())", cwd=tmp_path)
     assert v.returncode == 0 and v.stdout.startswith("0.6.0 ") and "saxpy" in v.stdout, v.stdout + v.stderr
+
+
+def test_nvrtc_item_keys_do_not_depend_on_cuda_cccl():
+    """An NVRTC cubin never passes through cuda-cccl: building it beside cuda-cccl 1.2.1, another release or none
+    gives one key (so a set built here serves a library pinned to another cuda-cccl); a CCCL spec's key does
+    change with it."""
+    from aot.build.matrix import load_matrix
+    from aot.core.spec import item_key
+
+    specs = load_matrix().select(("morton", "block_sums", "reduce_sum_i32"))
+    unit = next(s for s in specs if s.name == "morton")  # includes nothing
+    cub = next(s for s in specs if s.name == "block_sums")  # #include <cub/...>: cuda-cccl's headers
+    cccl = next(s for s in specs if s.family == "cccl")
+    base = {"aot": "0.1.0", "cuda_major": "13", "nvrtc": "13.0", "nvjitlink": "13.0", "cuda_core": "1.2.2"}
+    keys = {item_key(unit, 90, "cubin", {**base, "cuda_cccl": v}) for v in ("1.2.1", "0.6.0", "missing")}
+    assert len(keys) == 1
+    assert len({item_key(cub, 90, "cubin", {**base, "cuda_cccl": v}) for v in ("1.2.1", "0.6.0")}) == 2
+    ckeys = {item_key(cccl, 90, "cccl-blob", {**base, "cuda_cccl": v}) for v in ("1.2.1", "missing")}
+    assert len(ckeys) == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
@@ -15,6 +16,8 @@ from typing import Any, Mapping, Union
 #: Bumped whenever what a build produces from an unchanged spec changes (a patch, a recipe tweak):
 #: it is part of every content key, so such a change invalidates incremental builds and user caches.
 RECIPE_VERSION = 2  # 2: internal symbol names normalized
+#: An ``#include`` directive (bounded: the text is a spec's source, read before any compile).
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]{1,512})[>"]', re.M)
 
 
 def _key(*parts: tuple[str, bytes | str]) -> str:
@@ -97,6 +100,17 @@ class NvrtcUnit:
             parts.append(("headers", _canonical(dict(self.headers))))
         return _key(*parts)
 
+    def includes_installed_headers(self) -> bool:
+        """Whether the unit ``#include``s a header it does not carry itself: such a header comes from the
+        include path (cuda-cccl's ``cub/``, ``thrust/``, ``cuda/std/`` and the CUDA headers beside them), so
+        the cubin can change with cuda-cccl and its key must name it. A unit that includes nothing, or only
+        its own ``headers``, cannot depend on cuda-cccl."""
+        for text in (self.source, *dict(self.headers or {}).values()):
+            for name in _INCLUDE.findall(text):
+                if name not in (self.headers or {}):
+                    return True
+        return False
+
     def name_expressions(self) -> tuple[str, ...]:
         """The kernels that need NVRTC name expressions (templates); plain ``extern "C"`` names need none."""
         return tuple(k for k in self.kernels if not k.isidentifier())
@@ -134,7 +148,19 @@ class NumbaKernel:
 Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel]
 
 
+#: Toolchain versions that cannot change a family's bytes, left out of its item keys: an NVRTC cubin or a
+#: numba-cuda kernel never passes through cuda-cccl (unless the unit includes a header from the include path,
+#: which cuda-cccl provides: :meth:`NvrtcUnit.includes_installed_headers`), so building one beside another
+#: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another cuda-cccl adopts its NVRTC units).
+_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"})}
+
+
 def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str]) -> str:
-    """Content key of one build item: the spec, the SM, the payload kind and the toolchain versions."""
+    """Content key of one build item: the spec, the SM, the payload kind and the toolchain versions that can
+    change its bytes (all of them for a CCCL spec; all but cuda-cccl for NVRTC units and numba kernels)."""
+    skip = _NOT_IN_KEY.get(spec.family, frozenset())
+    if isinstance(spec, NvrtcUnit) and spec.includes_installed_headers():
+        skip = frozenset()
+    tools = {k: v for k, v in toolchain.items() if k not in skip}
     return _key(("spec", spec.content_key()), ("sm", str(sm)), ("kind", payload_kind),
-                ("toolchain", _canonical(dict(toolchain))))
+                ("toolchain", _canonical(tools)))
