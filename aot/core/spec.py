@@ -151,7 +151,8 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel]
 #: Toolchain versions that cannot change a family's bytes, left out of its item keys: an NVRTC cubin or a
 #: numba-cuda kernel never passes through cuda-cccl (unless the unit includes a header from the include path,
 #: which cuda-cccl provides: :meth:`NvrtcUnit.includes_installed_headers`), so building one beside another
-#: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another cuda-cccl adopts its NVRTC units).
+#: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another
+#: cuda-cccl adopts its NVRTC units).
 _NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"})}
 
 
