@@ -122,3 +122,152 @@ def test_code_references_finds_every_field():
                             "d_in": {"transform": "t.u:v", "over": {"zip": ["array", {"transform": "w:z"}]}},
                             "dtype": "float32"})
     assert code_references(spec) == {"a.b:c", "m.n:ref", "t.u:v", "w:z"}
+
+
+# ============================================================== 2. cache clear clears a normal cache
+OTHER = 4242
+as_root = pytest.mark.skipif(sys.platform != "linux" or __import__("os").geteuid() != 0,
+                             reason="planting another uid's files needs root")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv("AOT_CACHE_DIR", str(root))
+    return root
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from aot.cli.main import main
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+@pytest.mark.parametrize("shards, per_shard", [(100, 1), (256, 79)], ids=["100-shards", "20k-entries"])
+def test_cache_clear_removes_every_entry(cache, capsys, shards, per_shard):
+    """100 entries in 100 shard folders kept 37 ("nested deeper than 64 levels": the bound counted pending
+    siblings); 20,000 entries kept 15,083. Now every one goes, and the folders with them."""
+    import os
+    n = 0
+    for i in range(shards):
+        shard = cache / "cccl" / f"{i:02x}"
+        shard.mkdir(parents=True, mode=0o700)
+        for j in range(per_shard):
+            fd = os.open(shard / f"{i:02x}{j:062x}.aot", os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, b"x")
+            os.close(fd)
+            n += 1
+    rc, out, err = _cli(capsys, "cache", "clear")
+    assert rc == 0 and f"cleared: {n} files" in out, out + err
+    assert not (cache / "cccl").exists() and "nested deeper" not in out + err
+
+
+def test_remove_owned_bounds_depth_not_siblings(tmp_path):
+    """The depth bound is depth: 70 siblings at depth 1 go, a folder 70 deep is one line and stays."""
+    import os
+    from aot.core.fs import DIR_FLAGS, MAX_REMOVE_DEPTH, Removal, remove_owned
+    for i in range(70):
+        (tmp_path / "wide" / f"d{i}").mkdir(parents=True)
+    deep = tmp_path / "deep"
+    p = deep
+    for _ in range(MAX_REMOVE_DEPTH + 6):
+        p = p / "d"
+    p.mkdir(parents=True)
+    fd = os.open(tmp_path, DIR_FLAGS)
+    try:
+        wide, nested = Removal(), Removal()
+        remove_owned(fd, "wide", tmp_path / "wide", wide)
+        remove_owned(fd, "deep", deep, nested)
+    finally:
+        os.close(fd)
+    assert wide.left == [] and not (tmp_path / "wide").exists()
+    assert len(nested.left) == 1 and f"nested deeper than {MAX_REMOVE_DEPTH} levels" in nested.left[0]
+
+
+def test_remove_owned_stops_at_its_entry_bound(tmp_path, monkeypatch):
+    import os
+    import aot.core.fs
+    from aot.core.fs import DIR_FLAGS, Removal, remove_owned
+    monkeypatch.setattr(aot.core.fs, "MAX_REMOVE_ENTRIES", 50)
+    for i in range(80):
+        (tmp_path / "big" / f"{i:02}").mkdir(parents=True)
+    fd = os.open(tmp_path, DIR_FLAGS)
+    try:
+        res = Removal()
+        remove_owned(fd, "big", tmp_path / "big", res)
+    finally:
+        os.close(fd)
+    assert len(res.left) == 1 and "more than 50 entries" in res.left[0] and str(tmp_path / "big") in res.left[0]
+
+
+# ============================================================== 3. cache info never opens another uid's entry
+def _artifact(name: str) -> bytes:
+    from aot.core import format as fmt
+    producer = {**PRODUCER, "cuda_cccl": "9.9.9"}
+    import hashlib
+    payload = b"payload"
+    header = {"format_version": fmt.FORMAT_VERSION, "name": name, "family": "cccl", "sm": 90,
+              "payload_kind": "cccl-blob", "content_key": "ab" * 32, "payload_size": len(payload),
+              "payload_sha256": hashlib.sha256(payload).hexdigest(), "kernels": [], "producer": producer}
+    return fmt.encode(header, payload)
+
+
+@as_root
+def test_cache_info_lists_but_never_reads_another_users_entry(cache, capsys):
+    import os
+    shard = cache / "cccl" / "ab"
+    shard.mkdir(parents=True, mode=0o700)
+    mine, theirs = shard / ("ab" * 32 + ".aot"), shard / ("cd" * 32 + ".aot")
+    mine.write_bytes(_artifact("mine_spec"))
+    theirs.write_bytes(_artifact("theirs_spec"))
+    mine.chmod(0o600)
+    theirs.chmod(0o600)
+    os.chown(theirs, OTHER, OTHER)
+    rc, out, _ = _cli(capsys, "cache", "info")
+    assert rc == 0 and "mine_spec" in out and "theirs_spec" not in out, out
+    assert f"{theirs}: entry is owned by uid {OTHER}" in out and "not read" in out, out
+
+
+def test_cache_info_does_not_read_a_group_writable_entry(cache, capsys):
+    shard = cache / "cccl" / "ab"
+    shard.mkdir(parents=True, mode=0o700)
+    entry = shard / ("ab" * 32 + ".aot")
+    entry.write_bytes(_artifact("writable_spec"))
+    entry.chmod(0o666)
+    rc, out, _ = _cli(capsys, "cache", "info")
+    assert rc == 0 and "writable_spec" not in out and "writable by" in out and "not read" in out, out
+
+
+@pytest.fixture
+def arena():
+    """A world-traversable scratch folder (pytest's tmp_path is 0700: uid 4242 could not reach it)."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="aot-rt30-"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@as_root
+@pytest.mark.skipif(__import__("shutil").which("setpriv") is None, reason="needs setpriv")
+def test_cache_clear_of_another_users_folder_names_it(arena):
+    """As uid 4242, ``AOT_CACHE_DIR`` pointing at root's 0700 folder: the refusal names the folder."""
+    import os
+    import shutil
+    import subprocess
+    theirs = arena / "root-cache"
+    theirs.mkdir(mode=0o700)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "AOT_CACHE_DIR": str(theirs),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([shutil.which("setpriv"), f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups",
+                           sys.executable, "-m", "aot", "cache", "clear"], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=arena)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert str(theirs) in line and "Permission denied" in line, proc.stderr
