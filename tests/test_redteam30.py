@@ -271,3 +271,101 @@ def test_cache_clear_of_another_users_folder_names_it(arena):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert str(theirs) in line and "Permission denied" in line, proc.stderr
+
+
+# ============================================================== 4. the binder: only CallError
+BINDER_MATRIX = '''version: 1
+cccl:
+  - {name: st, algorithm: unary_transform, dtype: int64, out_dtype: float32, input: counting,
+     state: {k: int8, u: uint64, a: "float32[]"}, op: {cpp: ops/f.cu, function: f}}
+  - {name: plain, algorithm: unary_transform, dtype: int32, input: counting, op: "lambda x: x * 2"}
+'''
+
+
+class Dev:
+    """Just the ``__cuda_array_interface__`` the binder reads (nothing dereferences the address)."""
+
+    def __init__(self, dtype="float32", **cai):
+        import numpy as np
+        self.__cuda_array_interface__ = {"shape": (16,), "typestr": np.dtype(dtype).str, "data": (0x7000, False),
+                                         "version": 3, "strides": None, **cai}
+
+
+@pytest.fixture
+def binder_specs(tmp_path):
+    from aot.build.matrix import load_matrix
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "f.cu").write_text('extern "C" __device__ void f(void* s, void* a, void* r) {}\n')
+    (tmp_path / "m.yaml").write_text(BINDER_MATRIX)
+    return {s.name: s for s in load_matrix(tmp_path / "m.yaml").specs}
+
+
+def _state(**kw):
+    import numpy as np
+    return {"k": np.int8(1), "u": 2, "a": Dev(), **kw}
+
+
+@pytest.mark.parametrize("state, fld, fragment", [
+    (_state(k=300), "state.k", "300 does not fit a int8"),
+    (_state(u=-1), "state.u", "-1 does not fit a uint64"),
+    (_state(a=Dev(data=None)), "state.a", "'data' must be (address, read_only)"),
+    (_state(a=SimpleNamespace(__cuda_array_interface__={"shape": (16,), "typestr": "<f4", "version": 3})),
+     "state.a", "'data' must be"),
+    (_state(a=Dev(data=(1 << 64, False))), "state.a", "64-bit address"),
+    (_state(a=Dev(data=(-1, False))), "state.a", "64-bit address"),
+    (_state(a=Dev(shape=5)), "state.a", "not a sequence"),
+    (_state(a=Dev(typestr=["<f4"] * 3)), "state.a", "needs a device array of float32"),
+    (_state(u=2 ** 1000), "state.u", "does not fit a uint64"),
+], ids=["int8-300", "uint64-minus-1", "data-None", "no-data", "address-2**64", "address-negative", "shape-int",
+        "typestr-list", "huge-int"])
+def test_a_hostile_state_is_one_call_error(binder_specs, state, fld, fragment):
+    from aot.core.errors import CallError
+    from aot.runtime.binder import Binder
+    with pytest.raises(CallError) as err:
+        Binder(binder_specs["st"]).check_state(state)
+    msg = str(err.value)
+    assert msg.startswith(f"st: {fld}: ") and fragment in msg and "\n" not in msg, msg
+
+
+def test_state_of_an_array_for_a_stateless_spec_is_a_call_error(binder_specs):
+    import numpy as np
+    from aot.core.errors import CallError
+    from aot.runtime.binder import Binder
+    b = Binder(binder_specs["plain"])
+    with pytest.raises(CallError, match="plain: state: this spec declares no state, got a numpy.ndarray"):
+        b.check_state(np.zeros(3))
+    assert b.check_state(None) == {} and b.check_state({}) == {}
+
+
+def test_a_counting_start_out_of_range_is_a_call_error(binder_specs, monkeypatch):
+    """The counting leaf: 2**40 for an int32 counting iterator (it raised OverflowError)."""
+    import aot.runtime.binder
+    from aot.algorithms.forms import tree
+    from aot.core.errors import CallError
+    from aot.runtime.binder import Binder
+
+    class Counting:
+        def __init__(self, value):
+            self.value = value
+    fake = SimpleNamespace(CountingIterator=Counting, ConstantIterator=Counting, ShuffleIterator=Counting)
+    monkeypatch.setattr(aot.runtime.binder, "import_cuda_compute", lambda: fake)
+    spec = binder_specs["plain"]
+    node = tree(spec.params["input"], "int32", spec.types)
+    b = Binder(spec)
+    with pytest.raises(CallError, match=r"plain: d_in \(counting of int32\): 1099511627776 does not fit a int32"):
+        b.leaf(node, iter([2 ** 40]), "d_in")
+    assert b.leaf(node, iter([7]), "d_in").value == 7
+
+
+def test_a_value_the_checks_pass_that_does_not_pack_is_a_call_error(binder_specs, monkeypatch):
+    import aot.runtime.binder
+    from aot.core.errors import CallError
+    from aot.runtime.binder import Binder
+    b = Binder(binder_specs["st"])
+
+    def refuse(layout, values):
+        import struct
+        raise struct.error("argument out of range")
+    monkeypatch.setattr(aot.runtime.binder, "stand_in_op", refuse)
+    with pytest.raises(CallError, match="st: state: cannot be packed as declared"):
+        b.packed(b.fields, {})
