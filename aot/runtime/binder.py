@@ -186,7 +186,7 @@ class Binder:
             got = None
         want = np_dtype(dtype, self.spec.types)
         if got is None or got != want and not (want.names and got.itemsize == want.itemsize and got.kind == "V"):
-            raise self.fail(fld, f"needs a device array of {dtype}, got one of {short(got)}")
+            raise self.fail(fld, f"needs a device array of {dtype}, got one of {str(got)[:80]}")
         try:
             shape, strides = tuple(cai.get("shape", ())), cai.get("strides")
             strides = None if strides is None else tuple(strides)
