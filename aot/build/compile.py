@@ -186,16 +186,12 @@ def compile_nvrtc_item(unit: NvrtcUnit, sm: int, kind: str) -> tuple[bytes, dict
     exprs = unit.name_expressions()
     with headers_dir(unit) as hdr:
         if kind == "cubin":
-            from cuda.core import Program
-            prog = Program(unit.source, "c++", program_options(unit, f"sm_{sm}", hdr))
-            try:
-                import os
-                from .normalize import normalize_internal_symbols
-                code = prog.compile("cubin", name_expressions=exprs)
-                symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
-                return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
-            finally:
-                prog.close()
+            import os
+            from ..runtime.jit import compile_program
+            from .normalize import normalize_internal_symbols
+            code = compile_program(unit.source, program_options(unit, f"sm_{sm}", hdr), "cubin", exprs)
+            symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
+            return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
         if kind == "ptx":
             return _nvrtc_ptx(unit, sm, hdr, exprs)
     raise ValueError(f"unknown NVRTC payload kind {kind!r}")

@@ -169,7 +169,6 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None
 def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
     """(ObjectCode, "jit" | "cache", cache path or None): the unit's cubin for ``sm`` from cuda.core's
     cache, else compiled now and stored there. Needs no driver (nothing is loaded)."""
-    from cuda.core import Program
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
     from ..core.env import CACHE_MAX_BYTES
     from ..build.compile import headers_dir, program_options
@@ -202,14 +201,42 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
                 from cuda.core import ObjectCode
                 code, source = ObjectCode.from_cubin(bytes(data), name=f"{unit.name}.cu"), "cache"
         if code is None:
-            prog = Program(unit.source, "c++", opts)
-            try:
-                code = prog.compile("cubin", name_expressions=exprs)
-            finally:
-                prog.close()
+            code = compile_program(unit.source, opts, "cubin", exprs)
             if cache is not None and key is not None:
                 try:
                     cache[key] = code
                 except OSError:
                     pass  # cache dir unusable: the compile result serves from memory
     return code, source, str(where) if cache is not None else None
+
+
+def compile_program(source: str, opts, target: str, exprs: tuple[str, ...] = ()):
+    """``cuda.core.Program(source).compile(target)``, the Program closed and gone before an error leaves.
+
+    cuda.core's ``Program.__dealloc__`` raises when the cycle collector clears the Program first
+    (cuda-python#2876: two "Exception ignored in: Program.__dealloc__" tracebacks under every compile
+    error). An error's traceback holds the frame that holds the Program, and a caller that keeps the error
+    in a cycle (a build worker's result, a report) hands that frame to the collector; so the error leaves
+    without it (:func:`without_frames`) and the Program is freed here, by reference counting."""
+    from cuda.core import Program  # function-level: cuda.core only where something compiles
+    prog = Program(source, "c++", opts)
+    try:
+        return prog.compile(target, name_expressions=exprs)
+    except Exception as e:  # noqa: BLE001 - re-raised below, once the Program is gone
+        failure = e
+    finally:
+        prog.close()
+    del prog
+    raise without_frames(failure)
+
+
+def without_frames(e: BaseException) -> BaseException:
+    """``e`` (and its causes and contexts) without a traceback: the frames it held, and their locals (a
+    failed ``cuda.core.Program``), are freed now, before anything can keep them in a reference cycle."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        x.__traceback__ = None
+        x = x.__cause__ or x.__context__
+    return e
