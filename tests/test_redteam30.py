@@ -463,3 +463,87 @@ def test_many_specs_naming_one_cpp_file_share_one_copy(tmp_path):
         tracemalloc.stop()
     assert len(specs) == 200 and len({id(s.sources["ops/twice.cu"]) for s in specs}) == 1
     assert current < 16 * (1 << 20), f"{current / 1e6:.0f} MB held by 200 specs of one 1 MB source"
+
+
+# ============================================================== 6. manifest text never reaches the terminal raw
+ESC = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"
+
+
+def _foreign_set(root: Path, producer: dict) -> Path:
+    root.mkdir(parents=True)
+    doc = {"format": "aot-manifest", "manifest_version": 1, "producer": producer, "specs": {}, "artifacts": []}
+    (root / "manifest.json").write_text(json.dumps(doc))
+    return root
+
+
+def test_inspect_and_verify_escape_a_foreign_producer(tmp_path, capsys):
+    root = _foreign_set(tmp_path / "set", {**PRODUCER, "aot": ESC + "1.0", "cuda_cccl": "9\r\nfake: line"})
+    for argv in (["inspect", str(root)], ["verify", str(root)], ["verify", "--for-wheel", str(root)]):
+        rc, out, err = _cli(capsys, *argv)
+        assert "\x1b" not in out + err and "\x07" not in out + err and "\r" not in out + err, (argv, out, err)
+        if argv[0] == "inspect":
+            assert rc == 0 and "\\x1b]0;pwned\\x07" in out and "9\\x0d\\x0afake: line" in out, out
+
+
+def test_the_error_line_escapes_what_it_quotes(tmp_path, capsys, monkeypatch):
+    import aot.cli.main
+    from aot.core.errors import VerificationError
+
+    def hostile(args):
+        raise VerificationError(f"set: produced by {ESC}\nsecond line")
+    monkeypatch.setitem(aot.cli.main.__dict__, "cmd_verify", hostile)
+    rc, out, err = _cli(capsys, "verify", str(tmp_path))
+    assert rc == 7 and err.count("\n") == 1 and "\x1b" not in err and "\\x1b]0;pwned" in err, err
+
+
+def test_cache_info_escapes_an_entry_header(cache, capsys):
+    shard = cache / "cccl" / "ab"
+    shard.mkdir(parents=True, mode=0o700)
+    entry = shard / ("ab" * 32 + ".aot")
+    data = _artifact("spec")
+    from aot.core import format as fmt
+    art = fmt.decode(data)
+    entry.write_bytes(fmt.encode({**art.header, "name": "x" + ESC,
+                                  "producer": {**art.header["producer"], "aot": ESC}}, art.payload))
+    entry.chmod(0o600)
+    rc, out, _ = _cli(capsys, "cache", "info")
+    assert rc == 0 and "\x1b" not in out and "\\x1b" in out and "unreadable" not in out, repr(out)
+    assert "1 CCCL entries" in out, repr(out)
+
+
+def test_printable_escapes_controls_and_keeps_text():
+    from aot.core.text import printable
+    assert printable("é 日本 ok") == "é 日本 ok"
+    assert printable("a\x1b[0m\x9b\u202e\ud800b") == "a\\x1b[0m\\x9b\\u202e\\ud800b"
+    assert printable("line1\r\nline2", lines=True) == "line1\\x0d\nline2"
+    assert printable("x" * 10, 4) == "xxxx..."
+
+
+# ============================================================== 7. verify --for-wheel names the wheel
+def test_verify_for_wheel_names_the_wheel_not_its_unpack_folder(tmp_path, capsys):
+    import zipfile
+    doc = {"format": "aot-manifest", "manifest_version": 1, "producer": PRODUCER, "specs": {}, "artifacts": []}
+    whl = tmp_path / "mypkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("mypkg/artifacts/manifest.json", json.dumps(doc))
+    rc, out, err = _cli(capsys, "verify", str(whl), "--for-wheel")
+    assert "aot-wheel-" not in out + err, out + err
+    assert f"{whl}, folder mypkg/artifacts" in out + err, out + err
+    rc, out, err = _cli(capsys, "verify", str(whl))
+    assert rc == 0 and f"{whl}, folder mypkg/artifacts: 0 artifacts, integrity OK" in out, out
+
+
+def test_an_encrypted_wheel_member_is_one_line(tmp_path, capsys):
+    """zipfile raises RuntimeError for a member flagged encrypted: it was a traceback."""
+    import zipfile
+    whl = tmp_path / "enc.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("mypkg/artifacts/manifest.json", "{}")
+    data = bytearray(whl.read_bytes())
+    for sig in (b"PK\x03\x04", b"PK\x01\x02"):  # set the "encrypted" flag bit in both headers
+        i = data.find(sig)
+        off = i + (6 if sig == b"PK\x03\x04" else 8)
+        data[off] |= 1
+    whl.write_bytes(bytes(data))
+    rc, out, err = _cli(capsys, "verify", str(whl))
+    assert rc == 2 and "not a readable wheel" in err and err.count("\n") == 1, err

@@ -111,12 +111,15 @@ def _escape(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
-def printable(text: Any, limit: int | None = None) -> str:
-    """``text`` safe to print on a terminal, on one line: every control character (an escape sequence's
-    ESC, a carriage return, a newline) shown as ``\\xNN``, so a manifest, header or cache entry from
-    elsewhere can neither move the cursor, retitle the window nor fake a line; cut to ``limit``
-    characters first (then ``...``). What every printer of untrusted text uses."""
+def printable(text: Any, limit: int | None = None, *, lines: bool = False) -> str:
+    """``text`` safe to print on a terminal: every control character (an escape sequence's ESC, a carriage
+    return, a newline) shown as ``\\xNN``, so a manifest, header, report or cache entry from elsewhere can
+    neither move the cursor, recolour or retitle the terminal nor fake a line of aot's output; cut to
+    ``limit`` characters first (then ``...``). ``lines``: newlines stay (a compiler log), each line escaped.
+    What every printer of text aot did not write itself uses."""
     s = text if isinstance(text, str) else str(text)
     if limit is not None and len(s) > limit:
         s = s[:limit] + "..."
+    if lines:
+        return "\n".join(_UNPRINTABLE.sub(_escape, line) for line in s.split("\n"))
     return _UNPRINTABLE.sub(_escape, s)
