@@ -547,3 +547,35 @@ def test_an_encrypted_wheel_member_is_one_line(tmp_path, capsys):
     whl.write_bytes(bytes(data))
     rc, out, err = _cli(capsys, "verify", str(whl))
     assert rc == 2 and "not a readable wheel" in err and err.count("\n") == 1, err
+
+
+# ============================================================== 8. doctor says what it can show without a GPU
+def _doctor(capsys, monkeypatch, sm, artifacts) -> str:
+    import aot.build.toolchain
+    import aot.runtime.default
+    reg = SimpleNamespace(names=lambda: ["a_spec", "b_spec"], spec=lambda n: n,
+                          manifest=SimpleNamespace(artifacts=artifacts) if artifacts is not None else None,
+                          packaged_candidates=lambda spec, sm: [SimpleNamespace(kind="cubin", sm=sm)]
+                          if spec == "a_spec" else [])
+    monkeypatch.setattr(aot.runtime.default, "default_registry", lambda: reg)
+    monkeypatch.setattr(aot.build.toolchain, "native_sm", lambda: sm)
+    rc, out, _ = _cli(capsys, "doctor")
+    assert rc == 0
+    return out
+
+
+def test_doctor_without_a_gpu_says_the_choice_needs_one_and_what_is_packaged(capsys, monkeypatch):
+    arts = [{"name": "a_spec", "sm": 90, "payload_kind": "cubin"}, {"name": "a_spec", "sm": 80, "payload_kind": "cubin"},
+            {"name": "a_spec", "sm": 80, "payload_kind": "ptx"}]
+    out = _doctor(capsys, monkeypatch, None, arts)
+    assert "loader's choice per spec: needs a GPU (none usable here" in out and "Packaged for 1 of 2 specs" in out
+    assert "a_spec" in out and "-> sm_80, sm_90, compute_80" in out, out
+    assert "b_spec" in out and "nothing packaged: user cache or JIT" in out, out
+    out = _doctor(capsys, monkeypatch, None, None)
+    assert "needs a GPU" in out and "packages no artifacts" in out and "a_spec" not in out, out
+
+
+def test_doctor_with_a_gpu_shows_the_loaders_choice(capsys, monkeypatch):
+    out = _doctor(capsys, monkeypatch, 90, [])
+    assert "loader's choice per spec on this GPU (sm_90):" in out and "-> packaged cubin sm_90" in out, out
+    assert "b_spec" in out and "user cache or JIT (no packaged fit)" in out, out
