@@ -126,7 +126,9 @@ def cmd_cache(args) -> int:
             print(f"  {k[0]:32} {k[1]:7} {k[2]:10} {k[3]:10} {groups[k]:>7} {_size(sizes[k]):>10}")
     bad = [e for e in info.entries if e.problem]
     for e in bad:
-        print(f"  unreadable entry {e.path}: {e.problem}")
+        print(f"  unreadable entry {printable(e.path)}: {printable(e.problem)}")
+    for line in info.skipped:
+        print(f"  not read: {printable(line)}")
     if info.state == "ok":
         print(f"  NVRTC (cuda.core cache): {info.nvrtc_files} files, {_size(info.nvrtc_bytes)}; "
               f"stand-in libcuda: {info.stub_files} files, {_size(info.stub_bytes)}; lock files: {info.locks}")

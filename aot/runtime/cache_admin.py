@@ -41,6 +41,7 @@ class CacheInfo:
     cap: int = 0
     entries: list[Entry] = field(default_factory=list)
     locks: int = 0
+    skipped: list[str] = field(default_factory=list)  # shard folders not entered, and why
     nvrtc_files: int = 0
     nvrtc_bytes: int = 0
     stub_files: int = 0
@@ -109,10 +110,11 @@ def _entry(sfd: int, name: str, shown: Path) -> Entry | None:
         os.close(fd)
 
 
-def _entries(root: Path) -> list[Entry]:
+def _entries(root: Path, info: CacheInfo) -> list[Entry]:
     """Every ``<key>.aot`` of ``root/cccl``: each level opened relative to the one above, without
     following links, and checked (:func:`aot.runtime.cache._open_chain`'s rule); an untrusted shard
-    folder is one entry naming it, not entered."""
+    folder (a link, another user's) is not entered, and ``info.skipped`` says why; lock files are counted
+    into ``info.locks`` on the way."""
     out: list[Entry] = []
     top = open_trusted_subdir_chain(root, CCCL_DIR)
     try:
@@ -123,12 +125,14 @@ def _entries(root: Path) -> list[Entry]:
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except (OSError, UnsafePath) as e:
-                if not (isinstance(e, OSError) and e.errno == errno.ELOOP):
-                    out.append(Entry(where, 0, problem=f"{e}; not entered"))
+                info.skipped.append(f"{e}; not entered" if isinstance(e, UnsafePath) else
+                                    f"{where}: {e.strerror or e}; not entered")
                 continue
             try:
                 for name in sorted(os.listdir(sfd)):
-                    if name.endswith(".aot") and not name.startswith("."):
+                    if name.endswith(".lock") and not name.startswith("."):
+                        info.locks += 1
+                    elif name.endswith(".aot") and not name.startswith("."):
                         ent = _entry(sfd, name, where / name)
                         if ent is not None:
                             out.append(ent)
@@ -167,12 +171,10 @@ def inspect_cache() -> CacheInfo:
     if state != "ok":
         return info
     try:
-        info.entries = _entries(root) if (root / CCCL_DIR).is_dir() else []
+        info.entries = _entries(root, info) if (root / CCCL_DIR).is_dir() else []
     except (OSError, ArtifactError) as e:
         info.state, info.problem = "unsafe" if isinstance(e, UnsafeCacheError) else "unusable", str(e)
         return info
-    if (root / CCCL_DIR).is_dir():
-        info.locks = sum(1 for _ in (root / CCCL_DIR).glob("*/*.lock"))
     if (root / NVRTC_DIR).is_dir() and not (root / NVRTC_DIR).is_symlink():
         info.nvrtc_files, info.nvrtc_bytes = _tree_size(root / NVRTC_DIR)
     if (root / STUB_DIR).is_dir() and not (root / STUB_DIR).is_symlink():
