@@ -171,7 +171,7 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
     cache, else compiled now and stored there. Needs no driver (nothing is loaded)."""
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
     from ..core.env import CACHE_MAX_BYTES
-    from ..build.compile import headers_dir, program_options
+    from ..build.compile import compile_program, headers_dir, program_options
     with headers_dir(unit) as hdr:
         opts = program_options(unit, f"sm_{sm}", hdr)
         exprs = unit.name_expressions()
@@ -209,34 +209,3 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
                     pass  # cache dir unusable: the compile result serves from memory
     return code, source, str(where) if cache is not None else None
 
-
-def compile_program(source: str, opts, target: str, exprs: tuple[str, ...] = ()):
-    """``cuda.core.Program(source).compile(target)``, the Program closed and gone before an error leaves.
-
-    cuda.core's ``Program.__dealloc__`` raises when the cycle collector clears the Program first
-    (cuda-python#2876: two "Exception ignored in: Program.__dealloc__" tracebacks under every compile
-    error). An error's traceback holds the frame that holds the Program, and a caller that keeps the error
-    in a cycle (a build worker's result, a report) hands that frame to the collector; so the error leaves
-    without it (:func:`without_frames`) and the Program is freed here, by reference counting."""
-    from cuda.core import Program  # function-level: cuda.core only where something compiles
-    prog = Program(source, "c++", opts)
-    try:
-        return prog.compile(target, name_expressions=exprs)
-    except Exception as e:  # noqa: BLE001 - re-raised below, once the Program is gone
-        failure = e
-    finally:
-        prog.close()
-    del prog
-    raise without_frames(failure)
-
-
-def without_frames(e: BaseException) -> BaseException:
-    """``e`` (and its causes and contexts) without a traceback: the frames it held, and their locals (a
-    failed ``cuda.core.Program``), are freed now, before anything can keep them in a reference cycle."""
-    seen: set[int] = set()
-    x: BaseException | None = e
-    while x is not None and id(x) not in seen:
-        seen.add(id(x))
-        x.__traceback__ = None
-        x = x.__cause__ or x.__context__
-    return e
