@@ -37,7 +37,7 @@ def test_inspect_reads_a_wheel_without_rich(small_build, tmp_path):
                        env=repo_env(), cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == f"{whl.name}: artifacts (sizes in KB)", lines[:3]
+    assert lines[0] == f"{whl}, folder mypkg/artifacts (sizes in KB)", lines[:3]
     assert re.match(r"family\s+spec\s+sm_\d+", lines[1]) and set(lines[2]) <= {"-", " "}, lines[:3]
     for spec in small_build.specs:
         assert any(re.match(rf"\S+\s+{re.escape(spec.name)}\s", ln) for ln in lines), spec.name

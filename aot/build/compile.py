@@ -15,6 +15,7 @@ import functools
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from ..core.errors import without_frames
 from ..core.spec import CcclSpec, NvrtcUnit
 
 def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
@@ -186,16 +187,11 @@ def compile_nvrtc_item(unit: NvrtcUnit, sm: int, kind: str) -> tuple[bytes, dict
     exprs = unit.name_expressions()
     with headers_dir(unit) as hdr:
         if kind == "cubin":
-            from cuda.core import Program
-            prog = Program(unit.source, "c++", program_options(unit, f"sm_{sm}", hdr))
-            try:
-                import os
-                from .normalize import normalize_internal_symbols
-                code = prog.compile("cubin", name_expressions=exprs)
-                symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
-                return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
-            finally:
-                prog.close()
+            import os
+            from .normalize import normalize_internal_symbols
+            code = compile_program(unit.source, program_options(unit, f"sm_{sm}", hdr), "cubin", exprs)
+            symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
+            return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
         if kind == "ptx":
             return _nvrtc_ptx(unit, sm, hdr, exprs)
     raise ValueError(f"unknown NVRTC payload kind {kind!r}")
@@ -236,3 +232,24 @@ def _nvrtc_ptx(unit: NvrtcUnit, sm: int, hdr: str | None = None,
         return buf.rstrip(b"\0"), symbols
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def compile_program(source: str, opts, target: str, exprs: tuple[str, ...] = ()):
+    """``cuda.core.Program(source).compile(target)``, the Program closed and gone before an error leaves.
+
+    cuda.core's ``Program.__dealloc__`` raises when the cycle collector clears the Program first
+    (cuda-python#2876: two "Exception ignored in: Program.__dealloc__" tracebacks under every compile
+    error). An error's traceback holds the frame that holds the Program, and a caller that keeps the error
+    in a cycle (a build worker's result, a report) hands that frame to the collector; so the error leaves
+    without it (:func:`without_frames`) and the Program is freed here, by reference counting."""
+    from cuda.core import Program  # function-level: cuda.core only where something compiles
+    prog = Program(source, "c++", opts)
+    try:
+        return prog.compile(target, name_expressions=exprs)
+    except Exception as e:  # noqa: BLE001 - re-raised below, once the Program is gone
+        failure = e
+    finally:
+        prog.close()
+    del prog
+    raise without_frames(failure)
+

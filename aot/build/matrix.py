@@ -20,7 +20,7 @@ from ..algorithms import DTYPES
 from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
                          SpecError, _text_problem, hint, short)
 from ..core.spec import NvrtcUnit, Spec
-from .includes import IncludeError, header_files
+from .includes import IncludeError, header_files, read_source
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
 from .pysource import code_units, make_project_importable
@@ -352,12 +352,11 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
             fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
             raise SpecError(str(err), fld) from None
     def read_cpp(rel: str) -> str:
-        """A C++ operator's source, relative to the matrix (bounded, UTF-8)."""
-        path = resolve_source(ctx.path, rel)
+        """A C++ operator's source inside the matrix folder (bounded, UTF-8, read once per file)."""
         try:
-            return _read_bounded(path, MAX_SOURCE_LEN).decode("utf-8")
-        except (ArtifactError, UnicodeDecodeError) as err:
-            raise SpecError(f"cannot read the C++ operator's source {path}: {err}", "op.cpp") from None
+            return read_source(ctx.path.parent, rel, MAX_SOURCE_LEN)
+        except IncludeError as err:
+            raise SpecError(str(err), "op.cpp") from None
     return check_cccl(e, types or {}, digest, read_cpp)
 
 

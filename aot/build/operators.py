@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from cccl_patches import PLACEHOLDER_ADDRESS, placeholder_array
 
 from ..algorithms.forms import Node, StateField, pack_state, state_alignment, tree
+from ..core.errors import without_frames
 from ..core.oplang import is_code_ref, op_state
 
 
@@ -52,7 +53,10 @@ def cpp_op(op: Mapping[str, Any], fields: tuple[StateField, ...], sources: Mappi
     device), its state a placeholder struct of the declared layout."""
     from cuda.compute._cpp_compile import compile_cpp_to_ltoir
     from cuda.compute.op import RawOp
-    ltoir = compile_cpp_to_ltoir(sources[op["cpp"]], arch=f"sm_{sm}" if sm else None)
+    try:
+        ltoir = compile_cpp_to_ltoir(sources[op["cpp"]], arch=f"sm_{sm}" if sm else None)
+    except Exception as e:  # noqa: BLE001 - its traceback holds cuda.compute's failed Program: dropped
+        raise without_frames(e) from None  # (see aot.build.compile.compile_program)
     state = pack_state(fields, tuple(PLACEHOLDER_ADDRESS if f.array else 0 for f in fields))
     return RawOp(ltoir=ltoir, name=op["function"], state=state, state_alignment=state_alignment(fields))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..core.errors import UsageError
-from ..core.text import short
+from ..core.text import printable, short
 
 
 def cmd_validate(args) -> int:
@@ -44,6 +44,7 @@ def cmd_build(args) -> int:
     n_items = len(plan(specs, sms, shard))
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console(stderr=True)
     progress = Progress(TextColumn("[bold]build"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -57,7 +58,8 @@ def cmd_build(args) -> int:
             elif kind == "done":
                 progress.advance(task)
                 if result is not None and result.status == "failed":
-                    progress.console.print(f"[red]failed[/red] {item.label}: {error_summary(result.error)}")
+                    progress.console.print(f"[red]failed[/red] {escape(printable(item.label))}: "
+                                           f"{escape(printable(error_summary(result.error)))}")
 
         report = None
         refused = False
@@ -96,12 +98,14 @@ def _print_report_file(out: Path, console, quiet: bool) -> None:
     for i in rep.items:
         if getattr(i, "status", None) == "failed":
             from rich.markup import escape
-            console.print(f"[red]--- {escape(f'{i.name} sm_{i.sm} ({i.kind})')}[/red]\n{escape(str(i.error))}")
+            console.print(f"[red]--- {escape(printable(f'{i.name} sm_{i.sm} ({i.kind})'))}[/red]\n"
+                          f"{escape(printable(str(i.error), lines=True))}")
 
 
 def _print_report(report, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
-    t = Table(title=f"aot build -> {report.out}", show_lines=False)
+    t = Table(title=escape(printable(f"aot build -> {report.out}")), show_lines=False)
     columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("item", "left"), ("SM", "right"), ("kind", "left"), ("seconds", "right"), ("bytes", "right"),
         ("result", "left"))
@@ -109,15 +113,16 @@ def _print_report(report, console) -> None:
         t.add_column(col, justify=just)
     style = {"hit": "cyan", "built": "green", "failed": "red", "cancelled": "yellow"}
     for r in sorted(report.items, key=lambda r: (r.name, r.kind, r.sm)):
-        t.add_row(r.name, str(r.sm), r.kind, f"{r.seconds:.2f}", f"{r.bytes:,}",
+        t.add_row(*(escape(printable(c, 200)) for c in (r.name, str(r.sm), r.kind)), f"{r.seconds:.2f}", f"{r.bytes:,}",
                   f"[{style.get(r.status, '')}]{'miss (built)' if r.status == 'built' else r.status}[/]")
     console.print(t)
     counts = report.counts()
     total = sum(r.bytes for r in report.items)
-    console.print(f"{len(report.items)} items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-                  + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
-                  f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
-                  f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")
+    console.print(escape(printable(  # a report read back from the folder may hold anything
+        f"{len(report.items)} items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
+        f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
+        f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")))
 
 
 def cmd_merge(args) -> int:
@@ -150,10 +155,10 @@ def cmd_bundle(args) -> int:
     res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
                  jobs=args.jobs, work=args.work)
     info = res.info
-    print(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
-          f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
-          f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else f", PARTIAL ({len(info['missing'])} "
-                                                                           f"missing)"))
+    print(printable(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
+                    f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
+                    f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
+                                                        f", PARTIAL ({len(info['missing'])} missing)")))
     if not args.quiet:
         print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
               f"package's own 'jit' extra: {info['jit']}")

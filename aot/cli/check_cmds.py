@@ -6,23 +6,33 @@ import sys
 from pathlib import Path
 
 from ..core.errors import UsageError
+from ..core.text import printable
 from .common import DEFAULT_OUT, _prog
 
 
-def _artifact_dirs(target: str | None, stack) -> list[Path]:
-    """Directories holding manifest.json: the target itself, every artifact folder of a wheel (unpacked by
-    :mod:`aot._wheel` into a temporary directory owned by ``stack``), or the installed package's artifacts."""
+def _artifact_dirs(target: str | None, stack) -> list[tuple[Path, str]]:
+    """(directory holding manifest.json, how to name it): the target itself, every artifact folder of a wheel
+    (unpacked by :mod:`aot.verify.wheel` into a temporary directory owned by ``stack``, named as the wheel
+    and the folder in it: ``mypkg-1.0-py3-none-any.whl, folder mypkg/artifacts``, never the temporary path), or the
+    installed package's artifacts."""
     import tempfile
     from importlib import resources
     from ..verify.wheel import extract_artifacts
     if target is None:
-        return [Path(str(resources.files("aot"))) / "artifacts"]
+        root = Path(str(resources.files("aot"))) / "artifacts"
+        return [(root, str(root))]
     p = Path(target)
     if p.is_file() and p.suffix == ".whl":
-        return extract_artifacts(p, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-"))))
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aot-wheel-")))
+        return [(root, f"{p}, folder {root.relative_to(tmp).as_posix()}") for root in extract_artifacts(p, tmp)]
     if not p.is_dir():
         raise UsageError(f"{p}: not a directory or a .whl file")
-    return [p]
+    return [(p, str(p))]
+
+
+def _named(text: str, root: Path, shown: str) -> str:
+    """``text`` with the folder ``root`` called ``shown`` (a wheel's temporary unpack folder by the wheel)."""
+    return text if str(root) == shown else text.replace(f"{root}/", f"{shown}: ").replace(str(root), shown)
 
 
 def _target_or_build_output(target: str | None, command: str) -> str | None:
@@ -52,30 +62,35 @@ def cmd_verify(args) -> int:
         raise UsageError(f"--json {args.json}: is a directory; name the file to write")
     with contextlib.ExitStack() as stack:
         if args.package:
-            roots = [_package_dir(args.package, args.folder)]
-            print(f"package {args.package}: reading {roots[0]}")
+            folder = _package_dir(args.package, args.folder)
+            roots = [(folder, str(folder))]
+            print(f"package {args.package}: reading {folder}")
         else:
             target = None if args.default else _target_or_build_output(args.target, "verify")
             roots = _artifact_dirs(target, stack)
-        for root in roots:  # a wheel's every artifact folder, each checked
+        for root, shown in roots:  # a wheel's every artifact folder, each checked
             n, problems = verify_integrity(root)
+            problems = [_named(prob, root, shown) for prob in problems]
             for prob in problems:
-                print(f"problem: {prob}")
+                print(f"problem: {printable(prob)}")
             if args.json is not None and not args.gpu:  # with --gpu the file gets the GPU table below
                 from ..core.fs import atomic_write
-                doc = {"target": str(args.target or root), "artifacts": n, "integrity_ok": not problems,
+                doc = {"target": str(args.target or shown), "artifacts": n, "integrity_ok": not problems,
                        "problems": problems}
                 atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
             if problems:
-                raise VerificationError(f"{root}: {len(problems)} problem(s) in {n} artifacts")
+                raise VerificationError(f"{shown}: {len(problems)} problem(s) in {n} artifacts")
             if args.for_wheel:
-                cov = _check_packageable(root, args)
-                print(f"{root}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
+                try:
+                    cov = _check_packageable(root, args)
+                except VerificationError as e:
+                    raise VerificationError(_named(str(e), root, shown)) from None
+                print(f"{shown}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
                       + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
-            print(f"{root}: {n} artifacts, integrity OK")
+            print(f"{shown}: {n} artifacts, integrity OK")
         if not args.gpu:
             return 0
-        return max(_verify_gpu(root, args) for root in roots)
+        return max(_verify_gpu(root, args) for root, _ in roots)
 
 
 def _verify_gpu(root: Path, args) -> int:
@@ -84,6 +99,7 @@ def _verify_gpu(root: Path, args) -> int:
     from ..runtime.registry import Registry
     from ..verify.gpu import verify_gpu
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     from ..package.bundle import read_info
     # verify_integrity has already required a manifest. Operators from code are imported only for the
@@ -121,7 +137,8 @@ def _verify_gpu(root: Path, args) -> int:
         t.add_column(col)
     for r in rows:
         result = "[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok else "[red]FAILED[/]"
-        t.add_row(r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source, result, f"{r.ms:.1f}")
+        t.add_row(*(escape(printable(c)) for c in (r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source)),
+                  result, f"{r.ms:.1f}")
     Console().print(t)
     bad = [r for r in rows if not r.ok]
     print(gpu_failure_report(rows))
@@ -141,12 +158,12 @@ def gpu_failure_report(rows) -> str:
     how many elements, the first index, got and want), never wrapped, then the count of checks passed."""
     bad = [r for r in rows if not r.ok]
     unrun = [r for r in rows if r.status == "loaded, not executed"]
-    lines = ([f"FAILED ({len(bad)}):"] + [f"  {r.failure_line()}" for r in bad]) if bad else []
+    lines = ([f"FAILED ({len(bad)}):"] + [f"  {printable(r.failure_line())}" for r in bad]) if bad else []
     lines.append(f"{len(rows) - len(bad) - len(unrun)} of {len(rows)} checks passed"
                  + (f"; {len(bad)} FAILED" if bad else "")
                  + (f"; {len(unrun)} loaded, not executed (no check: {', '.join(sorted({r.spec for r in unrun}))})"
                     if unrun else ""))
-    return "\n".join(lines)
+    return "\n".join(lines[:-1] + [printable(lines[-1])])
 
 
 def cmd_inspect(args) -> int:
@@ -158,9 +175,8 @@ def cmd_inspect(args) -> int:
             _inspect_one(root, f"package {args.package}")
             return 0
         target = _target_or_build_output(args.target, "inspect")
-        wheel = Path(target).name if target is not None and str(target).endswith(".whl") else None
-        for root in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
-            _inspect_one(root, f"{wheel}: {root.name}" if wheel else str(root))
+        for root, shown in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
+            _inspect_one(root, shown)
     return 0
 
 
@@ -178,11 +194,12 @@ def _inspect_one(root: Path, title: str) -> None:
         label = "ptx" if a["payload_kind"] == "ptx" else a["sm"]
         cells[(a["family"], a["name"])][label] = cells[(a["family"], a["name"])].get(label, 0) + a["size"]
     header = ["family", "spec", *(f"sm_{sm}" for sm in sms), "ptx", "total KB"]
-    rows = [[family, name, *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
+    rows = [[printable(family, 64), printable(name, 200),
+             *[f"{row[sm] / 1024:.0f}" if sm in row else "-" for sm in sms],
              f"{row['ptx'] / 1024:.0f}" if "ptx" in row else "-", f"{sum(row.values()) / 1024:.0f}"]
             for (family, name), row in sorted(cells.items())]
     total = sum(a["size"] for a in m.artifacts)
-    v = m.producer
+    v = {k: printable(x, 200) for k, x in m.producer.items()}  # a foreign manifest's text, never raw
     cov = coverage(m)
     lines = [f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
              f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "
@@ -190,6 +207,8 @@ def _inspect_one(root: Path, title: str) -> None:
              f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
              f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
              f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}" + (" ..." if len(cov.missing) > 8 else ""))]
+    lines = [printable(line) for line in lines]
+    title = printable(title)
     try:
         from rich.console import Console
         from rich.markup import escape

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import AotError, UsageError
+from ..core.text import printable
 
 #: Distributions a runtime install (``pip install cccl-aot-cu13`` or a package's wheel) leaves out on purpose.
 BUILD_ONLY = {"numba-cuda-mlir": "expected in a runtime install: only building or JIT-compiling Python "
@@ -30,18 +31,41 @@ def cmd_doctor(args) -> int:
         print(f"runtime toolchain: {prepare().describe()}")
     except AotError as e:
         print(f"runtime toolchain: unusable ({e})")
-    if sm:
-        from ..runtime.default import default_registry
-        reg = default_registry()
-        for name in reg.names():
-            cands = reg.packaged_candidates(reg.spec(name), sm)
-            why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
-            print(f"  {name:32} -> {why}")
+    _print_loader_choice(sm)
     _print_cache_summary()
     print("environment variables:")
     for name, default, doc in describe():
         print(f"  {name} (default {default or 'unset'}): {doc}")
     return 0
+
+
+def _print_loader_choice(sm: int | None) -> None:
+    """Per spec of aot's own registry: with a GPU, what the loader would use on it; without one, that the
+    choice needs a device, and what is packaged for each spec (the SMs and PTX a device could load)."""
+    from collections import defaultdict
+    from ..runtime.default import default_registry
+    reg = default_registry()
+    names = reg.names()
+    if sm:
+        print(f"loader's choice per spec on this GPU (sm_{sm}):")
+        for name in names:
+            cands = reg.packaged_candidates(reg.spec(name), sm)
+            why = f"packaged {cands[0].kind} sm_{cands[0].sm}" if cands else "user cache or JIT (no packaged fit)"
+            print(f"  {printable(name, 128):32} -> {why}")
+        return
+    have: dict = defaultdict(list)
+    for a in (reg.manifest.artifacts if reg.manifest is not None else ()):
+        have[a["name"]].append(("compute_" if a["payload_kind"] == "ptx" else "sm_") + str(a["sm"]))
+    head = "loader's choice per spec: needs a GPU (none usable here; the choice depends on its SM)"
+    if not have:
+        print(f"{head}; this install packages no artifacts, so each of its {len(names)} specs would come from "
+              f"the user cache or JIT")
+        return
+    print(f"{head}. Packaged for {len(have)} of {len(names)} specs (a GPU of one of these SMs loads its own; "
+          f"another, a compatible one, PTX or JIT):")
+    for name in names:
+        got = sorted(set(have.get(name, ())), key=lambda t: (t.startswith("compute_"), int(t.split("_")[1])))
+        print(f"  {printable(name, 128):32} -> {', '.join(got) if got else 'nothing packaged: user cache or JIT'}")
 
 
 # ------------------------------------------------------------------------------------------- aot cache
@@ -82,7 +106,7 @@ def cmd_cache(args) -> int:
             return 0
         print(f"{what} partly cleared: {res.files} files, {_size(res.bytes)} removed; {len(res.left)} left:")
         for line in res.left[:20]:
-            print(f"  left {line}")
+            print(f"  left {printable(line)}")
         if len(res.left) > 20:
             print(f"  ... and {len(res.left) - 20} more")
         raise AotError(f"{what} not fully cleared: {len(res.left)} left, first {res.left[0]}")
@@ -102,7 +126,9 @@ def cmd_cache(args) -> int:
             print(f"  {k[0]:32} {k[1]:7} {k[2]:10} {k[3]:10} {groups[k]:>7} {_size(sizes[k]):>10}")
     bad = [e for e in info.entries if e.problem]
     for e in bad:
-        print(f"  unreadable entry {e.path}: {e.problem}")
+        print(f"  unreadable entry {printable(e.path)}: {printable(e.problem)}")
+    for line in info.skipped:
+        print(f"  not read: {printable(line)}")
     if info.state == "ok":
         print(f"  NVRTC (cuda.core cache): {info.nvrtc_files} files, {_size(info.nvrtc_bytes)}; "
               f"stand-in libcuda: {info.stub_files} files, {_size(info.stub_bytes)}; lock files: {info.locks}")

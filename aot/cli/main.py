@@ -16,6 +16,7 @@ from typing import Sequence
 
 from ..core.version import __version__
 from ..core.errors import AotError
+from ..core.text import printable
 from .common import DEFAULT_OUT, _prog
 from .build_cmds import cmd_build, cmd_bundle, cmd_merge, cmd_validate
 from .check_cmds import cmd_inspect, cmd_verify
@@ -208,10 +209,10 @@ def _main(argv: Sequence[str] | None) -> int:
                     "record": cmd_record}
         return commands[args.command](args)
     except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
-        print(f"aot: error: {_clip(str(e), 1000)}", file=sys.stderr)
+        print(f"aot: error: {printable(_clip(str(e), 1000))}", file=sys.stderr)  # one line, whatever it quotes
         return e.return_code
     except OSError as e:  # a path that cannot be read or written (a full disk, missing permissions)
-        print(f"aot: error: {_os_error_line(e)}", file=sys.stderr)
+        print(f"aot: error: {printable(_os_error_line(e))}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
         if e.name not in ("yaml", "rich"):

@@ -74,3 +74,15 @@ class AotWarning(UserWarning):
 
     Not an error, so it has no exit code; it lives here because this module is stdlib-only, and the
     registry's front (:mod:`aot.runtime.registry`) warns before anything heavier is imported."""
+
+
+def without_frames(e: BaseException) -> BaseException:
+    """``e`` (and its causes and contexts) without a traceback: the frames it held, and their locals (a
+    failed ``cuda.core.Program``), are freed now, before anything can keep them in a reference cycle."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        x.__traceback__ = None
+        x = x.__cause__ or x.__context__
+    return e

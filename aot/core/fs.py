@@ -217,6 +217,9 @@ class Removal:
 RMDIR_RETRIES = 3
 #: Deepest folder :func:`remove_owned` descends into (aot's cache trees are 3 levels deep).
 MAX_REMOVE_DEPTH = 64
+#: Most names one :func:`remove_owned` visits (a 2 GiB cache holds tens of thousands): a bound on its work
+#: and its stack of pending names, far above any cache aot or cuda.core writes.
+MAX_REMOVE_ENTRIES = 1_000_000
 
 
 def _owner_problem(st: os.stat_result, shown: Path) -> str | None:
@@ -268,15 +271,26 @@ def remove_owned(parent_fd: int, name: str, shown: Path, res: Removal) -> None:
     what the effective user owns: another user's file or folder is reported in ``res.left`` and left (its
     folder is not entered), and so are its parents, which then cannot be emptied. Folders are opened
     ``O_NOFOLLOW`` relative to their parent and their owner is checked on that descriptor; no recursion
-    (an explicit stack, at most :data:`MAX_REMOVE_DEPTH` deep). A folder a racing writer of the same user
-    refilled is emptied again, up to :data:`RMDIR_RETRIES` times, then reported. Never raises ``OSError``
-    for one entry: everything not removed is in ``res.left``, with the full path."""
-    # frames: [parent fd, name, shown path, own fd (None before the first visit), attempts, left before]
-    frames: list[list] = [[parent_fd, name, shown, None, 0, 0]]
+    (an explicit stack of frames, each knowing its own depth: at most :data:`MAX_REMOVE_DEPTH` folders
+    deep, so at most that many descriptors open, and at most :data:`MAX_REMOVE_ENTRIES` names visited).
+    A folder a racing writer of the same user refilled is emptied again, up to :data:`RMDIR_RETRIES`
+    times, then reported. Never raises ``OSError`` for one entry: everything not removed is in
+    ``res.left``, with the full path."""
+    # frames: [parent fd, name, shown path, own fd (None before the first visit), attempts, left before, depth]
+    frames: list[list] = [[parent_fd, name, shown, None, 0, 0, 0]]
+    visited = 0
     while frames:
         frame = frames[-1]
-        pfd, nm, path, fd, attempts, left_before = frame
+        pfd, nm, path, fd, attempts, left_before, depth = frame
+        if visited + len(frames) > MAX_REMOVE_ENTRIES:  # the names seen and still to visit
+            res.left.append(f"{shown}: holds more than {MAX_REMOVE_ENTRIES:,} entries; stopped after removing "
+                            f"{res.files:,} files (run the clear again for the rest)")
+            for f in frames:  # close what is open; nothing more is removed
+                if f[3] is not None:
+                    os.close(f[3])
+            return
         if fd is None:
+            visited += 1
             try:
                 st = os.stat(nm, dir_fd=pfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -291,7 +305,7 @@ def remove_owned(parent_fd: int, name: str, shown: Path, res: Removal) -> None:
                 frames.pop()
                 continue
             why = _owner_problem(st, path)
-            if why or len(frames) > MAX_REMOVE_DEPTH:
+            if why or depth >= MAX_REMOVE_DEPTH:
                 res.left.append(why or f"{path}: nested deeper than {MAX_REMOVE_DEPTH} levels; left in place")
                 frames.pop()
                 continue
@@ -312,7 +326,7 @@ def remove_owned(parent_fd: int, name: str, shown: Path, res: Removal) -> None:
                 frames.pop()
                 continue
             frame[3], frame[5] = fd, len(res.left)
-            frames.extend([fd, child, path / child, None, 0, 0] for child in _names(fd, path, res))
+            frames.extend([fd, child, path / child, None, 0, 0, depth + 1] for child in _names(fd, path, res))
             continue
         try:  # second visit: the children are done
             os.rmdir(nm, dir_fd=pfd)
@@ -323,7 +337,7 @@ def remove_owned(parent_fd: int, name: str, shown: Path, res: Removal) -> None:
                 pass  # what is inside was reported; the folder stays because of it
             elif e.errno in (errno.ENOTEMPTY, errno.EEXIST) and attempts < RMDIR_RETRIES:
                 frame[4] = attempts + 1  # a writer added a file meanwhile: empty it again
-                frames.extend([fd, child, path / child, None, 0, 0] for child in _names(fd, path, res))
+                frames.extend([fd, child, path / child, None, 0, 0, depth + 1] for child in _names(fd, path, res))
                 continue
             else:
                 res.left.append(f"{path}: cannot remove the folder: {e.strerror or e}"

@@ -9,6 +9,7 @@ above what a real spec needs.
 from __future__ import annotations
 
 import difflib
+import re
 import reprlib
 from typing import Any, Iterable
 
@@ -98,3 +99,27 @@ def _text_problem(value: str, limit: int) -> str | None:
     except UnicodeEncodeError:
         return "holds a lone surrogate (not encodable as UTF-8)"
     return None
+
+
+#: What :func:`printable` escapes: C0 and C1 controls, DEL, the line and paragraph separators, the
+#: bidirectional overrides and isolates (they reorder what a terminal shows), and lone surrogates.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: Any, limit: int | None = None, *, lines: bool = False) -> str:
+    """``text`` safe to print on a terminal: every control character (an escape sequence's ESC, a carriage
+    return, a newline) shown as ``\\xNN``, so a manifest, header, report or cache entry from elsewhere can
+    neither move the cursor, recolour or retitle the terminal nor fake a line of aot's output; cut to
+    ``limit`` characters first (then ``...``). ``lines``: newlines stay (a compiler log), each line escaped.
+    What every printer of text aot did not write itself uses."""
+    s = text if isinstance(text, str) else str(text)
+    if limit is not None and len(s) > limit:
+        s = s[:limit] + "..."
+    if lines:
+        return "\n".join(_UNPRINTABLE.sub(_escape, line) for line in s.split("\n"))
+    return _UNPRINTABLE.sub(_escape, s)

@@ -14,6 +14,7 @@ is an error, never a wrong result. Imported only when a spec with state or itera
 from __future__ import annotations
 
 import functools
+import struct
 from typing import Any, Callable, Iterator, Mapping
 
 from ..algorithms import ALGORITHMS, np_dtype
@@ -21,6 +22,7 @@ from ..algorithms.forms import Node, StateField, leaves, pack_state, state_align
 from ..core.errors import CallError
 from ..core.oplang import op_state
 from ..core.spec import CcclSpec
+from ..core.text import short
 from .lean import import_cuda_compute
 
 
@@ -124,7 +126,7 @@ class Binder:
         by_layout: dict[tuple[StateField, ...], Any] = {}
         for kw, layout in self.ops.items():
             if layout not in by_layout:
-                by_layout[layout] = stand_in_op(layout, values)
+                by_layout[layout] = self.packed(layout, values)
             kwargs[kw] = by_layout[layout]
         for seq, node, n_leaves in self.seqs:
             given = kwargs.get(seq.keyword)
@@ -138,7 +140,14 @@ class Binder:
         return kwargs
 
     def op_for(self, op: Any, values: Mapping[str, Any]):
-        return stand_in_op(op_state(op, self.fields), values)
+        return self.packed(op_state(op, self.fields), values)
+
+    def packed(self, layout: tuple[StateField, ...], values: Mapping[str, Any]):
+        """:func:`stand_in_op`, a value the checks let through that still does not pack being a CallError."""
+        try:
+            return stand_in_op(layout, values)
+        except (struct.error, OverflowError, ValueError, TypeError) as e:
+            raise self.fail("state", f"cannot be packed as declared ({e})") from None
 
     # ------------------------------------------------------------------ checks
     def check_state(self, state: Any) -> dict[str, Any]:
@@ -146,8 +155,8 @@ class Binder:
         declared fields: every one present and no other, device arrays of the declared dtype, 1-D and
         contiguous, scalars of the declared dtype."""
         if not self.fields:
-            if state:
-                raise self.fail("state", "this spec declares no state")
+            if state is not None and not (isinstance(state, Mapping) and not state):  # never truth-test it
+                raise self.fail("state", f"this spec declares no state, got {_kind(state)}")
             return {}
         declared = ", ".join(f"{f.name}: {f.declaration}" for f in self.fields)
         if not isinstance(state, Mapping):
@@ -173,15 +182,25 @@ class Binder:
             raise self.fail(fld, f"needs a device array of {dtype} (__cuda_array_interface__), got {what}")
         try:
             got = np.dtype(cai["descr"]) if "descr" in cai and len(cai["descr"]) > 1 else np.dtype(cai["typestr"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             got = None
         want = np_dtype(dtype, self.spec.types)
         if got is None or got != want and not (want.names and got.itemsize == want.itemsize and got.kind == "V"):
-            raise self.fail(fld, f"needs a device array of {dtype}, got one of {got}")
-        shape, strides = tuple(cai.get("shape", ())), cai.get("strides")
-        if len(shape) != 1 or (strides is not None and tuple(strides) != (want.itemsize,)):
-            raise self.fail(fld, f"needs a 1-D contiguous device array, got shape {shape} strides {strides}")
-        return int(cai["data"][0])
+            raise self.fail(fld, f"needs a device array of {dtype}, got one of {str(got)[:80]}")
+        try:
+            shape, strides = tuple(cai.get("shape", ())), cai.get("strides")
+            strides = None if strides is None else tuple(strides)
+        except TypeError:
+            raise self.fail(fld, "its __cuda_array_interface__ has a shape or strides that is not a sequence") from None
+        if len(shape) != 1 or (strides is not None and strides != (want.itemsize,)):
+            raise self.fail(fld, f"needs a 1-D contiguous device array, got shape {short(shape)} strides "
+                                 f"{short(strides)}")
+        data = cai.get("data")
+        addr = data[0] if isinstance(data, (tuple, list)) and data else None
+        if isinstance(addr, bool) or not isinstance(addr, (int, np.integer)) or not 0 <= int(addr) < 1 << 64:
+            raise self.fail(fld, f"its __cuda_array_interface__ 'data' must be (address, read_only) with a 64-bit "
+                                 f"address, got {short(data)}")
+        return int(addr)
 
     def scalar(self, fld: str, v: Any, dtype: str) -> Any:
         """A scalar state value of ``dtype``: a numpy scalar of that dtype, or a Python number it holds exactly."""
@@ -192,10 +211,14 @@ class Binder:
                 raise self.fail(fld, f"needs a {dtype} scalar, got a {v.dtype} one")
             return v.item()
         if isinstance(v, (bool, int, float)) and not isinstance(v, bool):
-            with np.errstate(all="ignore"):
-                conv = dt.type(v)
+            try:
+                with np.errstate(all="ignore"):
+                    conv = dt.type(v)
+            except (OverflowError, ValueError):  # an int out of the dtype's range (NumPy 2 refuses it)
+                raise self.fail(fld, f"{short(v)} does not fit a {dtype}") from None
             if conv.item() == v or (dt.kind == "f" and isinstance(v, float) and np.isfinite(conv)):
                 return conv.item()
+            raise self.fail(fld, f"{short(v)} is not exactly a {dtype}")
         raise self.fail(fld, f"needs a {dtype} scalar, got {_kind(v)}")
 
     def leaf(self, node: Node, items: Iterator[Any], kw: str) -> Any:

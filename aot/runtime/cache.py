@@ -291,6 +291,8 @@ class ArtifactCache:
         for path, st in sorted(entries, key=lambda e: e[1].st_atime_ns):
             if total <= cap:
                 break
+            if st.st_uid != os.geteuid():  # another user's file is never deleted (nor counted as ours)
+                continue
             try:
                 now = os.lstat(path)
                 if not same_file(now, st):

@@ -5,6 +5,7 @@ loader never needs any of this (only the CLI imports it).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -16,9 +17,9 @@ from ..core import format as fmt
 from ..core.env import CACHE_MAX_BYTES
 from ..core.errors import AotError, ArtifactError
 from ..core.fs import (NOFOLLOW, TMP_PREFIX, Removal, UnsafePath, unlink_owned, open_trusted_root,
-                       open_trusted_subdir, remove_owned, same_file)
-from .cache import (_CLOEXEC, CCCL_DIR, NVRTC_DIR, STUB_DIR, ArtifactCache, UnsafeCacheError, cache_root,
-                    enabled)
+                       open_trusted_subdir, remove_owned, same_file, trust_problem)
+from ..core.text import printable
+from .cache import _CLOEXEC, CCCL_DIR, NVRTC_DIR, STUB_DIR, UnsafeCacheError, cache_root, enabled
 
 
 @dataclass
@@ -40,6 +41,7 @@ class CacheInfo:
     cap: int = 0
     entries: list[Entry] = field(default_factory=list)
     locks: int = 0
+    skipped: list[str] = field(default_factory=list)  # shard folders not entered, and why
     nvrtc_files: int = 0
     nvrtc_bytes: int = 0
     stub_files: int = 0
@@ -65,17 +67,87 @@ def root_state() -> tuple[str, str | None]:
     return "ok", None
 
 
-def read_header(path: Path) -> dict:
-    """An artifact's header only: at most 12 bytes + 64 KiB read, never through a link or from a non-file."""
-    fd = os.open(path, os.O_RDONLY | NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ArtifactError(f"{path}: not a regular file")
+def _header_of(fd: int) -> dict:
+    """The header of the artifact open on ``fd``: at most 12 bytes + 64 KiB read."""
+    with open(os.dup(fd), "rb") as f:
         head = f.read(fmt.PREFIX_LEN)
         if len(head) == fmt.PREFIX_LEN:
             hlen = int.from_bytes(head[len(fmt.MAGIC):], "little")
             head += f.read(min(hlen, fmt.MAX_HEADER_LEN))
-        return fmt.decode_header(head)[0]
+    return fmt.decode_header(head)[0]
+
+
+def _entry(sfd: int, name: str, shown: Path) -> Entry | None:
+    """One ``<key>.aot`` of the shard open on ``sfd``: opened ``O_NOFOLLOW`` (a link is never followed),
+    then owner and mode checked on that descriptor before a byte is read (another user's entry is listed,
+    not read); ``None`` for what is not a regular file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), dir_fd=sfd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None  # a symbolic link: not an entry aot wrote, and never followed
+        return Entry(shown, 0, problem=f"cannot open: {e.strerror or e}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        ent = Entry(shown, st.st_size)
+        why = trust_problem(st, "entry")
+        if why:
+            ent.problem = f"{why}; not read"
+            return ent
+        try:
+            h = _header_of(fd)
+            ent.name, ent.sm = printable(str(h["name"]), 128), h["sm"]
+            prod = h["producer"]
+            ent.cuda_cccl, ent.aot = (printable(str(prod.get(k, "?")), 64) for k in ("cuda_cccl", "aot"))
+        except (OSError, ArtifactError, KeyError, TypeError, AttributeError) as err:
+            ent.problem = printable(str(err), 300)
+        return ent
+    finally:
+        os.close(fd)
+
+
+def _entries(root: Path, info: CacheInfo) -> list[Entry]:
+    """Every ``<key>.aot`` of ``root/cccl``: each level opened relative to the one above, without
+    following links, and checked (:func:`aot.runtime.cache._open_chain`'s rule); an untrusted shard
+    folder (a link, another user's) is not entered, and ``info.skipped`` says why; lock files are counted
+    into ``info.locks`` on the way."""
+    out: list[Entry] = []
+    top = open_trusted_subdir_chain(root, CCCL_DIR)
+    try:
+        for shard in sorted(os.listdir(top)):
+            where = root / CCCL_DIR / shard
+            try:
+                sfd = open_trusted_subdir(top, shard, create=False, what=str(where))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except (OSError, UnsafePath) as e:
+                info.skipped.append(f"{e}; not entered" if isinstance(e, UnsafePath) else
+                                    f"{where}: {e.strerror or e}; not entered")
+                continue
+            try:
+                for name in sorted(os.listdir(sfd)):
+                    if name.endswith(".lock") and not name.startswith("."):
+                        info.locks += 1
+                    elif name.endswith(".aot") and not name.startswith("."):
+                        ent = _entry(sfd, name, where / name)
+                        if ent is not None:
+                            out.append(ent)
+            finally:
+                os.close(sfd)
+    finally:
+        os.close(top)
+    return out
+
+
+def open_trusted_subdir_chain(root: Path, sub: str) -> int:
+    """A checked descriptor of ``root/sub`` (the root checked too); :class:`UnsafeCacheError` if either
+    could have been written by another user."""
+    from .cache import _open_chain
+    return _open_chain(root, [sub], create=False, cache_wide=2)
 
 
 def _tree_size(path: Path) -> tuple[int, int]:
@@ -91,29 +163,18 @@ def _tree_size(path: Path) -> tuple[int, int]:
 
 
 def inspect_cache() -> CacheInfo:
-    """What ``aot cache info`` and ``aot doctor`` print. Reads only a trusted cache, headers only."""
+    """What ``aot cache info`` and ``aot doctor`` print. Reads only a trusted cache, headers only, and of
+    those only entries the user owns and nobody else can write (checked on the descriptor read)."""
     root = cache_root()
     state, why = root_state()
     info = CacheInfo(root, state, why, CACHE_MAX_BYTES.get())
     if state != "ok":
         return info
-    store = ArtifactCache(root / CCCL_DIR)
     try:
-        entries = store._scan() if (root / CCCL_DIR).is_dir() else []
+        info.entries = _entries(root, info) if (root / CCCL_DIR).is_dir() else []
     except (OSError, ArtifactError) as e:
         info.state, info.problem = "unsafe" if isinstance(e, UnsafeCacheError) else "unusable", str(e)
         return info
-    for path, st in entries:
-        ent = Entry(path, st.st_size)
-        try:
-            h = read_header(path)
-            ent.name, ent.sm = h["name"], h["sm"]
-            ent.cuda_cccl, ent.aot = str(h["producer"].get("cuda_cccl", "?")), str(h["producer"].get("aot", "?"))
-        except (OSError, ArtifactError) as err:
-            ent.problem = str(err)
-        info.entries.append(ent)
-    if (root / CCCL_DIR).is_dir():
-        info.locks = sum(1 for _ in (root / CCCL_DIR).glob("*/*.lock"))
     if (root / NVRTC_DIR).is_dir() and not (root / NVRTC_DIR).is_symlink():
         info.nvrtc_files, info.nvrtc_bytes = _tree_size(root / NVRTC_DIR)
     if (root / STUB_DIR).is_dir() and not (root / STUB_DIR).is_symlink():
@@ -252,13 +313,14 @@ def clear_cache(stale: bool = False) -> Removal:
     res = Removal()
     if state in ("absent", "disabled"):
         return res
-    if state != "ok":
-        raise AotError(f"refusing to clear the user cache: {why}")
     root = cache_root()
+    if state != "ok":
+        raise AotError(f"refusing to clear the user cache: {_named(root, why)}")
     try:
         root_fd = open_trusted_root(root, create=False)
     except (OSError, UnsafePath) as e:
-        raise AotError(f"refusing to clear the user cache: {e}") from None
+        raise AotError(f"refusing to clear the user cache: "
+                       f"{_named(root, e.strerror if isinstance(e, OSError) and e.strerror else str(e))}") from None
     try:
         if stale:
             _clear_stale(root_fd, root, res)
@@ -268,3 +330,9 @@ def clear_cache(stale: bool = False) -> Removal:
     finally:
         os.close(root_fd)
     return res
+
+
+def _named(root: Path, why: str | None) -> str:
+    """``why`` with the cache path in it (``Permission denied`` alone names nothing)."""
+    why = why or "unusable"
+    return why if str(root) in why else f"{root}: {why}"

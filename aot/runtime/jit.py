@@ -169,10 +169,9 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None
 def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
     """(ObjectCode, "jit" | "cache", cache path or None): the unit's cubin for ``sm`` from cuda.core's
     cache, else compiled now and stored there. Needs no driver (nothing is loaded)."""
-    from cuda.core import Program
     from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
     from ..core.env import CACHE_MAX_BYTES
-    from ..build.compile import headers_dir, program_options
+    from ..build.compile import compile_program, headers_dir, program_options
     with headers_dir(unit) as hdr:
         opts = program_options(unit, f"sm_{sm}", hdr)
         exprs = unit.name_expressions()
@@ -202,14 +201,11 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
                 from cuda.core import ObjectCode
                 code, source = ObjectCode.from_cubin(bytes(data), name=f"{unit.name}.cu"), "cache"
         if code is None:
-            prog = Program(unit.source, "c++", opts)
-            try:
-                code = prog.compile("cubin", name_expressions=exprs)
-            finally:
-                prog.close()
+            code = compile_program(unit.source, opts, "cubin", exprs)
             if cache is not None and key is not None:
                 try:
                     cache[key] = code
                 except OSError:
                     pass  # cache dir unusable: the compile result serves from memory
     return code, source, str(where) if cache is not None else None
+

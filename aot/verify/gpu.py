@@ -46,6 +46,58 @@ def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
     return len(m.artifacts), problems
 
 
+#: The status of a row whose artifact was loaded but whose check could not run (no check, or a reference
+#: that would import code a manifest from elsewhere names).
+UNRUN = "loaded, not executed"
+
+
+def current_device():
+    """The current cuda.core ``Device`` (made current): the one GPU step the CPU tests replace."""
+    from cuda.core import Device  # function-level: cuda.core's import is the GPU path's cost alone
+    device = Device()
+    device.set_current()
+    return device
+
+
+def code_references(spec) -> set[str]:
+    """Every operator-from-code reference ``"pkg.mod:func"`` the numpy check of ``spec`` could import: its
+    operators from code (``spec.code``) and any reference anywhere in its parameters (a C++ operator's
+    ``reference``, an iterator's transform), found by walking them all, so no field is forgotten."""
+    from ..core.oplang import code_ref_problem, is_code_ref
+    refs = set(getattr(spec, "code", {}) or {})
+    todo: list = [getattr(spec, "params", {})]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif is_code_ref(v) and code_ref_problem(v) is None:
+            refs.add(v)
+    return refs
+
+
+def reference_refusal(registry, spec) -> str | None:
+    """Why the check of ``spec`` must not run its numpy reference, or ``None``. A reference from code is
+    imported (so run) only for the caller's own specs (``verify --matrix``) or inside the package that owns
+    the artifacts (``verify --package``): a manifest from elsewhere never makes aot import a module, not
+    even one the current folder or the artifact set holds. Loading its artifacts imports nothing."""
+    from ..core.opref import inside
+    refs = code_references(spec)
+    if not refs:
+        return None
+    cat = registry._catalog()
+    if spec.name in cat.trusted:
+        return None
+    owner = registry._owner
+    foreign = sorted(r for r in refs if owner is None or not inside(r, owner))
+    if foreign:
+        return (f"its reference {foreign[0]!r} is code named by {cat.root}/manifest.json, not imported (a "
+                f"manifest from elsewhere never makes aot import a module); pass --matrix (your own matrix) or "
+                f"--package (the package that owns these artifacts) to run it")
+    return None
+
+
 @dataclass
 class GpuRow:
     spec: str
@@ -80,14 +132,13 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok".
     ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
     progress = on_spec or (lambda name, done: None)
-    from cuda.core import Device
     from .context import check_cccl
     from .compare import Mismatch, NoReference
+    from .bound import only_code
     from .units import CheckContext, check_kernel, resolve_check
     from ..core.spec import CcclSpec
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
-    device = Device()
-    device.set_current()
+    device = current_device()
     rows: list[GpuRow] = []
     for name in (list(names) if names is not None else registry.names()):
         progress(name, False)
@@ -106,14 +157,20 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     source, sm, kind = loaded.source, loaded.sm, loaded.kind
                     obj = registry.cccl(name) if isinstance(spec, CcclSpec) else loaded.obj
                 if isinstance(spec, CcclSpec):
-                    if spec.code:  # the numpy reference calls the operator: import only what the loader would
-                        refusal = registry._code_spec(spec)[1]
-                        if refusal:
-                            raise NoReference(refusal)
+                    refusal = reference_refusal(registry, spec)
+                    if refusal:  # the check would import what a manifest from elsewhere names: load only
+                        rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                           (time.perf_counter() - t0) * 1e3, refusal, status=UNRUN))
+                        continue
+                    if spec.code:  # inside the owner: the operator's source must still be the one built
+                        problem = registry._code_spec(spec)[1]
+                        if problem:
+                            raise NoReference(problem)
                     from ..runtime.objects import CcclAlgorithm
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
-                    check_cccl(obj, spec, device)
+                    with only_code(code_references(spec)):
+                        check_cccl(obj, spec, device)
                 elif checks and name in checks:
                     if package is None:
                         raise NoReference(f"check {checks[name]!r} runs only from its package (--package)")
@@ -127,7 +184,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                             obj.get_kernel(k)
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, "no check for this unit "
-                                           "([tool.aot] checks)", status="loaded, not executed"))
+                                           "([tool.aot] checks)", status=UNRUN))
                         continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .bound import Bound, is_lambda
+from .bound import Bound, is_lambda, vetted
 from .compare import NoReference
 from .numba_types import (B, F8, I8, NumbaTypingError, arith_type, bitwise_type, compare_type, const_type,
                           invert_type, neg_type, pow_type, shift_type, truediv_type, unify)
@@ -408,7 +408,7 @@ def resolve_code(op: Any) -> Callable:
     if not is_code_ref(op):
         raise NoReference(f"no reference for operator {op!r}")
     from ..core.opref import resolve
-    return resolve(op)
+    return resolve(vetted(op))
 
 
 def store(tv: Value, out: np.dtype) -> Value:

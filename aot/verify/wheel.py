@@ -105,7 +105,8 @@ def extract_artifacts(wheel: Path, dest: Path) -> list[Path]:
                     total = _stream(z, info, out, total, wheel)
                 roots.append(root)
             return roots
-    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as e:
+    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError, RuntimeError, ValueError) as e:
+        # RuntimeError: an encrypted member ("password required"); ValueError: a name zipfile cannot decode
         raise UsageError(f"{wheel}: not a readable wheel: {e}") from None
     except FileExistsError as e:  # two members with one name
         raise UsageError(f"{wheel}: member {e.filename} appears twice") from None
