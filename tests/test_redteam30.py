@@ -579,3 +579,19 @@ def test_doctor_with_a_gpu_shows_the_loaders_choice(capsys, monkeypatch):
     out = _doctor(capsys, monkeypatch, 90, [])
     assert "loader's choice per spec on this GPU (sm_90):" in out and "-> packaged cubin sm_90" in out, out
     assert "b_spec" in out and "user cache or JIT (no packaged fit)" in out, out
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    """`aot cache info | head` (the reader leaves early): no "aot: error: Broken pipe", no traceback, 141."""
+    import subprocess
+    import sys
+
+    from conftest import repo_env
+    env = repo_env(AOT_CACHE_DIR=str(tmp_path))
+    code = ("import sys, subprocess; p = subprocess.Popen([sys.executable, '-m', 'aot', 'doctor'], "
+            "stdout=subprocess.PIPE, stderr=subprocess.PIPE); p.stdout.close(); err = p.stderr.read(); "
+            "print(p.wait()); sys.stdout.write(err.decode())")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    rc, _, err = r.stdout.partition("\n")
+    assert "Broken pipe" not in err and "Traceback" not in err and "Exception ignored" not in err, err
+    assert rc.strip() in ("141", "0"), r.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -128,6 +129,17 @@ def _survive_any_encoding() -> None:
                 pass
 
 
+def _quiet_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null: the interpreter's final flush would otherwise raise
+    again and print "Exception ignored ... BrokenPipeError" (the recipe of Python's signal documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout: nothing will be flushed to it
+        pass
+
+
 def _log_to_stderr(verbosity: int):
     """-v: INFO, -vv: DEBUG records of the ``aot`` logger on stderr. Returns the handler to remove."""
     if verbosity <= 0:
@@ -211,6 +223,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
         print(f"aot: error: {printable(_clip(str(e), 1000))}", file=sys.stderr)  # one line, whatever it quotes
         return e.return_code
+    except BrokenPipeError:  # `aot cache info | head`: the reader left; what it read is the answer
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer the pipe ended
     except OSError as e:  # a path that cannot be read or written (a full disk, missing permissions)
         print(f"aot: error: {printable(_os_error_line(e))}", file=sys.stderr)
         return 1
