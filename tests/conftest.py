@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The manual (MkDocs); tests read its commands and blocks from the pages themselves.
+DOCS = ROOT / "docs"
 if str(ROOT) not in sys.path:  # `pytest tests` from anywhere, not only `python -m pytest` in the root
     sys.path.insert(0, str(ROOT))
 
