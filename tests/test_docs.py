@@ -95,3 +95,10 @@ def test_the_environment_table_names_every_variable():
     from aot.core.env import VARS
     table = {m.group(1) for m in re.finditer(r"^\| `([A-Z_]+)` \|", (DOCS / "environment.md").read_text(), re.M)}
     assert table == set(VARS), (sorted(set(VARS) - table), sorted(table - set(VARS)))
+
+
+def test_the_development_page_quotes_the_two_commands():
+    """docs/development.md repeats the README's two commands (which CI runs from README.md) word for word."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## The two commands", 1)[1].split("\n## ", 1)[0]
+    page = (DOCS / "development.md").read_text(encoding="utf-8")
+    assert [b.strip() for b in _blocks(readme, "bash")] == _blocks(page, "bash")[0].strip().splitlines()
