@@ -1,15 +1,24 @@
-"""Shared fixtures: one real (small) build per session, an isolated AOT_CACHE_DIR, the ``gpu`` marker.
+"""Shared fixtures: one real (small) build per session, an isolated AOT_CACHE_DIR, the ``gpu`` marker, and a
+private temporary directory for the whole run.
 
 The session build is rebuilt every session (about 10 s on 2 cores) rather than reused across pytest
 runs: reuse would make the tests depend on whatever an older checkout left behind, and the build driver
 itself is what is under test.
+
+A run leaves nothing in the system temp dir: :func:`pytest_configure` makes one folder there for the session
+(pytest's ``tmp_path`` folders and ``TMPDIR`` of this process and every subprocess) and removes it at the end;
+then :func:`pytest_sessionfinish` fails the run if anything new of ours appeared beside it. (Before, one run
+left 3.0 GB in ``pytest-of-<user>`` and 138 ``numba_cuda_mlir_error_*.log`` files.) ``--basetemp DIR`` keeps
+pytest's folders in DIR after the run, for a failure's leftovers.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +26,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The manual (MkDocs); tests read its commands and blocks from the pages themselves.
+DOCS = ROOT / "docs"
 if str(ROOT) not in sys.path:  # `pytest tests` from anywhere, not only `python -m pytest` in the root
     sys.path.insert(0, str(ROOT))
 
@@ -45,6 +56,97 @@ def repo_env(**extra: str) -> dict:
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env
+
+
+# ------------------------------------------------------------------------------------------ temp files
+#: The system temp dir as this run found it, what it held then, and the session's own folder in it.
+_SYSTEM_TMP: dict = {}
+#: Set to "warn" on a host where other runs share the temp dir (their files would look like ours).
+TMP_CHECK = os.environ.get("AOT_TESTS_TMP_CHECK", "fail")
+
+
+def _tmp_listing(root: Path) -> set[str]:
+    """Top-level names, and those one level into pytest's ``pytest-of-<user>`` (where old runs piled up)."""
+    names = set()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return names
+    for e in entries:
+        names.add(e.name)
+        if e.name.startswith("pytest-of-") and e.is_dir(follow_symlinks=False):
+            try:
+                names.update(f"{e.name}/{sub}" for sub in os.listdir(e.path))
+            except OSError:
+                pass
+    return names
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmpdir plugin reads --basetemp
+def pytest_configure(config):
+    system = Path(tempfile.gettempdir())
+    session = Path(tempfile.mkdtemp(prefix="aot-tests-", dir=system))
+    session.chmod(0o711)  # another uid (tests/test_security.py's attacker) may pass through, not list
+    tmp = session / "tmp"
+    tmp.mkdir()
+    tmp.chmod(stat.S_IMODE(system.stat().st_mode))  # a stand-in for /tmp: the same mode (1777 there)
+    _SYSTEM_TMP.update(root=system, before=_tmp_listing(system) | {session.name}, session=session,
+                       saved={k: os.environ.get(k) for k in ("TMPDIR", "NUMBA_CUDA_MLIR_ICE_FULL_TB")})
+    if config.option.basetemp is None:
+        config.option.basetemp = str(session / "pytest")
+    os.environ["TMPDIR"] = str(tmp)  # inherited by every subprocess: pip, build workers, compilers
+    tempfile.tempdir = str(tmp)      # this process (tempfile caches the directory it chose)
+    # numba-cuda-mlir writes the traceback of every lowering failure ("compiler bug": tests/test_typing.py asks
+    # it for ~1100 typings, ~140 of which it cannot lower) to a new numba_cuda_mlir_error_*.log in the temp dir
+    # (numba_cuda_mlir/errors.py, handle_lowering_error) unless this is 1: then it raises the original error.
+    os.environ["NUMBA_CUDA_MLIR_ICE_FULL_TB"] = "1"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when it left something new in the system temp dir (our own session folder aside)."""
+    if not _SYSTEM_TMP:
+        return
+    root = _SYSTEM_TMP["root"]
+    left = []
+    for name in sorted(_tmp_listing(root) - _SYSTEM_TMP["before"]):
+        try:
+            st = os.lstat(root / name)
+        except OSError:
+            continue
+        if st.st_uid == os.geteuid():
+            left.append(name)
+    if not left:
+        return
+    msg = f"the test run left {len(left)} new {'entry' if len(left) == 1 else 'entries'} in {root}: {', '.join(left[:10])}"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(("ERROR: " if TMP_CHECK == "fail" else "warning: ") + msg, red=True)
+    if TMP_CHECK == "fail" and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    """Remove the session's folder (and with it every tmp_path and subprocess temp file), put TMPDIR back."""
+    if not _SYSTEM_TMP:
+        return
+    session = _SYSTEM_TMP["session"]
+    for k, v in _SYSTEM_TMP["saved"].items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    tempfile.tempdir = None
+
+    def writable(func, path, _exc):  # a test's read-only folder (the full-disk and permission cases)
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+    shutil.rmtree(session, **({"onexc": writable} if sys.version_info >= (3, 12) else {"onerror": writable}))
+    _SYSTEM_TMP.clear()
 
 
 @pytest.fixture(scope="session", autouse=True)

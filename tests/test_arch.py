@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from conftest import DOCS
 
 from aot.core.arch import DEFAULT_SMS, Candidate, rank, sm_major
 
@@ -63,16 +63,16 @@ def test_rank_is_stable_for_equal_candidates():
     assert [c.ref for c in rank(90, [b, a])] == ["b", "a"]
 
 
-# ------------------------------------------------------------------ the README's table: every released GPU
-#: Every compute capability released so far (the README's table has one row each).
+# ------------------------------------------------------------------ the manual's table: every released GPU
+#: Every compute capability released so far (docs/end-users.md's table has one row each).
 RELEASED = ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
 _CELL = re.compile(r"(none|(cubin |PTX )?sm_(\d+))\b")
 
 
 def readme_cc_table() -> dict[str, list[str]]:
     """cc -> its four cells (CUDA 13 cuda.compute, CUDA 13 NVRTC, CUDA 12 cuda.compute, CUDA 12 NVRTC)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Which artifact serves which GPU", 1)[1].split("\n#", 1)[0]
+    text = (DOCS / "end-users.md").read_text()
+    section = text.split("## Which artifact serves which GPU", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -92,7 +92,7 @@ def default_build(major: int, family: str) -> list[Candidate]:
 
 def _want(cell: str, family: str) -> Candidate | None:
     m = _CELL.match(cell)
-    assert m, f"README cell {cell!r}: expected 'none', 'sm_NN', 'cubin sm_NN' or 'PTX sm_NN'"
+    assert m, f"docs/end-users.md cell {cell!r}: expected 'none', 'sm_NN', 'cubin sm_NN' or 'PTX sm_NN'"
     if m.group(1) == "none":
         return None
     kind = "cccl-blob" if family == "cccl" else ("ptx" if m.group(2) == "PTX " else "cubin")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, repo_env
+from conftest import DOCS, ROOT, repo_env
 
 EXAMPLES = ROOT / "examples"
 SM = "80"
@@ -257,15 +257,14 @@ def test_pins_must_follow_the_artifacts():
 
 
 def test_the_rule_is_said_once():
-    """The hook adds required_pins; pin_problems' suggestions and the README's block are the same lines."""
+    """The hook adds required_pins; pin_problems' suggestions and the manual's block are the same lines."""
     from aot.package.bundle import jit_requirement, required_pins
     prod = {"cuda_cccl": "1.2.1", "cuda_major": "13", "aot": "0.1.0"}
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("**What a wheel carrying artifacts requires**", 1)[1].split("```", 2)[1]
+    page = (DOCS / "downstream.md").read_text()
+    block = page.split("**What a wheel carrying artifacts requires**", 1)[1].split("```", 2)[1]
     lines = [ln.split("#")[0].strip() for ln in block.strip().splitlines()]
     assert lines == [*required_pins(prod), f'{jit_requirement(prod)}; extra == "jit"']
-    assert "cuda-cccl[cu13]==" not in readme.split("## Shipping your own kernels", 1)[1].split("## Environment", 1)[0] \
-        .replace('a declared `cuda-cccl[cu13]==1.2.1`', '')
+    assert "cuda-cccl[cu13]==" not in page.replace('a declared `cuda-cccl[cu13]==1.2.1`', '')
 
 
 def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, tmp_path):

@@ -1,15 +1,17 @@
 """Downstream wheels built the way packagers build them (issue 22): with build isolation, from
-``[build-system] requires`` alone, by ``pip wheel .``, ``python -m build`` and the README's own commands,
-and the copyable CI workflow (examples/workflows/wheels.yml) run line by line.
+``[build-system] requires`` alone, by ``pip wheel .``, ``python -m build`` and the manual's own commands
+(docs/downstream.md), and the copyable CI workflow (examples/workflows/wheels.yml) run line by line.
 
 Everything runs in environments that hold nothing of this checkout or of the test environment: a bare
 venv with pip (as a user's), whose pip builds in its own isolated environment. ``cccl-aot-cu13`` is not on
-the index yet, so it is built once from this checkout (tests/test_downstream.py's ``_runtime_wheel``) and
-every requirement is taken from one local wheelhouse (``pip download`` once per session, then
-``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CUDA toolkit wheels are fetched once, not per build.
-One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses its build folder.
+the index yet, so the session starts as a newcomer does (issue 30): a fresh clone of this repository runs the
+downstream page's first block as written (``.ci/wheelhouse.sh`` into ``~/wheelhouse``, ``HOME`` a temporary
+folder). Every other requirement is then added to that wheelhouse (``pip download`` once per session) and
+taken from it alone (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CUDA toolkit wheels are fetched once, not
+per build. One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses its
+build folder.
 
-The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the README's
+The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the page's
 blocks and the workflow's shape.
 """
 
@@ -29,8 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-from test_downstream import _runtime_wheel
+from conftest import DOCS, ROOT
 
 EXAMPLES = ROOT / "examples"
 #: Every example package (other examples join by existing); all are built by `pip wheel .` in isolation.
@@ -49,6 +50,7 @@ class Isolated:
     bare: Path          # a venv holding pip and TOOLS only: the outer environment of every build
     env: dict
     work: Path
+    home: Path          # HOME of every command: the page's `~/wheelhouse` is `wheelhouse`
 
     @property
     def python(self) -> Path:
@@ -67,26 +69,67 @@ def _build_requires() -> list[str]:
     return reqs
 
 
+def _page() -> str:
+    return (DOCS / "downstream.md").read_text()
+
+
+def _setup_block() -> str:
+    """The page's first command block: the aot wheels into ~/wheelhouse, and the export every build needs."""
+    block = _blocks(_page(), "bash")[0]
+    assert ".ci/wheelhouse.sh ~/wheelhouse" in block and "export PIP_FIND_LINKS=~/wheelhouse" in block, block
+    return block
+
+
+def _fresh_clone(dst: Path) -> Path:
+    """This repository as a newcomer clones it. A developer's uncommitted changes to tracked files and new
+    files git does not ignore are carried over, so the run tests what is about to be committed."""
+    git = ["git", "-c", "safe.directory=*"]
+    if not (ROOT / ".git").exists():  # an unpacked source tree: its files are what a clone would hold
+        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", "build", "dist", "__pycache__", ".gpu",
+                                                                 ".whl", "aot-out", "site"))
+        return dst
+    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(ROOT), str(dst)], check=True, capture_output=True,
+                   timeout=300)
+    diff = subprocess.run([*git, "-C", str(ROOT), "diff", "HEAD", "--binary"], check=True, capture_output=True,
+                          timeout=120).stdout
+    if diff:
+        subprocess.run([*git, "-C", str(dst), "apply", "--whitespace=nowarn"], input=diff, check=True,
+                       capture_output=True, timeout=120)
+    new = subprocess.run([*git, "-C", str(ROOT), "ls-files", "--others", "--exclude-standard", "-z"], check=True,
+                         capture_output=True, timeout=120).stdout.decode().split("\0")
+    for rel in filter(None, new):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dst / rel)
+    return dst
+
+
 @pytest.fixture(scope="session")
 def isolated(tmp_path_factory) -> Isolated:
     work = tmp_path_factory.mktemp("isolated")
-    runtime = _runtime_wheel(work)
-    wheelhouse = work / "wheelhouse"
-    wheelhouse.mkdir()
-    shutil.copy(runtime, wheelhouse)
+    home = work / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
+    # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
+    env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    # The newcomer's first step, from the page, in a fresh clone: cccl-aot-cu12/cu13 into ~/wheelhouse.
+    clone = _fresh_clone(work / "clone")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", _setup_block()], cwd=clone, env=env, capture_output=True,
+                       text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheelhouse = home / "wheelhouse"
+    assert sorted(p.name.split("-")[0] for p in wheelhouse.glob("*.whl")) == ["cccl_aot_cu12", "cccl_aot_cu13"]
+    shutil.rmtree(clone)
     r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--find-links",
                         str(wheelhouse), "--only-binary", ":all:", *_build_requires(), "hatchling",
                         "scikit-build-core", *TOOLS, "pip", "setuptools", "wheel"],
                        capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
-    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), PIP_DISABLE_PIP_VERSION_CHECK="1",
-               AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000", AOT_CACHE_DIR=str(work / "cache"))
-    # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000",
+               AOT_CACHE_DIR=str(work / "cache"))
     bare = work / "bare"
     venv.EnvBuilder(with_pip=True).create(bare)
-    iso = Isolated(wheelhouse, bare, env, work)
+    iso = Isolated(wheelhouse, bare, env, work, home)
     r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return iso
@@ -155,7 +198,7 @@ def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolat
     c = isolated.run([isolated.bare / "bin" / "cibuildwheel", "--print-build-identifiers", "--platform", "linux"],
                      cwd=project, timeout=120)
     assert c.returncode == 0 and c.stdout.split() == ["cp312-manylinux_x86_64"], c.stdout + c.stderr
-    # `pip install .`, the README's command, builds the same way (into a target folder: the bare venv stays bare).
+    # `pip install .`, the manual's command, builds the same way (into a target folder: the bare venv stays bare).
     target = project / "installed"
     i = isolated.run([isolated.python, "-m", "pip", "install", "--no-deps", "--target", target, "."], cwd=project)
     assert i.returncode == 0, i.stdout[-4000:] + i.stderr[-4000:]
@@ -163,25 +206,20 @@ def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolat
     assert (target / pkg / "artifacts" / "manifest.json").is_file(), sorted(p.name for p in target.iterdir())
 
 
-def _readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("## Shipping your own kernels", 1)[1].split("\n## ", 1)[0]
-
-
 def _blocks(section: str, lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
 
 
-def _readme_projects(base: Path) -> dict[str, Path]:
-    """The two projects the README's section describes, made from its own blocks (pyproject.toml,
-    mypkg/__init__.py, CMakeLists.txt) plus a one-spec build_matrix.yaml."""
-    section = _readme_section()
+def _page_projects(base: Path) -> dict[str, Path]:
+    """The two projects the page describes, made from its own blocks (pyproject.toml, mypkg/__init__.py,
+    build_matrix.yaml, CMakeLists.txt)."""
+    section = _page()
     tomls = _blocks(section, "toml")
     hatch_toml = next(t for t in tomls if 'build-backend = "hatchling.build"' in t)
     skb_toml = next(t for t in tomls if 'build-backend = "scikit_build_core.build"' in t)
     (init,) = [b for b in _blocks(section, "python") if b.startswith("# mypkg/__init__.py")]
     (cmake,) = _blocks(section, "cmake")
-    matrix = "version: 1\ncccl:\n  - {name: sum_i64, algorithm: reduce, dtype: int64, op: plus, init: 0}\n"
+    (matrix,) = [b for b in _blocks(section, "yaml") if b.startswith("# build_matrix.yaml")]
     out = {}
     for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake})):
         p = base / f"readme-{name}"
@@ -196,18 +234,22 @@ def _readme_projects(base: Path) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-def test_every_readme_command_of_the_downstream_section_runs_as_written(isolated):
-    """Each ```bash block of "Shipping your own kernels" is run line by line, exactly as written, in the
-    project its heading names (the hatchling one unless the block follows the scikit-build-core text)."""
-    section = _readme_section()
-    projects = _readme_projects(isolated.work / "readme")
+def test_every_command_of_the_downstream_page_runs_as_written(isolated):
+    """docs/downstream.md from a fresh clone: its first block made the wheelhouse (the `isolated` fixture);
+    each later ```bash block runs line by line, exactly as written, in the project its heading names (the
+    hatchling one unless the block follows the scikit-build-core text), after the first block's `export` lines
+    (a shell keeps them) and with nothing else telling pip where cccl-aot-cu13 is."""
+    section = _page()
+    projects = _page_projects(isolated.work / "page")
+    exports = "\n".join(ln for ln in _setup_block().splitlines() if ln.startswith("export "))
+    env = {k: v for k, v in isolated.env.items() if k != "PIP_FIND_LINKS"}
     ran = []
-    for m in re.finditer(r"```bash\n(.*?)```", section, re.S):
+    for m in list(re.finditer(r"```bash\n(.*?)```", section, re.S))[1:]:
         before = section[:m.start()]
         marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "Any other backend")}
         project = projects["hatch" if max(marks, key=marks.__getitem__) == "hatchling" else "skbuild"]
         script = m.group(1)
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=project, env=isolated.env,
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{exports}\n{script}"], cwd=project, env=env,
                            capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, f"in {project.name}:\n{script}\n" + r.stdout[-4000:] + r.stderr[-4000:]
         ran.append((project.name, script, r.stdout + r.stderr))
@@ -273,7 +315,7 @@ def test_skbuild_example_forces_the_same_tag_and_hatch_hook_uses_the_rule():
     doc = tomllib.loads((EXAMPLES / "skbuild-mypkg" / "pyproject.toml").read_text())
     (override,) = doc["tool"]["scikit-build"]["overrides"]
     assert override["wheel"]["tags"] == [wheel_tag()] and override["if"]["platform-machine"] == "x86_64"
-    readme = _readme_section()
+    readme = _page()
     assert f'wheel.tags = ["{wheel_tag()}"]' in readme and 'wheel.py-api = "py3"' in readme
     assert 'build-backend = "scikit_build_core.build"' in readme
     assert "aot.package.tags" in (ROOT / "aot" / "package" / "hatch.py").read_text()
@@ -304,7 +346,7 @@ def test_pathfinder_sees_a_toolkit_that_only_sys_path_holds(tmp_path):
 
 def test_workflow_shape():
     """The copyable workflow: shards of one split, a merge job that needs them, every run line uses aot's
-    CLI or pip/build as the README does, and it uploads the wheel."""
+    CLI or pip/build as the manual does, and it uploads the wheel."""
     import yaml
     wf = yaml.safe_load(WORKFLOW.read_text())
     build, wheel = wf["jobs"]["build"], wf["jobs"]["wheel"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, repo_env
+from conftest import DOCS, ROOT, repo_env
 
 #: Runs the CLI with rich made unimportable: what a runtime-only install (no [build] extra) has.
 NO_RICH = "import sys; sys.modules['rich'] = None; from aot.cli.main import main; sys.exit(main(sys.argv[1:]))"
@@ -134,9 +134,9 @@ def test_oversized_tool_aot_values_are_one_short_config_error(tmp_path, tool, ke
 
 
 def test_build_leftovers_are_documented():
-    """The hatch hook builds into build/aot/ and stages into build/aot-bundle/; the README says so and how
+    """The hatch hook builds into build/aot/ and stages into build/aot-bundle/; the manual says so and how
     to treat them, and the examples' build folders are ignored by git."""
-    readme = (ROOT / "README.md").read_text().split("## Shipping your own kernels", 1)[1]
+    readme = (DOCS / "downstream.md").read_text()
     assert "`build/aot/`" in readme and "`build/aot-bundle/`" in readme and "`.gitignore`" in readme
     hook = (ROOT / "aot" / "package" / "hatch.py").read_text()
     bundle = (ROOT / "aot" / "package" / "bundle.py").read_text()

@@ -17,7 +17,7 @@ from .text import short
 
 #: The full default SM list per CUDA major: what ``--sm all`` and the wheel build use. With CUDA 13 every GPU
 #: from a T4 (7.5) up gets SASS: 75 and 110 (Thor) cost about 40 s of build each and 1.5 / 1.9 MB zipped
-#: (README, "Which artifact serves which GPU"). cu13 cannot target sm < 75; cu12's NVRTC predates sm_100 in
+#: (docs/end-users.md, "Which artifact serves which GPU"). cu13 cannot target sm < 75; cu12's NVRTC predates sm_100 in
 #: older 12.x releases.
 DEFAULT_SMS: dict[int, tuple[int, ...]] = {
     12: (75, 80, 86, 89, 90),

@@ -1,8 +1,8 @@
 """Every ``AOT_*`` environment variable, declared once, typed, documented.
 
 Code reads a variable through its declaration (``CACHE_DIR.get()``), never ``os.environ`` directly, so
-the full list of knobs lives here, in ``aot doctor`` (:func:`describe`) and in the README table. Values
-are read at access time, so tests can override them with ``monkeypatch.setenv``.
+the full list of knobs lives here, in ``aot doctor`` (:func:`describe`) and in the manual's table
+(docs/environment.md). Values are read at access time, so tests can override them with ``monkeypatch.setenv``.
 """
 
 from __future__ import annotations
@@ -105,5 +105,5 @@ SOURCE_DATE_EPOCH = _var("SOURCE_DATE_EPOCH", lambda raw: _parse_int(raw) if raw
 
 
 def describe() -> list[tuple[str, str, str]]:
-    """(name, default, doc) for every variable: the README's table and ``aot doctor`` print this."""
+    """(name, default, doc) for every variable: ``aot doctor`` prints this (docs/environment.md, its table)."""
     return [(v.name, "" if v.default is None else str(v.default), v.doc) for v in VARS.values()]

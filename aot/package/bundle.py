@@ -101,7 +101,7 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
     can. ``require``: a missing cuda-cccl pin or aot runtime is a problem (the hatch hook adds them instead).
     ``cccl``: the set holds a CCCL artifact; without one, any cuda-cccl the project declares (or none) is fine.
 
-    The rule (the hook, these messages and the README say the same): the wheel requires
+    The rule (the hook, these messages and the manual (docs/downstream.md) say the same): the wheel requires
     :func:`required_pins`. A declared ``cuda-cccl[cuXX]==X`` (the project wants the toolkit itself) is fine;
     another cuda-cccl, the other CUDA major, or an aot range without the version that built them is not."""
     from packaging.requirements import InvalidRequirement, Requirement

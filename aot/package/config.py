@@ -116,7 +116,7 @@ def load_config(project: str | Path) -> AotConfig:
     tool = doc.get("tool", {}).get("aot")
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: no [tool.aot] table; add one naming at least 'package' "
-                          f"(see the README, 'Shipping your own kernels')")
+                          f"(see aot's manual, docs/downstream.md)")
 
     def fail(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{path}: [tool.aot] key {key!r}: {msg}")
