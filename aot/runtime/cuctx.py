@@ -64,14 +64,19 @@ def caller_context() -> tuple[int | None, int | None]:
     return dev.value, ctx.value
 
 
+def error_name(lib: Any, err: int) -> str:
+    """The driver's name of a ``CUresult`` (``CUDA_ERROR_INVALID_IMAGE``), else ``CUresult N``."""
+    name = ctypes.c_char_p()
+    try:
+        lib.cuGetErrorName(err, ctypes.byref(name))
+    except AttributeError:
+        pass
+    return name.value.decode(errors="replace") if name.value else f"CUresult {err}"
+
+
 def _check(lib: Any, err: int, what: str) -> None:
     if err != 0:
-        name = ctypes.c_char_p()
-        try:
-            lib.cuGetErrorName(err, ctypes.byref(name))
-        except AttributeError:
-            pass
-        raise NoDeviceError(f"{what} failed: {name.value.decode() if name.value else f'CUresult {err}'}")
+        raise NoDeviceError(f"{what} failed: {error_name(lib, err)}")
 
 
 def make_current(ctx: int) -> None:
@@ -120,6 +125,11 @@ class Opening:
         finally:
             self._sm_known.set()
             self._done.set()
+
+    @property
+    def settled(self) -> threading.Event:
+        """Set once the context is made or opening failed (then ``error`` says why)."""
+        return self._done
 
     def device_sm(self) -> tuple[int, int] | None:
         """(device, SM) once known (after ``cuInit`` and two attributes), ``None`` if that failed."""

@@ -245,6 +245,25 @@ class BackgroundImports:
         if go:
             self._import_compute()
 
+    def settle(self, compute: bool = False) -> None:
+        """In a thread about to import cuda.core itself (``compute``: cuda.compute too), such as a caller's
+        ``cccl()`` or its first ``Kernel`` handle during a warmup: wait while this process's import thread
+        is on it, since two threads importing one package can hand one a half-initialised module ("cannot
+        import name 'Device'"). cuda.compute, if the import thread has not started it, is imported here and
+        marked done for it. Nothing to wait for without a warmup."""
+        if not self._started:
+            return
+        self.core.wait()
+        if not compute:
+            return
+        with self._lock:
+            mine = not self._compute_started
+            self._compute_started = True
+        if mine:
+            self._import_compute()
+        else:
+            self.compute.wait()
+
     def _import_compute(self) -> None:
         try:
             from .lean import import_cuda_compute

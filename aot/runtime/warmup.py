@@ -145,11 +145,14 @@ class WarmPool:
         self._start_workers(opening)
         sm = self._served_sm(opening)
 
-        groups = [(nvrtc, IMPORTS.core), (cccl, IMPORTS.compute)]
+        def units_ready() -> bool:  # the driver loads units: once the context is made (else as CCCL: cuda.core)
+            return opening.settled.is_set() and (opening.error is None or IMPORTS.core.is_set())
 
-        def flush() -> None:  # queue what can run now (its CUDA package is imported), each group once
+        groups: list[tuple[list[str], Callable[[], bool]]] = [(nvrtc, units_ready), (cccl, IMPORTS.compute.is_set)]
+
+        def flush() -> None:  # queue what can run now (the context made, cuda.compute imported), each group once
             for group, ready in list(groups):
-                if ready.is_set():
+                if ready():
                     groups.remove((group, ready))
                     for n in group:
                         if n not in queued:
@@ -161,7 +164,9 @@ class WarmPool:
             if sm is not None and n not in queued:
                 self._precheck(specs[n], sm)
         threads.stamp("prechecked")
-        IMPORTS.core.wait()
+        opening.settled.wait()
+        if opening.error is not None:
+            IMPORTS.core.wait()
         flush()
         if cccl:
             IMPORTS.compute.wait()
@@ -327,6 +332,8 @@ class WarmPool:
             st = self._status_of(name)
             with self._lock:
                 st.kernels = kernels
+            threads.stamp(f"first_{spec.family}_warm")
+            threads.stamp(f"last_{spec.family}_warm", last=True)
         except Exception as e:
             st = self._status_of(name)
             with self._lock:
