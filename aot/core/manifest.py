@@ -58,7 +58,15 @@ class Manifest:
         return list(index.get(name, ()))
 
     def path_of(self, entry: Mapping[str, Any]) -> Path:
-        return safe_join(self.root, entry["path"])
+        """``root / entry["path"]``, checked to stay inside ``root`` now (the folders resolved once per
+        manifest; the file itself, if a symlink, every time)."""
+        rel = entry["path"]
+        real_dirs = self.__dict__.get("_real_dirs")
+        if real_dirs is None:
+            real_dirs = {}
+            object.__setattr__(self, "_real_dirs", real_dirs)  # frozen: a cache, not a field
+        _check_inside(self.root, rel, real_dirs)
+        return self.root / rel
 
 
 def safe_join(root: Path, rel: str) -> Path:

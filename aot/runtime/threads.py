@@ -41,6 +41,10 @@ class Tuning:
     1.28x) and slowed warm-all (709 vs 682 ms, 1659 vs 1537 ms), so it is left alone."""
 
     workers = 4
+    #: Extra workers wait until cuda.compute (or, without CCCL specs, cuda.core) is imported: the import
+    #: is the critical leg of both sets measured in issue 29 (import + CCCL loads), and each thread that
+    #: returns from a driver call takes the GIL from it; one worker keeps the driver busy meanwhile.
+    single_until_imported = True
     polite = True
     duty = 0.5
     caller_first = True

@@ -111,6 +111,7 @@ class WarmPool:
         self._tls = threading.local()  # .current: this worker made the opened context current
         self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
         self._turns = threads.Turns()
+        self._imported = threading.Event()  # the CUDA packages this pool's specs need are imported
 
     def request(self, start: Any, opening: cuctx.Opening) -> None:
         """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
@@ -135,12 +136,15 @@ class WarmPool:
                     self._pending[n].done.set()
                     SWITCH.release()
             log.debug("warmup dispatch failed: %s: %s", type(e).__name__, e)
+        finally:
+            self._imported.set()
 
     def _dispatch(self, new: list[str], specs: dict[str, Spec], opening: cuctx.Opening, queued: set[str]) -> None:
         nvrtc = [n for n in new if not isinstance(specs[n], CcclSpec)]
         cccl = sorted((n for n in new if isinstance(specs[n], CcclSpec)), key=self._size, reverse=True)
         IMPORTS.want_compute(bool(cccl))
         if not new:
+            self._imported.set()
             return
         self._start_workers(opening)
         sm = self._served_sm(opening)
@@ -171,6 +175,9 @@ class WarmPool:
         if cccl:
             IMPORTS.compute.wait()
             flush()
+        else:
+            IMPORTS.core.wait()
+        self._imported.set()
 
     def _size(self, name: str) -> int:
         manifest = self._host.manifest
@@ -229,6 +236,8 @@ class WarmPool:
         while True:
             if index:  # polite: the extra workers load only while a caller waits for the warmup
                 turns.wait_rush()
+                if TUNING.single_until_imported and not self._imported.is_set():
+                    self._imported.wait()  # one worker while CUDA's packages import (the GIL is theirs)
             name = self._queue.get()
             if index and turns.polite():
                 self._queue.put(name)  # the caller stopped waiting meanwhile: for the first worker
