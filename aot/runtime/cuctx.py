@@ -29,6 +29,7 @@ _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILIT
 
 _lock = threading.Lock()
 _driver: list[Any] = []  # [the CDLL or None], once looked up
+_gil: list[Any] = []  # [the same library as a PyDLL], once made
 _openings: dict[tuple[int, int | None], Opening] = {}
 
 
@@ -42,6 +43,20 @@ def driver() -> Any:
                 lib = None
             _driver.append(None if lib is None or hasattr(lib, STUB_MARKER) else lib)
         return _driver[0]
+
+
+def driver_gil() -> Any:
+    """The same ``libcuda.so.1`` with calls that keep the GIL (``ctypes.PyDLL``), or ``None``: for lookups
+    that return in microseconds (``cuLibraryGetKernel``, ``cuLibraryEnumerateKernels``), where handing the
+    GIL back and waiting for it again (up to the switch interval, 5 ms, behind a thread importing
+    cuda.compute) costs far more than the call. Never for a call that loads or waits."""
+    lib = driver()
+    if lib is None:
+        return None
+    with _lock:
+        if not _gil:
+            _gil.append(ctypes.PyDLL(lib._name, handle=lib._handle))
+        return _gil[0]
 
 
 def caller_context() -> tuple[int | None, int | None]:

@@ -68,10 +68,11 @@ class DriverLibrary:
               f"cuLibraryLoadData({name})")
         self.handle: int = handle.value or 0
         self._kernels: dict[str, int] = {}
+        lookup = cuctx.driver_gil() or lib  # a name lookup: keep the GIL (cuctx.driver_gil)
         for k in kernels:
             lowered = self.symbol_mapping.get(k) or k.encode()
             kh = _P(0)
-            check(lib, lib.cuLibraryGetKernel(ctypes.byref(kh), _P(self.handle), lowered),
+            check(lib, lookup.cuLibraryGetKernel(ctypes.byref(kh), _P(self.handle), lowered),
                   f"cuLibraryGetKernel({name}/{k})")
             self._kernels[k] = kh.value or 0
         self._wrapped: dict[str, Any] = {}

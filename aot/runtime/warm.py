@@ -112,9 +112,9 @@ def load_library_kernels(library: int, between: Callable[[], None] = _go_on) -> 
     ``between`` runs before each kernel: a warmup worker pauses there while a caller loads its own spec
     (each load holds the driver a few milliseconds: H100, 3-20 ms). Plain driver calls (ctypes, as
     :mod:`aot.runtime.library`): each releases the GIL, and none goes through cuda.bindings' wrappers."""
-    from .cuctx import driver, error_name
-    lib = driver()
-    if lib is None:
+    from .cuctx import driver, driver_gil, error_name
+    lib, lookup = driver(), driver_gil()  # lookups keep the GIL; loads release it
+    if lib is None or lookup is None:
         raise KernelsNotLoaded("no NVIDIA driver")
 
     def check(err: int, what: str) -> None:
@@ -122,9 +122,9 @@ def load_library_kernels(library: int, between: Callable[[], None] = _go_on) -> 
             raise KernelsNotLoaded(f"{what} failed: {error_name(lib, err)}")
 
     handle, n = ctypes.c_void_p(library), ctypes.c_uint(0)
-    check(lib.cuLibraryGetKernelCount(ctypes.byref(n), handle), "cuLibraryGetKernelCount")
+    check(lookup.cuLibraryGetKernelCount(ctypes.byref(n), handle), "cuLibraryGetKernelCount")
     kernels = (ctypes.c_void_p * n.value)()
-    check(lib.cuLibraryEnumerateKernels(kernels, n, handle), "cuLibraryEnumerateKernels")
+    check(lookup.cuLibraryEnumerateKernels(kernels, n, handle), "cuLibraryEnumerateKernels")
     f = ctypes.c_void_p(0)
     for k in kernels:
         between()

@@ -40,7 +40,7 @@ import atexit
 import os
 import threading
 import time
-from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
+from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
@@ -90,6 +90,27 @@ class WarmHost(Protocol):
     def _load(self, name: str) -> _Loaded: ...
 
 
+class _Queue:
+    """The names workers take, CCCL specs first: once cuda.compute is imported, its loads (the longest
+    leg, issue 29) go ahead of the NVRTC units still queued; the units fill the driver's gaps."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition(threading.Lock())
+        self._first: deque[str] = deque()
+        self._rest: deque[str] = deque()
+
+    def put(self, name: str, first: bool = False) -> None:
+        with self._cv:
+            (self._first if first else self._rest).append(name)
+            self._cv.notify()
+
+    def get(self) -> str:
+        with self._cv:
+            while not (self._first or self._rest):
+                self._cv.wait()
+            return (self._first or self._rest).popleft()
+
+
 class _Pending:
     __slots__ = ("done", "error")
 
@@ -106,7 +127,7 @@ class WarmPool:
         self._lock = host._lock
         self._device = host._device
         self._pending: dict[str, _Pending] = {}
-        self._queue: SimpleQueue[str] = SimpleQueue()
+        self._queue = _Queue()
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
         self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
@@ -152,16 +173,17 @@ class WarmPool:
         def units_ready() -> bool:  # the driver loads units: once the context is made (else as CCCL: cuda.core)
             return opening.settled.is_set() and (opening.error is None or IMPORTS.core.is_set())
 
-        groups: list[tuple[list[str], Callable[[], bool]]] = [(nvrtc, units_ready), (cccl, IMPORTS.compute.is_set)]
+        groups: list[tuple[list[str], Callable[[], bool], bool]] = [
+            (nvrtc, units_ready, False), (cccl, IMPORTS.compute.is_set, True)]
 
         def flush() -> None:  # queue what can run now (the context made, cuda.compute imported), each group once
-            for group, ready in list(groups):
+            for group, ready, first in list(groups):
                 if ready():
-                    groups.remove((group, ready))
+                    groups.remove((group, ready, first))
                     for n in group:
                         if n not in queued:
                             queued.add(n)
-                            self._queue.put(n)
+                            self._queue.put(n, first)
 
         for n in nvrtc + cccl:
             flush()
@@ -240,7 +262,7 @@ class WarmPool:
                     self._imported.wait()  # one worker while CUDA's packages import (the GIL is theirs)
             name = self._queue.get()
             if index and turns.polite():
-                self._queue.put(name)  # the caller stopped waiting meanwhile: for the first worker
+                self._queue.put(name, True)  # the caller stopped waiting meanwhile: for the first worker
                 continue
             turns.wait(name)
             with self._lock:
