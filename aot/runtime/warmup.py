@@ -14,8 +14,12 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
   checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
 * up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
-  context current (once): NVRTC units as soon as cuda.core is imported, then CCCL specs, largest first,
-  once cuda.compute is: deserialize, load the library, load every kernel.
+  context current (once): NVRTC units as soon as the context exists, through plain driver calls
+  (:class:`aot.runtime.library.DriverLibrary`: no CUDA Python package needed; issue 29), then CCCL specs,
+  largest first and ahead of the units still queued, once cuda.compute is imported: deserialize, load the
+  library, load every kernel. One worker only until the CUDA packages are imported
+  (``TUNING.single_until_imported``): the import is the longer leg, and every thread coming back from
+  the driver takes the GIL from it.
 
 The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
 a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
