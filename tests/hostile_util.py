@@ -72,7 +72,8 @@ class _FakeObjectCode:
 
 @contextlib.contextmanager
 def fake_cuda():
-    """Replace ``cuda.compute`` and ``cuda.core`` (as the loader imports them) by recorders."""
+    """Replace ``cuda.compute``, ``cuda.core`` and the driver's library loader (as the loader reaches them)
+    by recorders."""
     import cuda  # the namespace package: cheap, loads no driver
 
     import aot.runtime.sources
@@ -98,7 +99,13 @@ def fake_cuda():
             return _FakeObjectCode(bytes(payload))
 
     core.ObjectCode = ObjectCode
+
+    def driver_library(name, image, kind, kernels, symbols=None):  # packaged units load through the driver
+        calls.append((kind, bytes(image)))
+        return _FakeObjectCode(bytes(image))
+
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(aot.runtime.sources, "DriverLibrary", driver_library)
         mp.setitem(sys.modules, "cuda.compute", compute)
         mp.setattr(cuda, "compute", compute, raising=False)
         mp.setitem(sys.modules, "cuda.core", core)

@@ -3,7 +3,10 @@
 # against the driver's own limit, the first result of an application with a warmup in flight, the caller's
 # blocking time and the first call after warmup; fresh processes throughout.
 #
-#   bash .ci/gpu/warm.sh ARTIFACT_DIR [NAME=DIR ...]   # e.g. .gpu/default m100=.gpu/m100 m1000=.gpu/m1000
+#   bash .ci/gpu/warm.sh ARTIFACT_DIR [NAME=DIR ...]   # e.g. .gpu/default libset=.gpu/libset m100=.gpu/m100
+#
+# The library-shaped set (issue 29; docs/warm.md): python benchmarks/gen_libset.py --out .gpu/libset-matrix,
+# then python -m aot build --matrix .gpu/libset-matrix/build_matrix.yaml --sm 90 --out .gpu/libset.
 #
 # ARTIFACT_DIR: the sm_90 build of the default matrix; NAME=DIR: more sets for benchmarks/warm_limit.py (the
 # generated ones: python benchmarks/warm_matrix.py --specs 100 --out M/build_matrix.yaml, then

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass
@@ -68,9 +69,12 @@ class Artifact:
         return self.header["payload_kind"]
 
 
+_SHA256_HEX = re.compile("[0-9a-f]{64}")
+
+
 def is_sha256_hex(value: object) -> bool:
     """64 lowercase hex digits: how payload hashes, file hashes and content keys are written."""
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
 
 
 def make_header(*, family: str, name: str, content_key: str, sm: int, payload_kind: str, payload: bytes,

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .fs import atomic_write
 from .errors import ArtifactError
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .text import MAX_SPECS, SpecError, short
@@ -49,10 +48,25 @@ class Manifest:
     skipped: tuple[tuple[str, str], ...] = ()
 
     def entries_for(self, name: str) -> list[Mapping[str, Any]]:
-        return [a for a in self.artifacts if a["name"] == name]
+        """The artifact entries of spec ``name`` (an index built on first ask: a warmup asks once per spec)."""
+        index = self.__dict__.get("_by_name")
+        if index is None:
+            index = {}
+            for a in self.artifacts:
+                index.setdefault(a["name"], []).append(a)
+            object.__setattr__(self, "_by_name", index)  # frozen: a cache, not a field
+        return list(index.get(name, ()))
 
     def path_of(self, entry: Mapping[str, Any]) -> Path:
-        return safe_join(self.root, entry["path"])
+        """``root / entry["path"]``, checked to stay inside ``root`` now (the folders resolved once per
+        manifest; the file itself, if a symlink, every time)."""
+        rel = entry["path"]
+        real_dirs = self.__dict__.get("_real_dirs")
+        if real_dirs is None:
+            real_dirs = {}
+            object.__setattr__(self, "_real_dirs", real_dirs)  # frozen: a cache, not a field
+        _check_inside(self.root, rel, real_dirs)
+        return self.root / rel
 
 
 def safe_join(root: Path, rel: str) -> Path:
@@ -73,12 +87,11 @@ def _check_inside(root: Path, rel: Any, real_dirs: dict[str, str]) -> None:
     if not rel or "\\" in rel or "\0" in rel or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
         raise ArtifactError(f"manifest path {short(rel)} is not a plain relative path inside {root}")
     try:
-        os.fsencode(rel)  # a name the file system cannot encode (a lone surrogate): ValueError
+        if not rel.isascii():
+            os.fsencode(rel)  # a name the file system cannot encode (a lone surrogate): ValueError
         real_root = real_dirs.get("") or os.path.realpath(root)
         real_dirs[""] = real_root
-        parent = rel.rpartition("/")[0]
-        real_parent = real_dirs.get(parent) or (os.path.realpath(os.path.join(root, parent)) if parent else real_root)
-        real_dirs[parent] = real_parent
+        real_parent = _real_dir(root, parts[:-1], real_dirs)
         real = os.path.join(real_parent, parts[-1])
         if os.path.islink(real):
             real = str(Path(real).resolve())  # pathlib raises on a symlink loop
@@ -86,6 +99,22 @@ def _check_inside(root: Path, rel: Any, real_dirs: dict[str, str]) -> None:
         raise ArtifactError(f"manifest path {short(rel)}: cannot resolve: {e}") from None
     if not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise ArtifactError(f"manifest path {short(rel)} leads outside {root} (to {real})")
+
+
+def _real_dir(root: Path, parts: list[str], real_dirs: dict[str, str]) -> str:
+    """The resolved folder ``root/parts...``, one ``lstat`` per folder not seen yet: a folder that is no
+    symlink resolves to its resolved parent joined with its name (``realpath`` would ``lstat`` every
+    component from ``/`` again); a symlink is resolved whole."""
+    key = "/".join(parts)
+    found = real_dirs.get(key)
+    if found is not None:
+        return found
+    parent = _real_dir(root, parts[:-1], real_dirs)
+    here = os.path.join(parent, parts[-1])
+    if os.path.islink(here):
+        here = os.path.realpath(os.path.join(root, key))
+    real_dirs[key] = here
+    return here
 
 
 def file_sha256(path: Path) -> str:
@@ -110,6 +139,7 @@ def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[st
     }
     if extra:
         doc.update(extra)
+    from .fs import atomic_write  # tempfile, shutil, random: the loader's first use never writes a manifest
     path = root / MANIFEST_NAME
     atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
     return path

@@ -90,13 +90,17 @@ def check_init(value: Any, dtype: str, types: Mapping[str, Any] | None = None) -
     return value
 
 
+#: A spec name's characters: letters, digits, ``_``, ``-``, ``.`` (``\w`` is ``str.isalnum()`` or ``_``).
+_NAME = re.compile(r"[\w.-]+")
+
+
 def check_name(name: Any) -> str:
     """A spec name: non-empty, at most :data:`MAX_NAME_LEN` letters, digits, ``_``, ``-``, ``.``."""
     if not isinstance(name, str) or not name.strip():
         raise SpecError("a spec needs a non-empty string 'name'", "name")
     if len(name) > MAX_NAME_LEN:
         raise SpecError(f"the name is {len(name)} characters, over the {MAX_NAME_LEN}-character limit", "name")
-    if not all(c.isalnum() or c in "_-." for c in name) or name.startswith("."):
+    if _NAME.fullmatch(name) is None or name.startswith("."):
         from .nvsource import suggest_name  # an error path: the runtime's import closure stays as pinned
         raise SpecError(f"names may use letters, digits, '_', '-', '.' only (try {suggest_name(name)!r})", "name")
     return name

@@ -29,6 +29,7 @@ _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILIT
 
 _lock = threading.Lock()
 _driver: list[Any] = []  # [the CDLL or None], once looked up
+_gil: list[Any] = []  # [the same library as a PyDLL], once made
 _openings: dict[tuple[int, int | None], Opening] = {}
 
 
@@ -42,6 +43,20 @@ def driver() -> Any:
                 lib = None
             _driver.append(None if lib is None or hasattr(lib, STUB_MARKER) else lib)
         return _driver[0]
+
+
+def driver_gil() -> Any:
+    """The same ``libcuda.so.1`` with calls that keep the GIL (``ctypes.PyDLL``), or ``None``: for lookups
+    that return in microseconds (``cuLibraryGetKernel``, ``cuLibraryEnumerateKernels``), where handing the
+    GIL back and waiting for it again (up to the switch interval, 5 ms, behind a thread importing
+    cuda.compute) costs far more than the call. Never for a call that loads or waits."""
+    lib = driver()
+    if lib is None:
+        return None
+    with _lock:
+        if not _gil:
+            _gil.append(ctypes.PyDLL(lib._name, handle=lib._handle))
+        return _gil[0]
 
 
 def caller_context() -> tuple[int | None, int | None]:
@@ -64,14 +79,19 @@ def caller_context() -> tuple[int | None, int | None]:
     return dev.value, ctx.value
 
 
+def error_name(lib: Any, err: int) -> str:
+    """The driver's name of a ``CUresult`` (``CUDA_ERROR_INVALID_IMAGE``), else ``CUresult N``."""
+    name = ctypes.c_char_p()
+    try:
+        lib.cuGetErrorName(err, ctypes.byref(name))
+    except AttributeError:
+        pass
+    return name.value.decode(errors="replace") if name.value else f"CUresult {err}"
+
+
 def _check(lib: Any, err: int, what: str) -> None:
     if err != 0:
-        name = ctypes.c_char_p()
-        try:
-            lib.cuGetErrorName(err, ctypes.byref(name))
-        except AttributeError:
-            pass
-        raise NoDeviceError(f"{what} failed: {name.value.decode() if name.value else f'CUresult {err}'}")
+        raise NoDeviceError(f"{what} failed: {error_name(lib, err)}")
 
 
 def make_current(ctx: int) -> None:
@@ -120,6 +140,11 @@ class Opening:
         finally:
             self._sm_known.set()
             self._done.set()
+
+    @property
+    def settled(self) -> threading.Event:
+        """Set once the context is made or opening failed (then ``error`` says why)."""
+        return self._done
 
     def device_sm(self) -> tuple[int, int] | None:
         """(device, SM) once known (after ``cuInit`` and two attributes), ``None`` if that failed."""

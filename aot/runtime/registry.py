@@ -152,6 +152,7 @@ class Registry:
             raise AotError(f"{name!r} is an NVRTC unit; use kernel({name!r}, kernel_name)")
         from .lean import import_cuda_compute
         from .objects import CcclAlgorithm
+        threads.IMPORTS.settle(compute=True)  # a warmup's thread may be importing cuda.core/cuda.compute now
         with _first_in_line(self, name):  # during a warmup: served before the pool's other specs
             loaded = self._load(name)
             with self._lock:

@@ -29,6 +29,8 @@ from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
+from .library import DriverLibrary
+from .threads import IMPORTS
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
@@ -178,23 +180,18 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
 
 
 def materialize(spec: Spec, art: fmt.Artifact, path: Path) -> _Loaded:
-    """Load an artifact :func:`check_packaged` accepted: ``cuda.compute.deserialize`` (CCCL), or a
-    ``cuda.core.ObjectCode`` with every kernel of the unit got from it (NVRTC)."""
+    """Load an artifact :func:`check_packaged` accepted: ``cuda.compute.deserialize`` (CCCL), or the unit's
+    image through the driver with every kernel resolved (NVRTC: :class:`aot.runtime.library.DriverLibrary`,
+    no CUDA Python package imported; the ``cuda.core`` handles are made when first asked)."""
     h = art.header
     if spec.family == "cccl":
         obj = import_cuda_compute().deserialize(art.payload)  # raises RuntimeError on an incompatible blob
         return _Loaded(art.payload, art.kind, art.sm, "packaged", str(path), obj=obj)
-    from cuda.core import ObjectCode
-    symbols = symbol_mapping(h)
-    kw = {"symbol_mapping": symbols} if symbols else {}
-    if art.kind == "ptx":
-        check_ptx_loadable(h["producer"])
-        code = ObjectCode.from_ptx(art.payload, name=spec.name, **kw)
-    else:
-        code = ObjectCode.from_cubin(art.payload, name=spec.name, **kw)
     assert isinstance(spec, NvrtcUnit)  # the CCCL family returned above
-    for k in spec.kernels:  # load now: a bad image fails here, where we can still fall back
-        code.get_kernel(k)
+    if art.kind == "ptx":
+        IMPORTS.settle()  # cuda.bindings: not while a warmup's thread imports cuda.core
+        check_ptx_loadable(h["producer"])
+    code = DriverLibrary(spec.name, art.payload, art.kind, spec.kernels, symbol_mapping(h))
     return _Loaded(None, art.kind, art.sm, "packaged", str(path), obj=code)
 
 

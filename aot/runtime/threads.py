@@ -41,6 +41,10 @@ class Tuning:
     1.28x) and slowed warm-all (709 vs 682 ms, 1659 vs 1537 ms), so it is left alone."""
 
     workers = 4
+    #: Extra workers wait until cuda.compute (or, without CCCL specs, cuda.core) is imported: the import
+    #: is the critical leg of both sets measured in issue 29 (import + CCCL loads), and each thread that
+    #: returns from a driver call takes the GIL from it; one worker keeps the driver busy meanwhile.
+    single_until_imported = True
     polite = True
     duty = 0.5
     caller_first = True
@@ -244,6 +248,25 @@ class BackgroundImports:
             self._passed = not go
         if go:
             self._import_compute()
+
+    def settle(self, compute: bool = False) -> None:
+        """In a thread about to import cuda.core itself (``compute``: cuda.compute too), such as a caller's
+        ``cccl()`` or its first ``Kernel`` handle during a warmup: wait while this process's import thread
+        is on it, since two threads importing one package can hand one a half-initialised module ("cannot
+        import name 'Device'"). cuda.compute, if the import thread has not started it, is imported here and
+        marked done for it. Nothing to wait for without a warmup."""
+        if not self._started:
+            return
+        self.core.wait()
+        if not compute:
+            return
+        with self._lock:
+            mine = not self._compute_started
+            self._compute_started = True
+        if mine:
+            self._import_compute()
+        else:
+            self.compute.wait()
 
     def _import_compute(self) -> None:
         try:

@@ -7,8 +7,9 @@ H100/H200 before this module: after ``request_warmup`` + ``ensure_warm``, the fi
 ``CUkernel`` loads that kernel into the current context, so warming a spec here means: resolve its
 library for the current device, then ``cuKernelGetFunction`` on every kernel of it.
 
-* NVRTC units: :func:`warm_nvrtc` takes each kernel from the ``cuda.core.ObjectCode`` (``get_kernel``)
-  and calls ``cuKernelGetFunction`` on its handle.
+* NVRTC units: :func:`warm_nvrtc` calls ``cuKernelGetFunction`` on each kernel the unit's
+  :class:`aot.runtime.library.DriverLibrary` resolved when it loaded (or, for a JIT-built unit, on the
+  handle of each ``cuda.core.ObjectCode.get_kernel``).
 * cuda.compute objects: the ``CUlibrary`` lives in the C struct of the ``Device<Algo>BuildResult``
   (``build_data.library``), which cuda-cccl does not expose to Python. :func:`cccl_library_handle` reads
   it from the object's own memory at the offset found for the cuda-cccl versions in
@@ -109,15 +110,26 @@ def _go_on() -> None:
 def load_library_kernels(library: int, between: Callable[[], None] = _go_on) -> int:
     """``cuKernelGetFunction`` on every kernel of ``library`` (current context); returns their count.
     ``between`` runs before each kernel: a warmup worker pauses there while a caller loads its own spec
-    (each load holds the driver a few milliseconds: H100, 3-20 ms)."""
-    from cuda.bindings import driver
-    lib = driver.CUlibrary(library)
-    (count,) = _check(driver.cuLibraryGetKernelCount(lib), "cuLibraryGetKernelCount")
-    (kernels,) = _check(driver.cuLibraryEnumerateKernels(count, lib), "cuLibraryEnumerateKernels")
+    (each load holds the driver a few milliseconds: H100, 3-20 ms). Plain driver calls (ctypes, as
+    :mod:`aot.runtime.library`): each releases the GIL, and none goes through cuda.bindings' wrappers."""
+    from .cuctx import driver, driver_gil, error_name
+    lib, lookup = driver(), driver_gil()  # lookups keep the GIL; loads release it
+    if lib is None or lookup is None:
+        raise KernelsNotLoaded("no NVIDIA driver")
+
+    def check(err: int, what: str) -> None:
+        if err:
+            raise KernelsNotLoaded(f"{what} failed: {error_name(lib, err)}")
+
+    handle, n = ctypes.c_void_p(library), ctypes.c_uint(0)
+    check(lookup.cuLibraryGetKernelCount(ctypes.byref(n), handle), "cuLibraryGetKernelCount")
+    kernels = (ctypes.c_void_p * n.value)()
+    check(lookup.cuLibraryEnumerateKernels(kernels, n, handle), "cuLibraryEnumerateKernels")
+    f = ctypes.c_void_p(0)
     for k in kernels:
         between()
-        _check(driver.cuKernelGetFunction(k), "cuKernelGetFunction")
-    return int(count)
+        check(lib.cuKernelGetFunction(ctypes.byref(f), ctypes.c_void_p(k)), "cuKernelGetFunction")
+    return n.value
 
 
 def warm_cccl(obj: Any, between: Callable[[], None] = _go_on) -> int:
@@ -126,7 +138,12 @@ def warm_cccl(obj: Any, between: Callable[[], None] = _go_on) -> int:
 
 
 def warm_nvrtc(code: Any, kernel_names: Iterable[str], between: Callable[[], None] = _go_on) -> int:
-    """Load the named kernels of a ``cuda.core.ObjectCode`` into the current device; returns how many."""
+    """Load the named kernels of a unit into the current device; returns how many. ``code``: the
+    :class:`aot.runtime.library.DriverLibrary` a packaged artifact loaded into (plain driver calls), or the
+    ``cuda.core.ObjectCode`` JIT or the user cache gave."""
+    from .library import DriverLibrary
+    if isinstance(code, DriverLibrary):
+        return code.load_into_current(between)
     from cuda.bindings import driver
     n = 0
     for name in kernel_names:

@@ -14,8 +14,12 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
   then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
   checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
 * up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
-  context current (once): NVRTC units as soon as cuda.core is imported, then CCCL specs, largest first,
-  once cuda.compute is: deserialize, load the library, load every kernel.
+  context current (once): NVRTC units as soon as the context exists, through plain driver calls
+  (:class:`aot.runtime.library.DriverLibrary`: no CUDA Python package needed; issue 29), then CCCL specs,
+  largest first and ahead of the units still queued, once cuda.compute is imported: deserialize, load the
+  library, load every kernel. One worker only until the CUDA packages are imported
+  (``TUNING.single_until_imported``): the import is the longer leg, and every thread coming back from
+  the driver takes the GIL from it.
 
 The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
 a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
@@ -40,7 +44,7 @@ import atexit
 import os
 import threading
 import time
-from _queue import SimpleQueue  # queue.SimpleQueue itself, without importing the queue module (heapq, ...)
+from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
@@ -90,6 +94,27 @@ class WarmHost(Protocol):
     def _load(self, name: str) -> _Loaded: ...
 
 
+class _Queue:
+    """The names workers take, CCCL specs first: once cuda.compute is imported, its loads (the longest
+    leg, issue 29) go ahead of the NVRTC units still queued; the units fill the driver's gaps."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition(threading.Lock())
+        self._first: deque[str] = deque()
+        self._rest: deque[str] = deque()
+
+    def put(self, name: str, first: bool = False) -> None:
+        with self._cv:
+            (self._first if first else self._rest).append(name)
+            self._cv.notify()
+
+    def get(self) -> str:
+        with self._cv:
+            while not (self._first or self._rest):
+                self._cv.wait()
+            return (self._first or self._rest).popleft()
+
+
 class _Pending:
     __slots__ = ("done", "error")
 
@@ -106,11 +131,12 @@ class WarmPool:
         self._lock = host._lock
         self._device = host._device
         self._pending: dict[str, _Pending] = {}
-        self._queue: SimpleQueue[str] = SimpleQueue()
+        self._queue = _Queue()
         self._workers = False
         self._tls = threading.local()  # .current: this worker made the opened context current
         self._taken: set[str] = set()  # names a worker or a caller has started (each is run once)
         self._turns = threads.Turns()
+        self._imported = threading.Event()  # the CUDA packages this pool's specs need are imported
 
     def request(self, start: Any, opening: cuctx.Opening) -> None:
         """Check a request's names (an unknown one raises, for ``ensure_warm``), register them (then
@@ -135,37 +161,49 @@ class WarmPool:
                     self._pending[n].done.set()
                     SWITCH.release()
             log.debug("warmup dispatch failed: %s: %s", type(e).__name__, e)
+        finally:
+            self._imported.set()
 
     def _dispatch(self, new: list[str], specs: dict[str, Spec], opening: cuctx.Opening, queued: set[str]) -> None:
         nvrtc = [n for n in new if not isinstance(specs[n], CcclSpec)]
         cccl = sorted((n for n in new if isinstance(specs[n], CcclSpec)), key=self._size, reverse=True)
         IMPORTS.want_compute(bool(cccl))
         if not new:
+            self._imported.set()
             return
         self._start_workers(opening)
         sm = self._served_sm(opening)
 
-        groups = [(nvrtc, IMPORTS.core), (cccl, IMPORTS.compute)]
+        def units_ready() -> bool:  # the driver loads units: once the context is made (else as CCCL: cuda.core)
+            return opening.settled.is_set() and (opening.error is None or IMPORTS.core.is_set())
 
-        def flush() -> None:  # queue what can run now (its CUDA package is imported), each group once
-            for group, ready in list(groups):
-                if ready.is_set():
-                    groups.remove((group, ready))
+        groups: list[tuple[list[str], Callable[[], bool], bool]] = [
+            (nvrtc, units_ready, False), (cccl, IMPORTS.compute.is_set, True)]
+
+        def flush() -> None:  # queue what can run now (the context made, cuda.compute imported), each group once
+            for group, ready, first in list(groups):
+                if ready():
+                    groups.remove((group, ready, first))
                     for n in group:
                         if n not in queued:
                             queued.add(n)
-                            self._queue.put(n)
+                            self._queue.put(n, first)
 
         for n in nvrtc + cccl:
             flush()
             if sm is not None and n not in queued:
                 self._precheck(specs[n], sm)
         threads.stamp("prechecked")
-        IMPORTS.core.wait()
+        opening.settled.wait()
+        if opening.error is not None:
+            IMPORTS.core.wait()
         flush()
         if cccl:
             IMPORTS.compute.wait()
             flush()
+        else:
+            IMPORTS.core.wait()
+        self._imported.set()
 
     def _size(self, name: str) -> int:
         manifest = self._host.manifest
@@ -224,9 +262,11 @@ class WarmPool:
         while True:
             if index:  # polite: the extra workers load only while a caller waits for the warmup
                 turns.wait_rush()
+                if TUNING.single_until_imported and not self._imported.is_set():
+                    self._imported.wait()  # one worker while CUDA's packages import (the GIL is theirs)
             name = self._queue.get()
             if index and turns.polite():
-                self._queue.put(name)  # the caller stopped waiting meanwhile: for the first worker
+                self._queue.put(name, True)  # the caller stopped waiting meanwhile: for the first worker
                 continue
             turns.wait(name)
             with self._lock:
@@ -327,6 +367,8 @@ class WarmPool:
             st = self._status_of(name)
             with self._lock:
                 st.kernels = kernels
+            threads.stamp(f"first_{spec.family}_warm")
+            threads.stamp(f"last_{spec.family}_warm", last=True)
         except Exception as e:
             st = self._status_of(name)
             with self._lock:

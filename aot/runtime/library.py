@@ -1,0 +1,111 @@
+"""An NVRTC unit's image loaded through the CUDA driver itself, with no CUDA Python package imported.
+
+Why: a library's inventory is mostly NVRTC units (issue 29: 183 of 218 specs), and a cubin needs nothing
+of ``cuda.core`` or ``cuda.compute`` to load: ``cuLibraryLoadData`` registers it, ``cuLibraryGetKernel``
+resolves each kernel (context-independent ``CUkernel`` handles), ``cuKernelGetFunction`` loads one into
+the current context. So the warmup loads units from the moment the context exists, while ``cuda.compute``
+still imports, and the handles callers ask for are made from the loaded library when first asked:
+``cuda.core.Kernel`` (:meth:`DriverLibrary.get_kernel`, ``Kernel.from_handle``), ``CUfunction``
+(:func:`aot.cufunction`) and CuPy modules (:func:`aot.cupy_module`, from :attr:`DriverLibrary.code`).
+
+Calls go through ctypes (:func:`aot.runtime.cuctx.driver`), as the warmup's context does: every foreign
+call releases the GIL, and no thread imports ``cuda.bindings`` beside the one importing ``cuda.core``
+(two threads importing one package can hand one a half-initialised module). The rule of
+:mod:`aot.runtime.driver` holds: never a call into a missing driver nor into aot's stand-in libcuda.
+
+A :class:`DriverLibrary` quacks like the ``cuda.core.ObjectCode`` it replaces (``get_kernel``, ``code``,
+``code_type``, ``symbol_mapping``, ``name``): the JIT fallback still hands out a real ``ObjectCode``, and
+callers never need to tell them apart. Libraries are never unloaded (the registry keeps what it served
+for the life of the process), so the non-owning ``Kernel`` handles stay valid.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable, Iterable, Mapping
+
+from ..core.errors import ArtifactError, NoDeviceError
+from . import cuctx, threads
+
+_P, _U = ctypes.c_void_p, ctypes.c_uint
+
+
+def _go_on() -> None:
+    pass
+
+
+def _lib() -> Any:
+    lib = cuctx.driver()
+    if lib is None:
+        raise NoDeviceError("no NVIDIA driver (no libcuda.so.1, or aot's build-time stand-in)")
+    return lib
+
+
+def check(lib: Any, err: int, what: str, error: type[Exception] = ArtifactError) -> None:
+    """Raise ``error`` naming the driver's error unless ``err`` is CUDA_SUCCESS."""
+    if err:
+        raise error(f"{what} failed: {cuctx.error_name(lib, err)}")
+
+
+class DriverLibrary:
+    """One unit's image (``kind``: ``"cubin"``, or ``"ptx"``, which the driver JIT-compiles) loaded with
+    ``cuLibraryLoadData``, and ``kernels`` (names or name expressions) resolved to ``CUkernel`` handles,
+    every one of them now: a bad image or a missing kernel fails here, where the loader can still fall
+    back. ``symbols``: name expression -> lowered name (a templated unit's header field)."""
+
+    __slots__ = ("name", "code", "code_type", "symbol_mapping", "handle", "_kernels", "_wrapped", "_lock")
+
+    def __init__(self, name: str, image: bytes, kind: str, kernels: Iterable[str],
+                 symbols: Mapping[str, bytes] | None = None):
+        lib = _lib()
+        check(lib, lib.cuInit(0), "cuInit", NoDeviceError)
+        self.name, self.code, self.code_type = name, image, kind
+        self.symbol_mapping = dict(symbols or {})
+        buf = image + b"\0" if kind == "ptx" else image  # PTX is read as a NUL-terminated string
+        handle = _P(0)
+        check(lib, lib.cuLibraryLoadData(ctypes.byref(handle), buf, None, None, _U(0), None, None, _U(0)),
+              f"cuLibraryLoadData({name})")
+        self.handle: int = handle.value or 0
+        self._kernels: dict[str, int] = {}
+        lookup = cuctx.driver_gil() or lib  # a name lookup: keep the GIL (cuctx.driver_gil)
+        for k in kernels:
+            lowered = self.symbol_mapping.get(k) or k.encode()
+            kh = _P(0)
+            check(lib, lookup.cuLibraryGetKernel(ctypes.byref(kh), _P(self.handle), lowered),
+                  f"cuLibraryGetKernel({name}/{k})")
+            self._kernels[k] = kh.value or 0
+        self._wrapped: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def kernel_handle(self, kernel_name: str) -> int:
+        """The ``CUkernel`` of ``kernel_name`` (an address); KeyError for a kernel the unit does not list."""
+        return self._kernels[kernel_name]
+
+    def get_kernel(self, kernel_name: str) -> Any:
+        """A ``cuda.core.Kernel`` over the loaded kernel, made on first ask (``Kernel.from_handle``; cuda.core
+        is imported here, in the caller's thread, the first time), then the same object."""
+        k = self._wrapped.get(kernel_name)
+        if k is None:
+            handle = self.kernel_handle(kernel_name)
+            threads.IMPORTS.settle()  # a warmup's thread may be importing cuda.core right now
+            from cuda.core import Kernel  # the first handle asked for imports cuda.core, not the load
+            with self._lock:
+                k = self._wrapped.get(kernel_name)
+                if k is None:
+                    k = self._wrapped[kernel_name] = Kernel.from_handle(handle)
+        return k
+
+    def load_into_current(self, between: Callable[[], None] = _go_on) -> int:
+        """``cuKernelGetFunction`` on every kernel (into the context current in this thread): each kernel
+        loaded now, not at its first launch; returns how many. ``between`` runs before each (a warmup
+        worker pauses there while a caller is served)."""
+        lib = _lib()
+        f = _P(0)
+        for k, h in self._kernels.items():
+            between()
+            check(lib, lib.cuKernelGetFunction(ctypes.byref(f), _P(h)), f"cuKernelGetFunction({self.name}/{k})")
+        return len(self._kernels)
+
+    def __repr__(self) -> str:
+        return f"<aot DriverLibrary {self.name} ({self.code_type}, {len(self._kernels)} kernels)>"
