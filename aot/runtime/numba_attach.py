@@ -183,6 +183,16 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
     return result
 
 
+def warm_spec(registry: Any, name: str) -> int:
+    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): attach it to its dispatcher and load its
+    packaged cubin into the current device; the number of kernels loaded (1). Raises why not (the kernel
+    then compiles at its first launch, as numba-cuda does)."""
+    why = attach_numba(registry, [name], warm=True).get(name, "not a numba kernel of this registry")
+    if why != "attached":
+        raise AotError(why)
+    return 1
+
+
 def _maker(registry: Any, spec: Any, dispatcher: Any):
     """The factory the dispatcher's cache calls for ``spec``'s signature: a rebuilt kernel, no I/O yet (the
     artifact is chosen, read and checked when the kernel first loads on a device)."""
