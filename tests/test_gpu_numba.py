@@ -45,7 +45,7 @@ from numba_mypkg import kernels as k
 out = {"attached": sorted(type(getattr(k, n)._cache).__name__ for n in ("axpy", "scale_inplace", "smooth", "block_sum"))}
 if sys.argv[1] == "warm":
     numba_mypkg.registry.request_warmup()
-    out["cold"] = numba_mypkg.registry.ensure_warm(120)
+    out["cold"] = numba_mypkg.registry.ensure_warm(60)
     out["kernels"] = {n: s.kernels for n, s in numba_mypkg.registry.status().items()}
     out["overloads_before_launch"] = sum(len(getattr(k, n).overloads) for n in ("axpy", "scale_inplace", "smooth", "block_sum"))
 rng = np.random.default_rng(0)
@@ -109,7 +109,7 @@ def _env(site: Path) -> dict:
 
 def _probe(site: Path, mode: str, tmp_path: Path) -> dict:
     r = subprocess.run([sys.executable, "-c", PROBE, mode], env=_env(site), cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=100)
     assert r.returncode == 0 and r.stdout.strip(), r.stdout[-2000:] + r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -130,10 +130,10 @@ def test_an_unpackaged_signature_jit_compiles_once_and_is_right(site, tmp_path):
     assert got["jit_compiles"] == ["axpy"] and got["jit_right"] is True, got
 
 
-def test_warmup_attaches_and_loads_every_packaged_kernel(site, tmp_path):
+def test_warmup_attaches_every_packaged_kernel(site, tmp_path):
     got = _probe(site, "warm", tmp_path)
-    assert got["cold"] == [] and got["overloads_before_launch"] == 5, got
-    assert got["kernels"] == dict.fromkeys(["axpy.0", "axpy.1", "block_sum", "scale_inplace", "smooth"], 1), got
+    assert got["cold"] == [], got  # attached by the warmup (their cubins load at the first launch)
+    assert got["kernels"] == dict.fromkeys(["axpy.0", "axpy.1", "block_sum", "scale_inplace", "smooth"], 0), got
     assert all(got["packaged"].values()) and got["packaged_compiles"] == [], got
 
 

@@ -184,13 +184,14 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
 
 
 def warm_spec(registry: Any, name: str) -> int:
-    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): attach it to its dispatcher and load its
-    packaged cubin into the current device; the number of kernels loaded (1). Raises why not (the kernel
-    then compiles at its first launch, as numba-cuda does)."""
-    why = attach_numba(registry, [name], warm=True).get(name, "not a numba kernel of this registry")
+    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): attach it to its dispatcher (pure Python,
+    no CUDA); its cubin loads at the first launch. Returns the kernels loaded into the device now (0): loading
+    them from aot's warmup thread (``warm=True`` there) hung on the H100 (tests/test_gpu_numba.py, not yet
+    diagnosed), so the warmup does not. Raises why not attached (numba-cuda then compiles it)."""
+    why = attach_numba(registry, [name]).get(name, "not a numba kernel of this registry")
     if why != "attached":
         raise AotError(why)
-    return 1
+    return 0
 
 
 def _maker(registry: Any, spec: Any, dispatcher: Any):
