@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
@@ -321,16 +322,64 @@ def _cache_class() -> type:
 
 
 _CACHE_CLASS: list[type] = []
+#: Installing is a read-modify-write of the dispatcher's cache: warmup threads attach one spec each.
+_INSTALL = threading.Lock()
+
+
+def _packaged_cache_class() -> type:
+    with _INSTALL:
+        if not _CACHE_CLASS:
+            _CACHE_CLASS.append(_cache_class())
+        return _CACHE_CLASS[0]
 
 
 def install_cache(dispatcher: Any, name: str, served: Mapping[tuple[Any, ...], Callable[[], Any]]) -> Any:
-    """Put packaged overloads in front of ``dispatcher``'s cache (again: replaces what an earlier call put)."""
+    """Put packaged overloads in front of ``dispatcher``'s cache. Again: the signatures of ``served`` replace
+    what an earlier call put for them, the others stay (a warmup attaches one spec at a time)."""
     check_version()
-    if not _CACHE_CLASS:
-        _CACHE_CLASS.append(_cache_class())
-    cls = _CACHE_CLASS[0]
-    inner = dispatcher._cache
-    if isinstance(inner, cls):
-        inner = inner.inner
-    dispatcher._cache = cls(name, served, inner)
-    return dispatcher._cache
+    cls = _packaged_cache_class()
+    with _INSTALL:
+        inner, before = dispatcher._cache, {}
+        if isinstance(inner, cls):
+            inner, before = inner.inner, inner.served
+        dispatcher._cache = cls(name, {**before, **served}, inner)
+        return dispatcher._cache
+
+
+class _Refuse:
+    """The inner cache of a gate copy (:func:`gate_dispatcher`): a signature it does not serve is an error,
+    never a compile (a check must not pass on numba-cuda's JIT of the installed source)."""
+
+    cache_path = None
+
+    def __init__(self, name: str, signature: str):
+        self.name, self.signature = name, signature
+
+    def load_overload(self, sig, target_context):
+        args = ", ".join(map(str, argtypes_of(sig) if isinstance(sig, str) else sig))
+        raise NumbaCudaError(f"{self.name}: the check launched it with ({args}); the packaged signature is "
+                             f"{self.signature}: pass arguments of those types")
+
+    def save_overload(self, sig, data):
+        return None
+
+    def enable(self):
+        return None
+
+    disable = flush = enable
+
+
+def gate_dispatcher(dispatcher: Any, signature: str, name: str, source: Source) -> Any:
+    """A private copy of ``dispatcher`` (its function and options; the library's own dispatcher is not
+    touched) whose one overload is the kernel at ``signature`` with its code from ``source``
+    (:func:`rebuild_kernel`), already added, so arguments convert to it as for an eagerly typed
+    ``@cuda.jit("void(...)")``. Launching it with types that do not convert raises :class:`NumbaCudaError`."""
+    check_version()
+    from numba.cuda.dispatcher import CUDADispatcher
+    copy = CUDADispatcher(dispatcher.py_func, targetoptions=dict(dispatcher.targetoptions))
+    argtypes = argtypes_of(signature)
+    copy._cache = _packaged_cache_class()(name, {argtypes: lambda: rebuild_kernel(dispatcher, signature, name,
+                                                                                   source)},
+                                          _Refuse(name, signature))
+    copy.compile(argtypes)  # the cache answers: a rebuilt kernel, nothing compiled or loaded yet
+    return copy

@@ -181,6 +181,32 @@ def test_pip_wheel_with_build_isolation(isolated, example):
 
 
 @pytest.mark.slow
+def test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu(isolated):
+    """examples/numba-mypkg as its users get it: the wheel pip builds in isolation carries a cubin per SM and PTX
+    of its @cuda.jit kernels and its checks; installed, importing it attaches them to the dispatchers (no GPU
+    needed for that), and the loader's checks pass for every SM it covers."""
+    project = _project(isolated, "numba-mypkg")
+    dist = project / "pip-dist"
+    if not list(dist.glob("*.whl")):
+        r = isolated.run([isolated.python, "-m", "pip", "wheel", "--no-deps", "-w", dist, "."], cwd=project)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = dist.glob("*.whl")
+    info = _check_wheel(whl)
+    assert set(info["checks"]) == {"axpy.0", "axpy.1", "scale_inplace", "smooth", "block_sum"}, info
+    site = isolated.work / "numba-site"
+    r = isolated.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, whl], cwd=isolated.work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    probe = ("import numba_mypkg; from numba_mypkg import kernels as k; from aot.runtime.numba_attach import serve; "
+             "reg = numba_mypkg.registry; "
+             "print(type(k.axpy._cache).__name__, serve(reg, reg.spec('block_sum'), 80)[0], "
+             "serve(reg, reg.spec('block_sum'), 90)[0])")
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+    r = subprocess.run([sys.executable, "-c", probe], cwd=isolated.work, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["_PackagedCache", "cubin", "ptx"], r.stdout + r.stderr[-3000:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
 def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolated, example):
     """`python -m build --wheel` (its isolated venv), then `pip install .`. auditwheel, cibuildwheel's default Linux repair, refuses

@@ -240,10 +240,158 @@ def test_an_edited_kernel_is_not_attached(numba_build, tmp_path):
     finally:
         mod.tile_sum = real
         import linecache
-        linecache.checkcache(str(tmp / pkg / "kernels.py"))
+        linecache.cache.pop(str(tmp / pkg / "kernels.py"), None)  # checkcache keeps an entry without an mtime
 
 
 def test_the_example_matrix_validates():
     m = Path(__file__).resolve().parents[1] / "examples" / "numba-mypkg" / "build_matrix.yaml"
     names = [s.name for s in load_matrix(m).specs]
     assert names == ["axpy.0", "axpy.1", "scale_inplace", "smooth", "block_sum"]
+
+
+# --------------------------------------------------------------------------- the gate, the GPU step faked
+FAKE_CHECKS = '''\
+import numpy as np
+
+SEEN = []
+
+
+def served(ctx):
+    """What a launch would load: the code the copy's kernel asks its source for (the GPU step, faked)."""
+    (kernel,) = ctx.kernel.overloads.values()
+    kind, payload, header = kernel._codelibrary._aot[2]((9, 0))
+    SEEN.append((ctx.spec.name, ctx.sm, ctx.kind, kind, payload, ctx.kernel))
+
+
+def wrong_types(ctx):
+    ctx.kernel[1024, 32](np.zeros(4, np.int32), np.zeros(4, np.int32), np.int32(1))
+
+
+def never(ctx):
+    pass
+'''
+
+
+class _FakeDevice:
+    def set_current(self):
+        return None
+
+
+def _gate_registry(numba_build, monkeypatch):
+    import cuda.core
+    tmp, m, pkg, out = numba_build
+    (tmp / pkg / "checks.py").write_text(FAKE_CHECKS)
+    monkeypatch.setattr(cuda.core, "Device", _FakeDevice)
+    if str(tmp) not in sys.path:
+        sys.path.insert(0, str(tmp))
+    return aot.Registry(out, owner=pkg, device_sm=90), pkg, out
+
+
+def test_verify_gpu_runs_each_numba_artifact_under_its_check_through_a_copy_that_cannot_compile(numba_build,
+                                                                                               monkeypatch):
+    from aot.verify.gpu import verify_gpu
+    reg, pkg, out = _gate_registry(numba_build, monkeypatch)
+    mod = importlib.import_module(f"{pkg}.kernels")
+    own = (mod.axpy._cache, dict(mod.axpy.overloads))
+    checks = {"axpy.0": f"{pkg}.checks:served", "axpy.1": f"{pkg}.checks:wrong_types", "tile_sum": f"{pkg}.checks:never"}
+    rows = verify_gpu(reg, checks=checks, package=pkg)
+    got = {(r.spec, r.kind, r.sm): (r.status, r.detail) for r in rows}
+    assert sorted(got) == [(n, k, 90) for n in ("axpy.0", "axpy.1", "tile_sum") for k in ("cubin", "ptx")]
+    assert got[("axpy.0", "cubin", 90)] == ("ok", "") and got[("axpy.0", "ptx", 90)] == ("ok", "")
+    seen = importlib.import_module(f"{pkg}.checks").SEEN
+    man = load_manifest(out)
+    for name, sm, kind, served_kind, payload, copy in seen:  # each row ran the artifact it names
+        (entry,) = [e for e in man.entries_for(name) if e["payload_kind"] == kind and e["sm"] == sm]
+        assert served_kind == kind and payload == fmt.read(out / entry["path"]).payload
+        assert copy is not mod.axpy and copy.py_func is mod.axpy.py_func
+    assert [(s[0], s[2]) for s in seen] == [("axpy.0", "cubin"), ("axpy.0", "ptx")]
+    for kind in ("cubin", "ptx"):  # another type is an error, never numba-cuda's JIT of the installed source
+        status, detail = got[("axpy.1", kind, 90)]
+        assert status == "failed" and "NumbaCudaError" in detail and "packaged signature is void(float64" in detail
+        status, detail = got[("tile_sum", kind, 90)]
+        assert status == "failed" and "never launched tile_sum" in detail
+    assert (mod.axpy._cache, dict(mod.axpy.overloads)) == own  # the library's own dispatcher is untouched
+
+
+def test_verify_gpu_without_the_package_loads_numba_cubins_by_symbol_and_runs_nothing(numba_build, monkeypatch):
+    import cuda.core
+    from aot.verify.gpu import verify_gpu
+    reg, pkg, out = _gate_registry(numba_build, monkeypatch)
+    loaded = []
+
+    class FakeObjectCode:
+        @staticmethod
+        def from_cubin(payload):
+            return type("O", (), {"get_kernel": lambda self, sym: loaded.append((payload[:4], sym))})()
+    monkeypatch.setattr(cuda.core, "ObjectCode", FakeObjectCode)
+    rows = verify_gpu(reg, ["tile_sum"], checks={"tile_sum": f"{pkg}.checks:never"}, package=None)
+    assert [(r.kind, r.status, r.ok) for r in rows] == [("cubin", "loaded, not executed", True),
+                                                         ("ptx", "loaded, not executed", True)]
+    assert "--package" in rows[0].detail and "not loaded" in rows[1].detail
+    assert loaded == [(b"\x7fELF", fmt.read(out / "numba/tile_sum/sm_90.cubin.aot").header["entry"])]
+
+
+def test_a_numba_mutant_passes_every_cpu_check_and_carries_the_edited_code(numba_build, tmp_path):
+    tmp, m, pkg, out = numba_build
+    root = Path(__file__).resolve().parents[1]
+    mut = tmp_path / "mut"
+    r = subprocess.run([sys.executable, str(root / ".ci/gpu/numba_mutant.py"), "--project", str(tmp), "--base",
+                        str(out), "--spec", "tile_sum", "--edit", "acc += tile[j]", "acc -= tile[j]", "--out",
+                        str(mut)], cwd=tmp_path, env=repo_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    base_m, mut_m = load_manifest(out), load_manifest(mut)
+    assert mut_m.specs == base_m.specs  # the original definitions (digest of the unedited source)
+    for e in base_m.entries_for("tile_sum"):
+        a, b = fmt.read(out / e["path"]), fmt.read(mut / e["path"])
+        assert a.header["content_key"] == b.header["content_key"] and a.payload != b.payload, e["path"]
+    from aot.runtime.numba_attach import serve
+    reg = _registry(mut, pkg, tmp)
+    assert serve(reg, reg.spec("tile_sum"), 90)[1] == fmt.read(mut / "numba/tile_sum/sm_90.cubin.aot").payload
+    assert aot.attach_numba(reg, ["tile_sum"]) == {"tile_sum": "attached"}  # only running it can tell
+
+
+def test_package_checks_may_name_numba_kernels(numba_build, tmp_path):
+    from aot.core.errors import UsageError
+    from aot.package.bundle import bundle
+    from aot.package.config import load_config
+    tmp, m, pkg, out = numba_build
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil_copy = __import__("shutil").copy
+    shutil_copy(m, proj / "build_matrix.yaml")
+    (proj / pkg).mkdir()
+    (proj / pkg / "__init__.py").write_text("")
+    (proj / pkg / "kernels.py").write_text(KERNELS)
+
+    def config(checks: str):
+        (proj / "pyproject.toml").write_text(f'[project]\nname = "p"\nversion = "1"\n[tool.aot]\npackage = "{pkg}"\n'
+                                             f'sm = "90"\n[tool.aot.checks]\n{checks}\n')
+        return load_config(proj)
+    res = bundle(config(f'"axpy.0" = "{pkg}.checks:served"'), proj / "pkgout", prebuilt=out, require_pins=False)
+    assert res.info["checks"] == {"axpy.0": f"{pkg}.checks:served"}
+    with pytest.raises(UsageError, match="'nope' is not an NVRTC unit or a numba kernel of build_matrix.yaml"):
+        bundle(config(f'nope = "{pkg}.checks:served"'), proj / "pkgout2", prebuilt=out, require_pins=False)
+
+
+def test_from_package_attaches_numba_kernels_and_imports_no_numba_without_them(numba_build, tmp_path):
+    tmp, m, pkg, out = numba_build
+    if str(tmp) not in sys.path:
+        sys.path.insert(0, str(tmp))
+    from cccl_patches.numba_cuda import argtypes_of
+    aot.Registry.from_package(pkg)
+    axpy = importlib.import_module(f"{pkg}.kernels").axpy
+    assert set(axpy._cache.served) == {argtypes_of("void(float32[::1], float32[::1], float32)"),
+                                       argtypes_of("void(float64[::1], float64[::1], float64)")}
+    # attaching one spec at a time (a warmup's tasks) keeps the others
+    reg = _registry(out, pkg, tmp)
+    aot.attach_numba(reg, ["axpy.0"])
+    aot.attach_numba(reg, ["axpy.1"])
+    assert len(axpy._cache.served) == 2
+    # a package without numba kernels: one stat, numba never imported
+    (tmp_path / "plain" / "artifacts").mkdir(parents=True)
+    (tmp_path / "plain" / "__init__.py").write_text("")
+    (tmp_path / "plain" / "artifacts" / "manifest.json").write_text((out / "manifest.json").read_text())
+    r = subprocess.run([sys.executable, "-c", "import sys, aot; aot.Registry.from_package('plain'); "
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))"],
+                       cwd=tmp_path, env=repo_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -37,6 +37,8 @@ log = get_logger(__name__)
 INFO_NAME = "aot-package.json"
 INFO_FORMAT = "aot-package"
 INFO_VERSION = 1
+#: The families a package's own GPU check may be named for (``[tool.aot] checks``; aot.verify.gpu runs them).
+CHECKED_FAMILIES = ("nvrtc", "numba")
 
 
 class PinError(AotError):
@@ -181,10 +183,10 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     from ..verify.gpu import check_for_wheel
     expose_build_env_toolkit()  # pip's isolated build: its toolkit, not the outer environment's (or none)
     specs = load_matrix(cfg.matrix).specs
-    unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family == "nvrtc"}]
+    unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family in CHECKED_FAMILIES}]
     if unknown:
-        raise UsageError(f"{cfg.pyproject}: [tool.aot] key 'checks': {unknown[0]!r} is not an NVRTC unit of "
-                         f"{cfg.matrix.name}")
+        raise UsageError(f"{cfg.pyproject}: [tool.aot] key 'checks': {unknown[0]!r} is not an NVRTC unit or a "
+                         f"numba kernel of {cfg.matrix.name}")
     sms = _sms_for(cfg, sm)
     source_date_epoch()  # a bad value stops here, before minutes of compiling
     out = Path(out) if out is not None else cfg.out_dir

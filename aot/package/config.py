@@ -8,7 +8,8 @@ own AOT kernels writes.
     folder = "artifacts"              # default: <package>/artifacts/ (what Registry.from_package reads)
     prebuilt = "merged/"              # optional: bundle this (merged) set instead of building
     allow-partial = false             # default: every (spec, SM) of matrix x sm must be present
-    checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units (aot verify --gpu)
+    checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units and numba kernels
+                                            # (aot verify --gpu --package mypkg)
 
 Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
 mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the

@@ -183,6 +183,17 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
     return result
 
 
+def warm_spec(registry: Any, name: str) -> int:
+    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): attach it to its dispatcher (pure Python,
+    no CUDA); its cubin loads at the first launch. Returns the kernels loaded into the device now (0): loading
+    them from aot's warmup thread (``warm=True`` there) hung on the H100 (tests/test_gpu_numba.py, not yet
+    diagnosed), so the warmup does not. Raises why not attached (numba-cuda then compiles it)."""
+    why = attach_numba(registry, [name]).get(name, "not a numba kernel of this registry")
+    if why != "attached":
+        raise AotError(why)
+    return 0
+
+
 def _maker(registry: Any, spec: Any, dispatcher: Any):
     """The factory the dispatcher's cache calls for ``spec``'s signature: a rebuilt kernel, no I/O yet (the
     artifact is chosen, read and checked when the kernel first loads on a device)."""

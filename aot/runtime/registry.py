@@ -102,9 +102,14 @@ class Registry:
         self._prechecked: dict[str, tuple[Any, Any, Any]] = {}  # path -> (spec, entry, Artifact or error)
 
     @classmethod
-    def from_package(cls, package: str, folder: str = "artifacts", **kw) -> "Registry":
+    def from_package(cls, package: str, folder: str = "artifacts", *, numba: bool = True, **kw) -> "Registry":
         """The artifacts an installed package ships as data in ``<package>/<folder>/`` (what ``aot bundle``
         and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
+
+        A set with numba-cuda kernels (a ``numba/`` folder) has them attached to their own ``@cuda.jit``
+        dispatchers here (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
+        ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
+        kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
 
         A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
         wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
@@ -116,6 +121,9 @@ class Registry:
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
             reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
+        elif numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
+            from .numba_attach import attach_numba  # numba-cuda: only for a package that ships its kernels
+            attach_numba(reg)
         return reg
 
     # ------------------------------------------------------------------ introspection

@@ -130,13 +130,15 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
     ``[tool.aot] checks`` names (``checks``: unit -> "pkg.mod:func", resolved only inside ``package``).
     A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok".
+    numba-cuda kernels run their package's check through a copy of their dispatcher
+    (:mod:`aot.verify.numba_gate`); without one, or without ``package``, they are loaded, not executed.
     ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
     progress = on_spec or (lambda name, done: None)
     from .context import check_cccl
     from .compare import Mismatch, NoReference
     from .bound import only_code
     from .units import CheckContext, check_kernel, resolve_check
-    from ..core.spec import CcclSpec
+    from ..core.spec import CcclSpec, NumbaKernel
     device_sm = registry.device_sm()  # raises NoDeviceError (exit 6) when there is no usable GPU
     device = current_device()
     rows: list[GpuRow] = []
@@ -149,6 +151,15 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
             t0 = time.perf_counter()
             source = "packaged"
             try:
+                if isinstance(spec, NumbaKernel):  # through a copy of its own @cuda.jit dispatcher
+                    from .numba_gate import check_numba_artifact
+                    if entry is None:
+                        source, kind = "jit", "numba-cuda"
+                    fn = resolve_check(checks[name], package) if checks and name in checks and package else None
+                    status, detail = check_numba_artifact(registry, spec, entry, sm, kind, device_sm, fn, package)
+                    rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3,
+                                       detail, status=status))
+                    continue
                 if entry is not None:
                     loaded = registry.open_packaged(spec, entry, registry.manifest.path_of(entry), device_sm)
                     obj = loaded.obj
