@@ -155,10 +155,25 @@ def _existing_hit(path: Path, key: str) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------- workers
-def _worker_init(stub_path: str | None, parent_pid: int) -> None:
+#: The working directory of every build worker. NVRTC writes the compiling process's working directory
+#: into the LTO-IR it makes (cuda-cccl compiles each iterator's C++ to LTO-IR, and the blob keeps it):
+#: the same spec built in /tmp/a and in /tmp/bbbb gave blobs of different sizes (see docs/matrix-imports.md).
+#: One fixed directory, the same on every host, keeps a content key's bytes the same wherever it is built.
+WORKER_CWD = "/"
+
+
+def _worker_init(stub_path: str | None, parent_pid: int, import_parents: bool = False) -> None:
     from .toolchain import worker_setup
     worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (aot.build.workers says why)
     worker_setup(stub_path)
+    os.chdir(WORKER_CWD)  # after the set-up: a relative $AOT_STUB_LIBCUDA was opened from the caller's folder
+    global _IMPORT_PARENTS
+    _IMPORT_PARENTS = import_parents
+
+
+#: Whether operators from code are imported with their parent packages' ``__init__`` (``[tool.aot]
+#: import-parents``); set in each worker by :func:`_worker_init`.
+_IMPORT_PARENTS = False
 
 
 def _work(item: Item) -> tuple[bytes, float, dict]:

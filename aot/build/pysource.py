@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ class Rendered:
 
 
 def _import_roots(root: Path) -> list[str]:
+    """Absolute: build workers run in another folder (:data:`aot.build.builder.WORKER_CWD`)."""
+    root = Path(os.path.abspath(root))
     return [str(p) for p in (root / "src", root) if p.is_dir()]
 
 
