@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import tempfile
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -25,13 +24,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ..core import format as fmt
-from ..core.fs import atomic_write, doing, sweep_temp
+from ..core.fs import atomic_write, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
-from .workers import signals_blocked, stop_pool, worker_start
+from .workers import _work, _worker_init, signals_blocked, stop_pool
 from ..core.errors import ArtifactError, BuildError, UsageError
 from ..core.manifest import remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
+from .matrix import Unreadable
 
 REPORT_NAME = "build-report.json"
 
@@ -154,77 +154,20 @@ def _existing_hit(path: Path, key: str) -> int | None:
     return path.stat().st_size if art.header.get("content_key") == key else None
 
 
-# ---------------------------------------------------------------------------------------------- workers
-#: The working directory of every build worker. NVRTC writes the compiling process's working directory
-#: into the LTO-IR it makes (cuda-cccl compiles each iterator's C++ to LTO-IR, and the blob keeps it):
-#: the same spec built in /tmp/a and in /tmp/bbbb gave blobs of different sizes (see docs/matrix-imports.md).
-#: One fixed directory, the same on every host, keeps a content key's bytes the same wherever it is built.
-WORKER_CWD = "/"
-
-
-def _worker_init(stub_path: str | None, parent_pid: int, import_parents: bool = False) -> None:
-    from .toolchain import worker_setup
-    worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (aot.build.workers says why)
-    worker_setup(stub_path)
-    os.chdir(WORKER_CWD)  # after the set-up: a relative $AOT_STUB_LIBCUDA was opened from the caller's folder
-    global _IMPORT_PARENTS
-    _IMPORT_PARENTS = import_parents
-
-
-#: Whether operators from code are imported with their parent packages' ``__init__`` (``[tool.aot]
-#: import-parents``); set in each worker by :func:`_worker_init`.
-_IMPORT_PARENTS = False
-
-
-def _work(item: Item) -> tuple[bytes, float, dict]:
-    """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
-    from .compile import compile_cccl, compile_nvrtc_item
-    t0 = time.perf_counter()
-    try:
-        log = tempfile.TemporaryFile()
-    except OSError as e:  # a full /tmp: say so, not a bare "[Errno 28] No space left on device"
-        raise doing(e, "creating a file for the compiler's output in", tempfile.gettempdir()) from None
-    with log:
-        saved = [os.dup(1), os.dup(2)]
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            extra: dict = {}
-            if isinstance(item.spec, CcclSpec):
-                payload = compile_cccl(item.spec, item.sm)
-            else:
-                payload, symbols = compile_nvrtc_item(item.spec, item.sm, item.kind)
-                if symbols:  # templated kernels: the loader maps "axpy<float>" to its lowered name
-                    extra["symbols"] = symbols
-        except BaseException as e:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - 4000))
-            tail = log.read().decode(errors="replace").strip()
-            msg = f"{type(e).__name__}: {e}"
-            if tail:
-                msg += f"\n--- compiler output (last {min(size, 4000)} bytes) ---\n{tail}"
-            raise RuntimeError(msg) from None
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-    return payload, time.perf_counter() - t0, extra
-
-
 # ------------------------------------------------------------------------------------------------ build
 Event = Callable[[str, Item, "ItemResult | None"], None]
 
 
 def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0, force: bool = False,
           keep_going: bool = False, shard: tuple[int, int] | None = None, force_stub: bool = False,
-          on_event: Event | None = None, prune: bool = True) -> BuildReport:
+          on_event: Event | None = None, prune: bool = True, import_parents: bool = False,
+          unreadable: Sequence[Unreadable] = ()) -> BuildReport:
     """Build ``specs`` x ``sms`` into ``out``. Raises :class:`BuildError` (after writing the report) if any
     item failed; with ``keep_going`` the others still complete and the manifest lists them. ``prune``
     removes artifacts of earlier builds that this one does not produce (off for ``--only`` builds).
+    ``import_parents``: workers import operators from code as the matrix was read (``[tool.aot]
+    import-parents``). ``unreadable``: the matrix's specs whose module cannot be imported, failed items of
+    the report (with ``keep_going`` the rest is built; without, nothing is).
 
     The whole build holds ``out``'s writer lock (:mod:`aot._outlock`): a second build or merge into the
     same directory is refused with :class:`~aot.errors.BusyError` instead of pruning this one's files."""
@@ -235,12 +178,13 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     out.mkdir(parents=True, exist_ok=True)
     with output_lock(out, "build"):
         return _build(specs, sms, out, jobs=jobs, force=force, keep_going=keep_going, shard=shard,
-                      force_stub=force_stub, on_event=on_event, prune=prune, t_start=t_start)
+                      force_stub=force_stub, on_event=on_event, prune=prune, t_start=t_start,
+                      import_parents=import_parents, unreadable=unreadable)
 
 
 def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, force: bool, keep_going: bool,
            shard: tuple[int, int] | None, force_stub: bool, on_event: Event | None, prune: bool,
-           t_start: float) -> BuildReport:
+           t_start: float, import_parents: bool, unreadable: Sequence[Unreadable]) -> BuildReport:
     from .toolchain import choose_driver, versions
 
     producer = versions()
@@ -278,10 +222,15 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
     for it in todo:
         emit("queued", it, None)
 
-    if todo:
-        _run_pool(todo, keys, producer, out, jobs, driver.path, keep_going, results, emit)
+    failed_reading = [r for u in unreadable for r in _unreadable_results(u, sms)]
+    if failed_reading and not keep_going:
+        for it in todo:
+            results[it] = it.result("cancelled")
+            emit("done", it, results[it])
+    elif todo:
+        _run_pool(todo, keys, producer, out, jobs, driver.path, keep_going, results, emit, import_parents)
 
-    report.items = [results[it] for it in items if it in results]
+    report.items = [results[it] for it in items if it in results] + failed_reading
     report.seconds = time.perf_counter() - t_start
     log.info("build into %s: %s in %.1f s with %d jobs (%s)", out,
              ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items())) or "no items", report.seconds,
@@ -341,11 +290,19 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
     write_manifest(out, producer=producer, specs=specs, artifacts=entries, extra=extra)
 
 
+def _unreadable_results(u: Unreadable, sms: Sequence[int]) -> list[ItemResult]:
+    """The items a spec whose module cannot be imported would have had, each failed with its one line."""
+    kinds = [("cccl-blob", sm, f"cccl/{u.name}/sm_{sm}.aot") for sm in sms] if u.family == "cccl" else \
+        [("cubin", sm, f"nvrtc/{u.name}/sm_{sm}.cubin.aot") for sm in sms] + \
+        [("ptx", min(sms), f"nvrtc/{u.name}/compute_{min(sms)}.ptx.aot")]
+    return [ItemResult(u.name, u.family, sm, kind, path, "failed", error=u.error) for kind, sm, path in kinds]
+
+
 def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int, stub: str | None,
-              keep_going: bool, results: dict, emit: Event) -> None:
+              keep_going: bool, results: dict, emit: Event, import_parents: bool = False) -> None:
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
-                               initargs=(stub, os.getpid()))
+                               initargs=(stub, os.getpid(), import_parents))
     try:
         _drive(pool, todo, keys, producer, out, jobs, keep_going, results, emit)
         pool.shutdown(wait=True)  # every item is done: the workers are idle and exit on their sentinel
