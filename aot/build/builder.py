@@ -28,7 +28,7 @@ from ..core.fs import atomic_write, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
 from .workers import _work, _worker_init, signals_blocked, stop_pool
-from ..core.errors import ArtifactError, BuildError, UsageError
+from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
 from ..core.manifest import remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
 from .matrix import Unreadable
@@ -204,6 +204,7 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
                          sms=list(sms), shard=f"{shard[0]}/{shard[1]}" if shard else None)
 
     kept = [] if prune else _entries_to_keep(out, {s.name for s in specs}, producer)
+    _refuse_oversized_manifest(items, kept)  # before anything is compiled or removed
     remove_manifest(out)  # the commit marker goes first; it comes back only if everything below holds
     (out / REPORT_NAME).unlink(missing_ok=True)  # nobody mistakes the last build's report for this one's
     sweep_temp(out, older_than_s=0)
@@ -250,6 +251,41 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
     return report
 
 
+def _definitions(specs: Iterable[Spec]) -> dict[str, dict]:
+    """Each spec's definition as the manifest stores it (an NVRTC unit with its source: the loader can JIT
+    a unit from the manifest alone)."""
+    out = {}
+    for s in specs:
+        d = s.definition()
+        if isinstance(s, NvrtcUnit):
+            d["source"] = s.source
+        out[s.name] = d
+    return out
+
+
+def _refuse_oversized_manifest(items: Sequence[Item], kept: Sequence[tuple[dict, dict]]) -> None:
+    """Refuse, before building, a build whose ``manifest.json`` would exceed what every reader accepts
+    (:data:`aot.core.manifest.MAX_MANIFEST_LEN`): its size is known from the definitions and one entry per
+    item (hashes and sizes have fixed widths), within the few KB of producer fields. Five 4 MB sources, each
+    within its own bound, otherwise built into a 20 MB manifest that verify, inspect and Registry refused."""
+    from ..core.manifest import MAX_MANIFEST_LEN
+    specs = _definitions({it.spec.name: it.spec for it in items}.values())
+    specs.update({e["name"]: d for e, d in kept})
+    entries = [{"path": it.rel_path, "name": it.spec.name, "family": it.spec.family, "sm": it.sm, "size": 2 ** 40,
+                "payload_kind": it.kind, "sha256": "0" * 64, "content_key": "0" * 64} for it in items]
+    size = len(json.dumps({"specs": specs, "artifacts": entries + [e for e, _ in kept]}, indent=1, sort_keys=True))
+    if size > MAX_MANIFEST_LEN - _MANIFEST_SLACK:
+        big = max(specs, key=lambda n: len(json.dumps(specs[n])))
+        raise MatrixError(f"this build's manifest.json would be about {size / 2 ** 20:.1f} MiB, over the "
+                          f"{MAX_MANIFEST_LEN / 2 ** 20:.0f} MiB every reader accepts (largest spec: {big!r}, "
+                          f"{len(json.dumps(specs[big])) / 2 ** 20:.1f} MiB); build fewer or smaller specs per "
+                          f"output folder")
+
+
+#: Room in the manifest bound for what :func:`_refuse_oversized_manifest` does not count (producer, SMs, shard).
+_MANIFEST_SLACK = 64 * 1024
+
+
 def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict, dict]]:
     """For ``--only`` builds: the previous manifest's (entry, spec definition) pairs of the specs not being
     rebuilt, where the file is still intact and the toolchain is the same, so the output stays whole."""
@@ -275,12 +311,7 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
     entries = [{"path": r.path, "name": r.name, "family": r.family, "sm": r.sm, "payload_kind": r.kind,
                 "size": r.bytes, "sha256": file_sha256(out / r.path), "content_key": key_of[r.path]} for r in ok]
     names = {e["name"] for e in entries}
-    specs = {}
-    for s in {it.spec.name: it.spec for it in items if it.spec.name in names}.values():
-        d = s.definition()
-        if isinstance(s, NvrtcUnit):
-            d["source"] = s.source  # the loader can JIT a unit from the manifest alone
-        specs[s.name] = d
+    specs = _definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:
         entries.append(entry)
         specs.setdefault(entry["name"], definition)

@@ -164,10 +164,16 @@ def load_matrix(path: str | Path | None = None, *, import_parents: bool = False,
         raise MatrixError(f"{p}: the build matrix is not UTF-8 text ({e.reason} at byte {e.start})") from None
     m = parse_matrix(text, p, import_parents=import_parents, no_code=no_code)
     if m.unreadable and not partial:
-        more = len(m.unreadable) - 1
-        raise MatrixError(m.unreadable[0].error + (f" (and {more} more spec{'s' * (more > 1)} whose module cannot "
-                                                   f"be imported: 'aot validate' lists them)" if more else ""))
+        raise unreadable_error(m.unreadable)
     return m
+
+
+def unreadable_error(unreadable: Iterable[Unreadable]) -> MatrixError:
+    """One line: the first spec whose module cannot be imported, and how many more."""
+    first, *rest = unreadable
+    more = len(rest)
+    return MatrixError(first.error + (f" (and {more} more spec{'s' * (more > 1)} whose module cannot be imported: "
+                                      f"'aot validate' lists them)" if more else ""))
 
 
 def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code: bool = False) -> Matrix:

@@ -64,11 +64,15 @@ def cmd_build(args) -> int:
     from ..build.builder import build, error_summary, parse_shard, plan
     from ..build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
 
-    matrix = read_matrix(args.matrix, partial=args.keep_going)
+    matrix = read_matrix(args.matrix, partial=True)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
     if only is not None and not only:
         raise UsageError(f"--only {short(args.only)} names no spec")
     specs = matrix.select(only)
+    unreadable = matrix.unreadable_in(only)  # a spec whose module cannot be imported: built around with --keep-going
+    if unreadable and not args.keep_going:
+        from ..build.matrix import unreadable_error
+        raise unreadable_error(unreadable)
     major = cuda_major()
     want_native = "native" in args.sm.lower()
     sms = parse_sm_list(args.sm, cuda_major=major, native=native_sm() if want_native else None,
@@ -101,7 +105,7 @@ def cmd_build(args) -> int:
             report = build(specs, sms, args.out, jobs=jobs, force=args.force, keep_going=args.keep_going,
                            shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event,
                            prune=not args.only, import_parents=matrix.import_parents,
-                           unreadable=matrix.unreadable_in(only))
+                           unreadable=unreadable)
         except BusyError:
             refused = True  # the report in --out is the other build's, not ours
             raise

@@ -111,7 +111,11 @@ def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[st
     if extra:
         doc.update(extra)
     path = root / MANIFEST_NAME
-    atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
+    data = (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    if len(data) > MAX_MANIFEST_LEN:  # never write what every reader refuses (the build refuses it earlier)
+        raise ArtifactError(f"{path}: {len(data)} bytes, over the {MAX_MANIFEST_LEN}-byte bound every reader "
+                            f"applies; not written")
+    atomic_write(path, data)
     return path
 
 

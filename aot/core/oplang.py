@@ -114,10 +114,12 @@ def _subscript_problem(value: Any, params: set[str], arrays: tuple[str, ...], sc
     import ast
     declared = f"declared state arrays: {', '.join(arrays)}" if arrays else "no state array is declared"
     if not isinstance(value, ast.Name):
-        return f"lambda subscripts {short(ast.unparse(value))}; only a declared state array can be subscripted ({declared})"
+        return (f"lambda subscripts {short(ast.unparse(value))}; only a declared state array can be subscripted "
+                f"({declared})")
     name = value.id
     if name in params:
-        return f"lambda subscripts its own argument {name!r} ({name}[...]); only a declared state array can be ({declared})"
+        return (f"lambda subscripts its own argument {name!r} ({name}[...]); only a declared state array can be "
+                f"({declared})")
     if name in scalars:
         return f"lambda subscripts {name!r}, a scalar state field; declare it as '{name}: <dtype>[]' to read an array"
     if not arrays:
