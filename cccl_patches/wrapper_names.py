@@ -9,7 +9,8 @@ what the worker built before it: bytes depended on worker order, and ``aot``'s p
 ``reduce`` with ``op: "lambda left, right: left + right"``, then the same with ``input: {transform: "lambda
 x: x * x"}``: the second item's operator came from the memo as ``wrapped__lambda__0``, its transform was
 compiled after the restart as ``wrapped__lambda__0`` too, and nvJitLink refused the link ("Linking globals
-named 'wrapped__lambda__0': symbol multiply defined!"). ``tests/test_cccl_patches.py`` builds that pair.
+named 'wrapped__lambda__0': symbol multiply defined!"). ``tests/test_matrix_imports.py`` builds that pair,
+in two folders.
 
 The fix (:func:`install`): while cuda-cccl wraps an operator (``create_op_void_ptr_wrapper``,
 ``create_stateful_op_void_ptr_wrapper``), the name's suffix is a digest of what the wrapper compiles
