@@ -15,15 +15,15 @@ PROJECT_MATRIX = "build_matrix.yaml"
 
 def matrix_path(given: Path | None) -> Path | None:
     """``--matrix``; else ``./build_matrix.yaml`` when this folder holds one (a project's own matrix); else
-    ``None``, the bundled matrix. Which file a default picked is said on stderr."""
-    import sys
+    ``None``, the bundled matrix. Every error names the file read, validate's last line does, and ``-v``
+    logs the choice (a second line on stderr would break the one-line errors)."""
+    import logging
     if given is not None:
         return given
     if Path(PROJECT_MATRIX).is_file():
-        print(f"aot: reading ./{PROJECT_MATRIX} (this folder's matrix; --matrix names another)", file=sys.stderr)
+        logging.getLogger("aot").info("reading ./%s (this folder's matrix; --matrix names another)", PROJECT_MATRIX)
         return Path(PROJECT_MATRIX)
-    from ..build.matrix import default_matrix_path
-    print(f"aot: no ./{PROJECT_MATRIX} here: reading aot's bundled matrix {default_matrix_path()}", file=sys.stderr)
+    logging.getLogger("aot").info("no ./%s here: reading aot's bundled matrix", PROJECT_MATRIX)
     return None
 
 
