@@ -29,7 +29,7 @@ from ..core.log import get_logger
 from .outlock import output_lock
 from .workers import _work, _worker_init, signals_blocked, stop_pool
 from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
-from ..core.manifest import remove_manifest, write_manifest
+from ..core.manifest import MAX_MANIFEST_LEN, remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
 from .matrix import Unreadable
 
@@ -268,7 +268,6 @@ def _refuse_oversized_manifest(items: Sequence[Item], kept: Sequence[tuple[dict,
     (:data:`aot.core.manifest.MAX_MANIFEST_LEN`): its size is known from the definitions and one entry per
     item (hashes and sizes have fixed widths), within the few KB of producer fields. Five 4 MB sources, each
     within its own bound, otherwise built into a 20 MB manifest that verify, inspect and Registry refused."""
-    from ..core.manifest import MAX_MANIFEST_LEN
     specs = _definitions({it.spec.name: it.spec for it in items}.values())
     specs.update({e["name"]: d for e, d in kept})
     entries = [{"path": it.rel_path, "name": it.spec.name, "family": it.spec.family, "sm": it.sm, "size": 2 ** 40,

@@ -54,7 +54,7 @@ class ImportFailure(SpecError):
 @functools.lru_cache(maxsize=1)
 def _prepare_process() -> None:
     """Once per reading process, before the first import of the user's code (see the module docstring)."""
-    from .toolchain import choose_driver, worker_setup
+    from .toolchain import choose_driver, worker_setup  # probes libraries: only when a matrix names code
     try:
         worker_setup(choose_driver().path)
     except ToolchainError as e:  # no stand-in to be had: a module importing cuda.compute then says so itself
@@ -104,7 +104,7 @@ def _why(mod: str, e: BaseException) -> str:
 
 
 def _import_roots(root: Path) -> list[str]:
-    """Absolute: build workers run in another folder (:data:`aot.build.builder.WORKER_CWD`)."""
+    """Absolute: build workers run in another folder (:data:`aot.build.workers.WORKER_CWD`)."""
     root = Path(os.path.abspath(root))
     return [str(p) for p in (root / "src", root) if p.is_dir()]
 

@@ -19,6 +19,7 @@ SM list, ``AOT_WHEEL_ARTIFACTS`` the prebuilt set (the same knobs ``aot``'s own 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any, Mapping
 
 from ..core.errors import ArtifactError, MatrixError
 from ..core.format import _read_regular
+from ..core.fs import trust_problem
 from ..core.text import short
 
 KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks", "import-parents")
@@ -229,8 +231,6 @@ def matrix_import_parents(matrix: str | Path) -> bool:
     :data:`MAX_PROJECT_DEPTH` up), honoured only if its ``[tool.aot] matrix`` (default
     ``build_matrix.yaml``) is this file and it is ours and writable by nobody else; else ``False``. Read
     with the bounded reader of :func:`load_config`; a bad value there is a :class:`ConfigError`."""
-    import os
-    from ..core.fs import trust_problem
     target = Path(os.path.abspath(matrix))
     for folder in list(target.parents)[:MAX_PROJECT_DEPTH]:
         path = folder / "pyproject.toml"
