@@ -32,6 +32,9 @@ Two more fixes for the forms beyond plain arrays (issue 20), each with its evide
   content instead of its memory address, so a ``TransformIterator`` over a Python operator builds to the
   same bytes twice. It changes no symbol of an iterator without an operator, so no artifact built before
   it changes (``PATCH_VERSION`` stays).
+* :mod:`cccl_patches.wrapper_names` (installed by :func:`apply`): the wrapper cuda-cccl generates around a
+  Python operator is named from the operator's content instead of a per-process counter, so a blob's bytes
+  do not depend on what its worker built before, and two items' memoized names never meet in one link.
 * :mod:`cccl_patches.annotated_ops` (installed by :func:`apply`): a stateless Python operator with type
   annotations is compiled for the build's target instead of eagerly for the current device (which a
   driverless host has not); ``TransformOutputIterator`` needs the annotations. Unannotated operators are
@@ -49,8 +52,9 @@ from .placeholder import PLACEHOLDER_ADDRESS, PlaceholderArray, placeholder_arra
 
 #: cuda-cccl versions this patch was verified against (on the GPU, every spec of the default matrix).
 VERIFIED_CCCL_VERSIONS = ("1.2.1",)
-#: Bumped when the patch changes what a build produces (part of every CCCL content key).
-PATCH_VERSION = 1
+#: Bumped when the patch changes what a build produces (part of every CCCL content key). 2: operator
+#: wrappers named from content (:mod:`cccl_patches.wrapper_names`), workers compile in one fixed folder.
+PATCH_VERSION = 2
 STUB_SOURCE = Path(__file__).with_name("libcuda_stub.c")
 
 _applied = False
@@ -87,9 +91,10 @@ def apply() -> None:
                                 interop.Op(), info, state=PLACEHOLDER_ADDRESS)
 
     interop._device_array_to_cccl_iter = _device_array_to_cccl_iter
-    from . import annotated_ops, symbols
+    from . import annotated_ops, symbols, wrapper_names
     symbols.install()
     annotated_ops.install()
+    wrapper_names.install()  # after annotated_ops: it wraps the wrapper maker annotated_ops installed
     _applied = True
 
 
@@ -102,9 +107,16 @@ def restart_names() -> None:
     counter only keeps names unique within one program; every build item is its own program, linked and
     serialized alone, so restarting it per item keeps names unique where they must be. Evidence: the
     byte-identity tests (tests/test_cccl_patches.py, tests/test_forms.py) and ``verify --gpu`` of sets built
-    with it. The JIT fallback builds through the same recipe, so it gets the same bytes too."""
-    import itertools
+    with it. The JIT fallback builds through the same recipe, so it gets the same bytes too.
 
+    Since :mod:`cccl_patches.wrapper_names` the wrappers of Python operators are named from content and
+    this restart is also where a new program begins for it; the counter is restarted still for any other
+    name cuda-cccl draws from it. The restart alone had let a memoized operator's name meet a new one in one
+    link (``symbol multiply defined``): that module says how."""
+    import itertools
+    from . import wrapper_names
+
+    wrapper_names.restart()  # each item is its own program (cccl_patches.wrapper_names)
     try:
         from cuda.compute import _odr_helpers
     except ImportError:  # no numba-cuda-mlir: no Python operator is compiled, no wrapper is named

@@ -41,6 +41,11 @@ def stable_kind(kind: Any) -> Any:
     return kind
 
 
+def content(v: Any) -> str:
+    """A string for ``v`` that is the same in every process for the same content (no address, no path)."""
+    return _value(v, 0)
+
+
 def _op_content(op: Any) -> str:
     from cuda.compute.op import RawOp
     if isinstance(op, RawOp):

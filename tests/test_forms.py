@@ -142,7 +142,12 @@ BAD = [
     ('{name: s, algorithm: reduce, dtype: float32, op: plus, init: 0, input: {counting: float32}}', "input",
      "yields integers"),
     ('{name: s, algorithm: reduce, dtype: int32, op: plus, init: 0, input: {transform: "lambda x: m[x]"}}',
-     "input.transform", "Subscript of something other than a declared state array"),
+     "input.transform", "lambda reads m[...], but no state is declared: declare it under 'state:' as 'm: <dtype>[]'"),
+    ('{name: s, algorithm: select, dtype: int32, op: "lambda i: maks[i] != 0", state: {mask: "uint8[]"}}', "op",
+     "lambda reads maks[...], but 'maks' is not a declared state array (did you mean 'mask'?); declared state "
+     "arrays: mask"),
+    ('{name: s, algorithm: select, dtype: int32, op: "lambda i: i[0] != 0", state: {mask: "uint8[]"}}', "op",
+     "lambda subscripts its own argument 'i'"),
     ('{name: s, algorithm: select, dtype: int32, op: "lambda i: mask != 0", state: {mask: "uint8[]"}}', "op",
      "without subscripting it"),
     ('{name: s, algorithm: select, dtype: int32, op: "lambda i: mask[i:2] != 0", state: {mask: "uint8[]"}}', "op",

@@ -342,7 +342,7 @@ def test_exponent_init_is_read_as_a_number(tmp_path):
     ("lambda x: x.real", "Attribute"),
     ("lambda x: y", "refers to 'y'"),
     ("lambda x: x != 'a'", "only numbers"),
-    ("lambda x: [x][0]", "Subscript"),
+    ("lambda x: [x][0]", "lambda subscripts '[x]'; only a declared state array can be subscripted"),
 ])
 def test_operator_lambdas_cannot_run_code(tmp_path, op, expected):
     """Lambdas are evaluated on end-user machines during JIT fallback: only arithmetic over their args."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import tempfile
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -25,14 +24,15 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ..core import format as fmt
-from ..core.fs import atomic_write, doing, sweep_temp
+from ..core.fs import atomic_write, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
 from .progkeys import entry_fields
-from .workers import signals_blocked, stop_pool, worker_start
-from ..core.errors import ArtifactError, BuildError, UsageError
-from ..core.manifest import remove_manifest, write_manifest
-from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec, item_key
+from .workers import _work, _worker_init, signals_blocked, stop_pool
+from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
+from ..core.manifest import MAX_MANIFEST_LEN, remove_manifest, write_manifest
+from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
+from .matrix import Unreadable
 
 REPORT_NAME = "build-report.json"
 
@@ -155,65 +155,20 @@ def _existing_hit(path: Path, key: str) -> int | None:
     return path.stat().st_size if art.header.get("content_key") == key else None
 
 
-# ---------------------------------------------------------------------------------------------- workers
-def _worker_init(stub_path: str | None, parent_pid: int) -> None:
-    from .toolchain import worker_setup
-    worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (aot.build.workers says why)
-    worker_setup(stub_path)
-
-
-def _work(item: Item) -> tuple[bytes, float, dict]:
-    """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
-    from .compile import compile_cccl, compile_nvrtc_item
-    t0 = time.perf_counter()
-    try:
-        log = tempfile.TemporaryFile()
-    except OSError as e:  # a full /tmp: say so, not a bare "[Errno 28] No space left on device"
-        raise doing(e, "creating a file for the compiler's output in", tempfile.gettempdir()) from None
-    with log:
-        saved = [os.dup(1), os.dup(2)]
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            extra: dict = {}
-            if isinstance(item.spec, CcclSpec):
-                payload = compile_cccl(item.spec, item.sm)
-            elif isinstance(item.spec, NumbaKernel):  # the numba-cuda family
-                from .numba_build import compile_numba_item
-                payload, extra = compile_numba_item(item.spec, item.sm, item.kind)
-            else:
-                payload, symbols = compile_nvrtc_item(item.spec, item.sm, item.kind)
-                if symbols:  # templated kernels: the loader maps "axpy<float>" to its lowered name
-                    extra["symbols"] = symbols
-        except BaseException as e:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - 4000))
-            tail = log.read().decode(errors="replace").strip()
-            msg = f"{type(e).__name__}: {e}"
-            if tail:
-                msg += f"\n--- compiler output (last {min(size, 4000)} bytes) ---\n{tail}"
-            raise RuntimeError(msg) from None
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-    return payload, time.perf_counter() - t0, extra
-
-
 # ------------------------------------------------------------------------------------------------ build
 Event = Callable[[str, Item, "ItemResult | None"], None]
 
 
 def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0, force: bool = False,
           keep_going: bool = False, shard: tuple[int, int] | None = None, force_stub: bool = False,
-          on_event: Event | None = None, prune: bool = True) -> BuildReport:
+          on_event: Event | None = None, prune: bool = True, import_parents: bool = False,
+          unreadable: Sequence[Unreadable] = ()) -> BuildReport:
     """Build ``specs`` x ``sms`` into ``out``. Raises :class:`BuildError` (after writing the report) if any
     item failed; with ``keep_going`` the others still complete and the manifest lists them. ``prune``
     removes artifacts of earlier builds that this one does not produce (off for ``--only`` builds).
+    ``import_parents``: workers import operators from code as the matrix was read (``[tool.aot]
+    import-parents``). ``unreadable``: the matrix's specs whose module cannot be imported, failed items of
+    the report (with ``keep_going`` the rest is built; without, nothing is).
 
     The whole build holds ``out``'s writer lock (:mod:`aot._outlock`): a second build or merge into the
     same directory is refused with :class:`~aot.errors.BusyError` instead of pruning this one's files."""
@@ -224,12 +179,13 @@ def build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int = 0
     out.mkdir(parents=True, exist_ok=True)
     with output_lock(out, "build"):
         return _build(specs, sms, out, jobs=jobs, force=force, keep_going=keep_going, shard=shard,
-                      force_stub=force_stub, on_event=on_event, prune=prune, t_start=t_start)
+                      force_stub=force_stub, on_event=on_event, prune=prune, t_start=t_start,
+                      import_parents=import_parents, unreadable=unreadable)
 
 
 def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, force: bool, keep_going: bool,
            shard: tuple[int, int] | None, force_stub: bool, on_event: Event | None, prune: bool,
-           t_start: float) -> BuildReport:
+           t_start: float, import_parents: bool, unreadable: Sequence[Unreadable]) -> BuildReport:
     from .toolchain import choose_driver, versions
     from ..core.versions import require_cccl
 
@@ -251,6 +207,7 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
                          sms=list(sms), shard=f"{shard[0]}/{shard[1]}" if shard else None)
 
     kept = [] if prune else _entries_to_keep(out, {s.name for s in specs}, producer)
+    _refuse_oversized_manifest(items, kept)  # before anything is compiled or removed
     remove_manifest(out)  # the commit marker goes first; it comes back only if everything below holds
     (out / REPORT_NAME).unlink(missing_ok=True)  # nobody mistakes the last build's report for this one's
     sweep_temp(out, older_than_s=0)
@@ -269,10 +226,15 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
     for it in todo:
         emit("queued", it, None)
 
-    if todo:
-        _run_pool(todo, keys, producer, out, jobs, driver.path, keep_going, results, emit)
+    failed_reading = [r for u in unreadable for r in _unreadable_results(u, sms)]
+    if failed_reading and not keep_going:
+        for it in todo:
+            results[it] = it.result("cancelled")
+            emit("done", it, results[it])
+    elif todo:
+        _run_pool(todo, keys, producer, out, jobs, driver.path, keep_going, results, emit, import_parents)
 
-    report.items = [results[it] for it in items if it in results]
+    report.items = [results[it] for it in items if it in results] + failed_reading
     report.seconds = time.perf_counter() - t_start
     log.info("build into %s: %s in %.1f s with %d jobs (%s)", out,
              ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items())) or "no items", report.seconds,
@@ -290,6 +252,40 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
                          f"{first.name} sm_{first.sm} ({first.kind}): {error_summary(first.error)}"
                          + ("" if keep_going else f"; no manifest written (see {out / REPORT_NAME})"))
     return report
+
+
+def _definitions(specs: Iterable[Spec]) -> dict[str, dict]:
+    """Each spec's definition as the manifest stores it (an NVRTC unit with its source: the loader can JIT
+    a unit from the manifest alone)."""
+    out = {}
+    for s in specs:
+        d = s.definition()
+        if isinstance(s, NvrtcUnit):
+            d["source"] = s.source
+        out[s.name] = d
+    return out
+
+
+def _refuse_oversized_manifest(items: Sequence[Item], kept: Sequence[tuple[dict, dict]]) -> None:
+    """Refuse, before building, a build whose ``manifest.json`` would exceed what every reader accepts
+    (:data:`aot.core.manifest.MAX_MANIFEST_LEN`): its size is known from the definitions and one entry per
+    item (hashes and sizes have fixed widths), within the few KB of producer fields. Five 4 MB sources, each
+    within its own bound, otherwise built into a 20 MB manifest that verify, inspect and Registry refused."""
+    specs = _definitions({it.spec.name: it.spec for it in items}.values())
+    specs.update({e["name"]: d for e, d in kept})
+    entries = [{"path": it.rel_path, "name": it.spec.name, "family": it.spec.family, "sm": it.sm, "size": 2 ** 40,
+                "payload_kind": it.kind, "sha256": "0" * 64, "content_key": "0" * 64} for it in items]
+    size = len(json.dumps({"specs": specs, "artifacts": entries + [e for e, _ in kept]}, indent=1, sort_keys=True))
+    if size > MAX_MANIFEST_LEN - _MANIFEST_SLACK:
+        big = max(specs, key=lambda n: len(json.dumps(specs[n])))
+        raise MatrixError(f"this build's manifest.json would be about {size / 2 ** 20:.1f} MiB, over the "
+                          f"{MAX_MANIFEST_LEN / 2 ** 20:.0f} MiB every reader accepts (largest spec: {big!r}, "
+                          f"{len(json.dumps(specs[big])) / 2 ** 20:.1f} MiB); build fewer or smaller specs per "
+                          f"output folder")
+
+
+#: Room in the manifest bound for what :func:`_refuse_oversized_manifest` does not count (producer, SMs, shard).
+_MANIFEST_SLACK = 64 * 1024
 
 
 def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict, dict]]:
@@ -322,12 +318,7 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
     names = {e["name"] for e in entries}
-    specs = {}
-    for s in {it.spec.name: it.spec for it in items if it.spec.name in names}.values():
-        d = s.definition()
-        if isinstance(s, NvrtcUnit):
-            d["source"] = s.source  # the loader can JIT a unit from the manifest alone
-        specs[s.name] = d
+    specs = _definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:
         entries.append(entry)
         specs.setdefault(entry["name"], definition)
@@ -337,11 +328,19 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
     write_manifest(out, producer=producer, specs=specs, artifacts=entries, extra=extra)
 
 
+def _unreadable_results(u: Unreadable, sms: Sequence[int]) -> list[ItemResult]:
+    """The items a spec whose module cannot be imported would have had, each failed with its one line."""
+    kinds = [("cccl-blob", sm, f"cccl/{u.name}/sm_{sm}.aot") for sm in sms] if u.family == "cccl" else \
+        [("cubin", sm, f"nvrtc/{u.name}/sm_{sm}.cubin.aot") for sm in sms] + \
+        [("ptx", min(sms), f"nvrtc/{u.name}/compute_{min(sms)}.ptx.aot")]
+    return [ItemResult(u.name, u.family, sm, kind, path, "failed", error=u.error) for kind, sm, path in kinds]
+
+
 def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int, stub: str | None,
-              keep_going: bool, results: dict, emit: Event) -> None:
+              keep_going: bool, results: dict, emit: Event, import_parents: bool = False) -> None:
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
-                               initargs=(stub, os.getpid()))
+                               initargs=(stub, os.getpid(), import_parents))
     try:
         _drive(pool, todo, keys, producer, out, jobs, keep_going, results, emit)
         pool.shutdown(wait=True)  # every item is done: the workers are idle and exit on their sentinel

@@ -10,21 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-import yaml
 
 from ..core.errors import ArtifactError, MatrixError
 from ..core.format import _read_regular
 from ..algorithms import DTYPES
-from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS, MAX_TEXT_LEN,
-                         SpecError, _text_problem, hint, short)
-from ..core.spec import NvrtcUnit, Spec
+from ..core.text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_SOURCE_LEN, MAX_SPECS, MAX_STRUCT_FIELDS,
+                         SpecError, hint, short)
+from ..core.spec import CcclSpec, NvrtcUnit, Spec
 from .includes import IncludeError, header_files, read_source
 from ..core.rules import check_cccl, check_name, check_nvrtc
 from ..core.nvsource import flags_to_options, is_code_source, name_template, source_problem
-from .pysource import code_units, make_project_importable
+from ..core.opref import OpRefError, source_digest
+from .codeimport import CodeImports, ImportFailure
+from .pysource import code_units
 from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
+from .yamlread import Map, load_yaml
 
 TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
@@ -34,124 +36,53 @@ SUPPORTED_VERSIONS = (1,)
 
 #: Largest matrix file read (the default one is under 3 KB).
 MAX_MATRIX_LEN = 1024 * 1024
-#: Deepest nesting of YAML collections (a matrix needs 5: top, section, entry, options, define_macro).
-MAX_DEPTH = 16
-#: Most entries in one YAML list or mapping, and most values in the whole file.
-MAX_ENTRIES = MAX_SPECS
-MAX_VALUES = 32 * MAX_SPECS
-
-#: The fast (libyaml) parser when PyYAML has it; the checks below hold for either.
-_BaseLoader = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
-_START = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
-_END = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+#: The source digest a ``--no-code`` read records for an operator from code (never built: see ``no_code``).
+NO_CODE_DIGEST = "0" * 64
 
 
-def _prescan(text: str, name: str) -> None:
-    """Refuse, from the event stream and before anything is built: anchors and aliases (an alias bomb
-    expands to billions of values), nesting deeper than :data:`MAX_DEPTH`, collections and files with too
-    many values, and scalars too long or holding NUL or lone surrogates. Stops at the first problem, so
-    a hostile file costs time proportional to where the problem is, not to its size."""
-    depth = values = 0
-    sizes: list[int] = []
-    for event in yaml.parse(text, Loader=_BaseLoader):
-        line = event.start_mark.line + 1 if event.start_mark else 0
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise MatrixError(f"{name}:{line}: YAML anchors and aliases are not allowed (write each value out)")
-        if isinstance(event, _END):
-            depth -= 1
-            sizes.pop()
-            continue
-        if not isinstance(event, (yaml.ScalarEvent, *_START)):
-            continue
-        values += 1
-        if sizes:
-            sizes[-1] -= 1
-            if sizes[-1] < 0:
-                raise MatrixError(f"{name}:{line}: a list or mapping with more than {MAX_ENTRIES} entries")
-        if values > MAX_VALUES:
-            raise MatrixError(f"{name}:{line}: the matrix holds more than {MAX_VALUES} values")
-        if isinstance(event, yaml.ScalarEvent):
-            problem = _text_problem(event.value, MAX_TEXT_LEN)
-            if problem:
-                raise MatrixError(f"{name}:{line}: a value {problem}")
-        else:
-            depth += 1  # room left in this collection (a mapping's keys and values both count)
-            sizes.append(2 * MAX_ENTRIES if isinstance(event, yaml.MappingStartEvent) else MAX_ENTRIES)
-            if depth > MAX_DEPTH:
-                raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels")
+@dataclass(frozen=True)
+class Unreadable:
+    """A spec whose module cannot be imported (:class:`aot.build.codeimport.ImportFailure`): its one line."""
 
-
-class _Map(dict):
-    """A mapping that remembers the line of each key (1-based) and of itself."""
-
-    line: int = 0
-    key_lines: dict
-
-
-class _Seq(list):
-    line: int = 0
-
-
-class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
-    name: str = ""
-
-
-def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
-    m = _Map()
-    m.line = node.start_mark.line + 1
-    m.key_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, (str, int, float, bool)) or key is None:
-            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: a mapping key must be a plain "
-                              f"name, not {type(key).__name__}")
-        if key in m:
-            raise MatrixError(f"{loader.name}:{key_node.start_mark.line + 1}: duplicate key {short(key)}")
-        m[key] = loader.construct_object(value_node, deep=True)
-        m.key_lines[key] = value_node.start_mark.line + 1
-    return m
-
-
-def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> _Seq:
-    s = _Seq(loader.construct_object(n, deep=True) for n in node.value)
-    s.line = node.start_mark.line + 1
-    return s
-
-
-def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
-    try:
-        return loader.construct_yaml_int(node)
-    except ValueError:  # over Python's 4300-digit int conversion limit
-        raise MatrixError(f"{loader.name}:{node.start_mark.line + 1}: integer {short(node.value)} is too "
-                          f"large") from None
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    name: str
+    family: str  # "cccl" | "nvrtc"
+    error: str
 
 
 @dataclass(frozen=True)
 class Matrix:
-    """A validated matrix: its file and its specs in file order."""
+    """A validated matrix: its file and its specs in file order; the specs whose module cannot be imported
+    (read with ``partial``); which specs name code (``code``: name -> references), and whether that code was
+    left unimported (``no_code``: then operators from code carry :data:`NO_CODE_DIGEST` and must not be built)."""
 
     path: Path
     specs: tuple[Spec, ...]
+    unreadable: tuple[Unreadable, ...] = ()
+    code: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    no_code: bool = False
+    import_parents: bool = False
 
     def names(self) -> list[str]:
         return [s.name for s in self.specs]
 
     def select(self, only: Iterable[str] | None) -> tuple[Spec, ...]:
-        """The specs named in ``only`` (all when ``None``); an unknown name is an error with a hint."""
+        """The specs named in ``only`` (all when ``None``); an unknown name is an error with a hint (the name
+        of an unreadable spec is known: :meth:`unreadable_in` lists it)."""
         if not only:
             return self.specs
         by_name = {s.name: s for s in self.specs}
-        missing = [n for n in only if n not in by_name]
+        known = {*by_name, *(u.name for u in self.unreadable)}
+        missing = [n for n in only if n not in known]
         if missing:
             n = missing[0]
             raise MatrixError(f"{self.path}: --only names unknown spec {short(n)}{hint(n, by_name)}")
         wanted = set(only)
         return tuple(s for s in self.specs if s.name in wanted)
+
+    def unreadable_in(self, only: Iterable[str] | None) -> tuple[Unreadable, ...]:
+        """The unreadable specs among ``only`` (all when ``None``)."""
+        wanted = set(only) if only else None
+        return tuple(u for u in self.unreadable if wanted is None or u.name in wanted)
 
 
 def default_matrix_path() -> Path:
@@ -177,10 +108,12 @@ def resolve_source(matrix_path: Path, src: str) -> Path:
 
 
 class _Ctx:
-    """Formats errors as ``file:line: spec 'name': field 'f': message``."""
+    """Formats errors as ``file:line: spec 'name': field 'f': message``; holds the matrix's imports
+    (``None``: ``--no-code``, nothing is imported)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, imports: CodeImports | None):
         self.path = path
+        self.imports = imports
 
     def fail(self, line: int, msg: str, spec: str | None = None, fld: str | None = None) -> MatrixError:
         where = f"{self.path}:{line}:"
@@ -190,11 +123,11 @@ class _Ctx:
             where += f" field {short(fld)}:"
         return MatrixError(f"{where} {msg}")
 
-    def spec_error(self, e: _Map, err: SpecError, name: str | None) -> MatrixError:
+    def spec_error(self, e: Map, err: SpecError, name: str | None) -> MatrixError:
         """A :class:`SpecError` from the shared validator, placed on the line of the field at fault."""
         fld = err.field
         line = e.line
-        if fld is not None and fld.startswith("options.") and isinstance(e.get("options"), _Map):
+        if fld is not None and fld.startswith("options.") and isinstance(e.get("options"), Map):
             line = e["options"].key_lines.get(fld[len("options."):], e.key_lines.get("options", e.line))
         elif fld is not None and fld in e:
             line = e.key_lines[fld]
@@ -213,8 +146,14 @@ def _read_bounded(path: Path, max_size: int) -> bytes:
         raise ArtifactError(str(e).removeprefix(f"{path}: ").removeprefix("cannot read: ")) from None
 
 
-def load_matrix(path: str | Path | None = None) -> Matrix:
-    """Read and validate a matrix file (the bundled default when ``path`` is ``None``)."""
+def load_matrix(path: str | Path | None = None, *, import_parents: bool = False, no_code: bool = False,
+                partial: bool = False) -> Matrix:
+    """Read and validate a matrix file (the bundled default when ``path`` is ``None``).
+
+    ``import_parents``: import the code it names with its parent packages' ``__init__`` (``[tool.aot]
+    import-parents``); ``no_code``: import nothing (``aot validate --no-code``); ``partial``: a spec whose
+    module cannot be imported is listed in ``unreadable`` instead of failing the read (one
+    :class:`MatrixError` naming the first, and how many more)."""
     p = Path(path) if path is not None else default_matrix_path()
     try:
         raw = _read_bounded(p, MAX_MATRIX_LEN)
@@ -224,35 +163,24 @@ def load_matrix(path: str | Path | None = None) -> Matrix:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise MatrixError(f"{p}: the build matrix is not UTF-8 text ({e.reason} at byte {e.start})") from None
-    return parse_matrix(text, p)
+    m = parse_matrix(text, p, import_parents=import_parents, no_code=no_code)
+    if m.unreadable and not partial:
+        raise unreadable_error(m.unreadable)
+    return m
 
 
-def _load_yaml(text: str, ctx: _Ctx) -> Any:
-    name = str(ctx.path)
-    try:
-        _prescan(text, name)
-        loader = _Loader(text)
-        loader.name = name
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
-    except MatrixError:
-        raise
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark else 0
-        if "maximum nesting depth" in str(e):  # libyaml >= 0.2.5 (PyYAML 6.0.4) scans ahead of _prescan
-            raise MatrixError(f"{name}:{line}: nesting deeper than {MAX_DEPTH} levels") from None
-        raise ctx.fail(line, f"not valid YAML: {str(getattr(e, 'problem', None) or e)[:200]}") from None
-    except (ValueError, TypeError, RecursionError, MemoryError) as e:  # a constructor refusing a value
-        raise ctx.fail(0, f"not a usable YAML document: {type(e).__name__}: {str(e)[:200]}") from None
+def unreadable_error(unreadable: Iterable[Unreadable]) -> MatrixError:
+    """One line: the first spec whose module cannot be imported, and how many more."""
+    first, *rest = unreadable
+    more = len(rest)
+    return MatrixError(first.error + (f" (and {more} more spec{'s' * (more > 1)} whose module cannot be imported: "
+                                      f"'aot validate' lists them)" if more else ""))
 
 
-def parse_matrix(text: str, path: Path) -> Matrix:
-    ctx = _Ctx(path)
-    doc = _load_yaml(text, ctx)
-    if not isinstance(doc, _Map):
+def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code: bool = False) -> Matrix:
+    ctx = _Ctx(path, None if no_code else CodeImports(path.parent, import_parents=import_parents))
+    doc = load_yaml(text, str(ctx.path))
+    if not isinstance(doc, Map):
         raise ctx.fail(1, "the matrix must be a mapping with keys 'version', 'cccl', 'nvrtc'")
     for key in doc:
         if key not in TOP_KEYS:
@@ -264,6 +192,8 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     types = _parse_types(ctx, doc)
     specs: list[Spec] = []
     seen: dict[str, int] = {}
+    unreadable: list[Unreadable] = []
+    code: list[tuple[str, tuple[str, ...]]] = []
     for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba)):
         entries = doc.get(section, [])
         if entries is None:
@@ -272,7 +202,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
             raise ctx.fail(doc.key_lines[section], f"{section!r} must be a list of specs")
         for entry in entries:
             line = getattr(entry, "line", getattr(entries, "line", 0))
-            if not isinstance(entry, _Map):
+            if not isinstance(entry, Map):
                 raise ctx.fail(line, f"each {section} entry must be a mapping, got {type(entry).__name__}")
             raw_name = entry.get("name")
             rendered = section == "nvrtc" and "params" in entry  # its name is a template: see variant_name
@@ -283,8 +213,18 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                 raise ctx.fail(entry.key_lines["name"] if spec else line, str(err), spec=spec, fld="name") from None
             try:
                 got = parse_one(ctx, entry, name, types)
+            except ImportFailure as err:  # this spec's error alone: the caller lists it or builds the rest
+                if name in seen:
+                    raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
+                                   f"{seen[name]})", spec=name, fld="name") from None
+                seen[name] = entry.key_lines["name"]
+                unreadable.append(Unreadable(name, section, str(ctx.spec_error(entry, err, name))))
+                continue
             except SpecError as err:
                 raise ctx.spec_error(entry, err, name) from None
+            refs = _code_refs(entry, got)
+            if refs:
+                code.append((name, refs))
             for one in got if isinstance(got, list) else [got]:
                 if one.name in seen:
                     raise ctx.fail(entry.key_lines["name"], f"duplicate spec name (first defined on line "
@@ -294,19 +234,30 @@ def parse_matrix(text: str, path: Path) -> Matrix:
             if len(specs) > MAX_SPECS:  # checked as entries expand: a parameter grid can be large
                 raise ctx.fail(entry.key_lines["name"], f"the matrix defines more than {MAX_SPECS} specs",
                                spec=name, fld="params" if rendered else "name")
-    if not specs:
+    if not specs and not unreadable:
         raise ctx.fail(1, "the matrix defines no specs")
     if len(specs) > MAX_SPECS:
         raise ctx.fail(1, f"the matrix defines {len(specs)} specs, over the limit of {MAX_SPECS}")
-    return Matrix(path=path, specs=tuple(specs))
+    return Matrix(path=path, specs=tuple(specs), unreadable=tuple(unreadable), code=tuple(code),
+                  no_code=ctx.imports is None, import_parents=import_parents)
 
 
-def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]:
+def _code_refs(entry: Map, got: Spec | list) -> tuple[str, ...]:
+    """The code an entry names: an NVRTC source in code, a CCCL spec's operators from code, a numba kernel."""
+    if isinstance(got, CcclSpec):
+        return tuple(sorted(got.code))
+    if "kernel" in entry and isinstance(entry.get("kernel"), str):  # a numba: entry names its @cuda.jit kernel
+        return (entry["kernel"],)
+    src = entry.get("source")
+    return (src,) if isinstance(src, str) and is_code_source(src) else ()
+
+
+def _parse_types(ctx: _Ctx, doc: Map) -> dict[str, tuple[tuple[str, str], ...]]:
     """``types: {bbox: {xmin: float64, ...}}``: named structs of scalar fields, in the order written."""
     raw = doc.get("types")
     if raw is None:
         return {}
-    if not isinstance(raw, _Map):
+    if not isinstance(raw, Map):
         raise ctx.fail(doc.key_lines.get("types", 1), "types must map struct names to {field: dtype} mappings",
                        fld="types")
     types: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -317,7 +268,7 @@ def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]
             raise ctx.fail(line, f"struct type name {short(tname)} must be an identifier", fld=where)
         if tname in DTYPES:
             raise ctx.fail(line, f"struct type name {tname!r} is a scalar dtype's name", fld=where)
-        if not isinstance(fields, _Map) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
+        if not isinstance(fields, Map) or not 1 <= len(fields) <= MAX_STRUCT_FIELDS:
             raise ctx.fail(line, f"a struct type maps 1 to {MAX_STRUCT_FIELDS} field names to scalar dtypes",
                            fld=where)
         for fname, dt in fields.items():
@@ -331,26 +282,27 @@ def _parse_types(ctx: _Ctx, doc: _Map) -> dict[str, tuple[tuple[str, str], ...]]
     return types
 
 
-def _code_digest(ref: str, root: Path) -> str:
-    """The source digest of an operator from code (the matrix being built may name any module; its own
-    folder becomes importable, see :func:`~aot.build.pysource.make_project_importable`)."""
-    from ..core.opref import OpRefError, source_digest
-    make_project_importable(root)
+def _code_digest(ref: str, imports: CodeImports | None) -> str:
+    """The source digest of an operator from code, its module imported by ``imports`` (the matrix being
+    built may name any module: :mod:`aot.build.codeimport`); ``None`` (``--no-code``): nothing imported."""
+    if imports is None:
+        return NO_CODE_DIGEST
+    imports.module(ref.partition(":")[0])
     try:
         return source_digest(ref)
     except OpRefError as err:
         raise SpecError(str(err), "op") from None
 
 
-def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec:
+def _parse_cccl(ctx: _Ctx, e: Map, name: str, types: dict | None = None) -> Spec:
     """The shared validator (:func:`aot.core.rules.check_cccl`): a manifest's specs pass the very same checks;
     the matrix adds its struct types and hashes operators from code."""
     def digest(ref: str) -> str:
         try:
-            return _code_digest(ref, ctx.path.parent)
+            return _code_digest(ref, ctx.imports)
         except SpecError as err:  # name the operator field that holds this reference
             fld = next((k for k, v in e.items() if isinstance(v, str) and v.strip() == ref), "op")
-            raise SpecError(str(err), fld) from None
+            raise type(err)(str(err), fld) from None
     def read_cpp(rel: str) -> str:
         """A C++ operator's source inside the matrix folder (bounded, UTF-8, read once per file)."""
         try:
@@ -360,14 +312,14 @@ def _parse_cccl(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spe
     return check_cccl(e, types or {}, digest, read_cpp)
 
 
-def _flags_entry(e: _Map) -> _Map:
+def _flags_entry(e: Map) -> Map:
     """The entry with ``options`` written as NVRTC command-line flags (``["-DN=4", "-std=c++17"]``) turned
     into the ProgramOptions mapping (one content key for both spellings); ``-I dir`` joins include_dirs."""
     flags = e.get("options")
     if not isinstance(flags, list):
         return e
     options, dirs = flags_to_options(flags)
-    out = _Map(e)
+    out = Map(e)
     out.line, out.key_lines = e.line, dict(e.key_lines)
     out["options"] = options
     if dirs:
@@ -377,7 +329,7 @@ def _flags_entry(e: _Map) -> _Map:
     return out
 
 
-def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Spec | list[NvrtcUnit]:
+def _parse_nvrtc(ctx: _Ctx, e: Map, name: str, types: dict | None = None) -> Spec | list[NvrtcUnit]:
     """An NVRTC entry: a unit from a ``.cu`` file, from a ``str`` constant in code, or one unit per
     parameter set of a function in code (:mod:`aot.core.nvsource`, :mod:`aot.build.pysource`)."""
     for key in e:
@@ -392,7 +344,7 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Sp
         raise ctx.fail(e.key_lines["source"], problem, spec=name, fld="source")
     e = _flags_entry(e)
     if is_code_source(src):  # imports the module: only ever for the matrix being built
-        return code_units(e, name, src, ctx.path.parent, _read_include_dirs(ctx, e, name))
+        return code_units(e, name, src, ctx.imports, _read_include_dirs(ctx, e, name))
     if "params" in e:
         raise ctx.fail(e.key_lines["params"], "params render a source from code: 'source' must name a function "
                        "as 'package.module:function'", spec=name, fld="params")
@@ -408,7 +360,7 @@ def _parse_nvrtc(ctx: _Ctx, e: _Map, name: str, types: dict | None = None) -> Sp
     return check_nvrtc(e, text, _read_include_dirs(ctx, e, name))
 
 
-def _read_include_dirs(ctx: _Ctx, e: _Map, name: str) -> dict[str, str]:
+def _read_include_dirs(ctx: _Ctx, e: Map, name: str) -> dict[str, str]:
     """``include_dirs: [include]``: directories relative to the matrix; every header file under them
     (``.h``, ``.cuh``, ``.hpp``, ...) becomes part of the unit's definition (relative path -> text), so the
     headers' bytes are in its content key and a JIT elsewhere compiles the same ones."""

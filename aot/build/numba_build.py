@@ -17,29 +17,34 @@ from ..core.numbaspec import check_entry, variant_names
 from ..core.spec import NumbaKernel
 from ..core.text import SpecError
 from ..runtime.numba_attach import device_functions, kernel_digest, resolve_dispatcher
-from .pysource import make_project_importable
+from .codeimport import CodeImports, make_project_importable
 
 
-def _dispatcher(ref: str, root: Path) -> Any:
-    """The dispatcher ``ref`` names, importable from the matrix's folder; a bad one is the ``kernel`` field's error."""
+def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any:
+    """The dispatcher ``ref`` names, importable from the matrix's folder; a bad one is the ``kernel`` field's error.
+    With the matrix reader's ``imports``, the kernel's module is imported by the same rule as a ``source:``
+    (its parent packages stay bare; a module that cannot import fails this spec alone)."""
     from cccl_patches import numba_cuda as nc
     try:
         nc.check_version()
     except nc.NumbaCudaError as e:
         raise SpecError(f"{e} (pip install 'cccl-aot[numba]')", "kernel") from None
-    make_project_importable(root)
+    if imports is not None:
+        imports.module(ref.partition(":")[0])  # ImportFailure: this spec's error alone
+    else:
+        make_project_importable(root)
     try:
         return resolve_dispatcher(ref)
     except AotError as e:
         raise SpecError(str(e), "kernel") from None
 
 
-def parse_numba(e: Mapping[str, Any], name: str, root: Path) -> list[NumbaKernel]:
+def parse_numba(e: Mapping[str, Any], name: str, root: Path, imports: CodeImports | None = None) -> list[NumbaKernel]:
     """The specs of one ``numba:`` entry, one per signature (:func:`aot.core.numbaspec.variant_names`). The
     matrix may state the options; they must be the decorator's (aot builds what numba-cuda would JIT)."""
     from cccl_patches import numba_cuda as nc
     ref, sigs, options = check_entry(e)
-    dispatcher = _dispatcher(ref, root)
+    dispatcher = _dispatcher(ref, root, imports)
     why = nc.refusal(dispatcher)
     if why:
         raise SpecError(f"{ref} {why}", "kernel")
@@ -68,7 +73,12 @@ def parse_numba(e: Mapping[str, Any], name: str, root: Path) -> list[NumbaKernel
 
 def parse_numba_entry(ctx: Any, e: Mapping[str, Any], name: str, types: Any = None) -> list[NumbaKernel]:
     """:func:`parse_numba` in the shape of the matrix loader's section parsers (``ctx.path``: the matrix)."""
-    return parse_numba(e, name, ctx.path.parent)
+    if ctx.imports is None:  # validate --no-code: the entry's own fields checked, nothing imported (not buildable)
+        ref, sigs, options = check_entry(e)
+        names = variant_names(name, len(sigs))
+        return [NumbaKernel(name=n, kernel=ref, signature=s, options=dict(options or {}), digest="0" * 64,
+                            numba_cuda="not imported") for n, s in zip(names, sigs, strict=True)]
+    return parse_numba(e, name, ctx.path.parent, ctx.imports)
 
 
 def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, dict[str, Any]]:

@@ -3,24 +3,28 @@
 
 Importing a module runs its code, so this runs only while reading the matrix being built (the user's own
 file, like operators from code): never for a manifest, which carries the rendered text. The module is
-imported with the matrix's directory and its ``src/`` first on ``sys.path`` (restored afterwards), so a
-project's own package resolves in a wheel build before it is installed. The shapes (what a reference, a
-parameter set, a variant name may be) are checked by :mod:`aot.core.nvsource`.
+imported by :class:`aot.build.codeimport.CodeImports` (its parents stay bare), with the matrix's directory
+and its ``src/`` first on ``sys.path``, so a project's own package resolves in a wheel build before it is
+installed. A function is called only if it is plain Python (``types.FunctionType``) defined outside the
+standard library: a matrix cannot make aot call ``builtins:open`` or ``subprocess:getoutput``. The shapes
+(what a reference, a parameter set, a variant name may be) are checked by :mod:`aot.core.nvsource`.
+
+``aot validate --no-code`` imports nothing: each unit from code is then checked with a stand-in text that
+holds its kernels' names, so everything but the text itself is still validated.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import sys
+import types
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from ..core.nvsource import fill, render_label, variant_name, variant_sets
 from ..core.rules import check_nvrtc
 from ..core.spec import NvrtcUnit
 from ..core.text import MAX_SOURCE_LEN, SpecError, _text_problem, short
+from .codeimport import CodeImports, stdlib_top
 
 
 @dataclass(frozen=True)
@@ -29,46 +33,6 @@ class Rendered:
 
     label: str
     text: str
-
-
-def _import_roots(root: Path) -> list[str]:
-    return [str(p) for p in (root / "src", root) if p.is_dir()]
-
-
-def make_project_importable(root: Path) -> None:
-    """Put the matrix's directory (and its ``src/``) first on ``sys.path`` for the rest of this process.
-
-    Operators from code are imported again in every build worker, and ``spawn`` workers start with the
-    parent's ``sys.path``: a package whose matrix names its own operators (``mypkg.ops:f``, next to the
-    matrix) then builds from its source tree, also inside pip's isolated build, without ``PYTHONPATH``.
-    Only the process that builds (or verifies) this matrix calls it: the matrix being built may name any
-    module."""
-    sys.path[:0] = [p for p in _import_roots(root) if p not in sys.path]
-
-
-@contextlib.contextmanager
-def _project_on_path(root: Path) -> Iterator[None]:
-    """The matrix's directory (and its ``src/``) first on ``sys.path`` while importing, then as it was."""
-    extra = _import_roots(root)
-    saved = list(sys.path)
-    sys.path[:0] = [p for p in extra if p not in sys.path]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
-
-
-def _attribute(ref: str, root: Path) -> Any:
-    mod, _, attr = ref.partition(":")
-    try:
-        with _project_on_path(root):
-            module = importlib.import_module(mod)
-    except Exception as e:  # noqa: BLE001 - any import failure is "cannot import", said in one line
-        raise SpecError(f"cannot import {mod!r} for {ref!r} ({type(e).__name__}: {str(e)[:200]})", "source") \
-            from None
-    if not hasattr(module, attr):
-        raise SpecError(f"module {mod!r} has no attribute {attr!r}", "source")
-    return getattr(module, attr)
 
 
 def _a(noun: str) -> str:
@@ -86,11 +50,30 @@ def _checked(ref: str, label: str, text: Any) -> Rendered:
     return Rendered(label, text)
 
 
-def render(ref: str, psets: list[dict[str, Any]] | None, root: Path) -> list[Rendered]:
+def _callable_problem(ref: str, value: Any) -> str | None:
+    """Why ``value`` is not a function aot may call with the matrix's parameters, or ``None``: only plain
+    Python functions defined in a module outside the standard library (a builtin, a C function, a class, a
+    method or a callable object could do anything with the arguments the matrix gives it)."""
+    if not isinstance(value, types.FunctionType):
+        return (f"{ref!r} is {_a(type(value).__name__)}, not a plain Python function; aot calls only a function "
+                f"defined with 'def' in your package")
+    home = getattr(value, "__module__", None)
+    if not isinstance(home, str) or home not in sys.modules:
+        return f"{ref!r} is not defined in an imported module"
+    if stdlib_top(home):
+        return f"{ref!r} is defined in the standard library ({home!r}); aot calls only functions of your package"
+    return None
+
+
+def render(ref: str, psets: list[dict[str, Any]] | None, imports: CodeImports) -> list[Rendered]:
     """The source text ``ref`` names: once for a ``str`` constant (``psets`` is ``None``), else once per
     parameter set, calling the function with that set as keyword arguments. A non-``str`` value, a
-    function without ``params`` or a constant with them is a :class:`SpecError` on ``source``/``params``."""
-    value = _attribute(ref, root)
+    function without ``params``, a constant with them, or a value that is not a plain Python function of
+    the user's code (:func:`_callable_problem`, checked before any call) is a :class:`SpecError`."""
+    std = stdlib_top(ref.partition(":")[0])
+    if std:  # refused before anything is imported
+        raise SpecError(f"{ref!r} names the standard library ({std!r}); a source lives in your package", "source")
+    value = imports.attribute(ref)
     if psets is None:
         if callable(value):
             raise SpecError(f"{ref!r} is a function; give its arguments in 'params' (one unit per parameter "
@@ -99,6 +82,9 @@ def render(ref: str, psets: list[dict[str, Any]] | None, root: Path) -> list[Ren
     if not callable(value):
         raise SpecError(f"{ref!r} is {_a(type(value).__name__)}, not a function; 'params' needs a function that "
                         f"returns the source", "params")
+    problem = _callable_problem(ref, value)
+    if problem:
+        raise SpecError(problem, "source")
     out = []
     for pset in psets:
         label = render_label(ref, pset)
@@ -110,19 +96,33 @@ def render(ref: str, psets: list[dict[str, Any]] | None, root: Path) -> list[Ren
     return out
 
 
-def code_units(e: Mapping[str, Any], name: str, ref: str, root: Path, headers: Mapping[str, str]) -> list[NvrtcUnit]:
+def code_units(e: Mapping[str, Any], name: str, ref: str, imports: CodeImports | None,
+               headers: Mapping[str, str]) -> list[NvrtcUnit]:
     """A matrix entry naming its source in code: ``"pkg.module:ATTR"`` (one unit) or ``"pkg.module:function"``
     with ``params`` (one unit per parameter set, named by :func:`aot.core.nvsource.variant_name`; ``{param}``
     in a kernel name is the value as written). Each rendered text is its unit's source, as a file's would be.
-    ``e["options"]`` is already the ProgramOptions mapping; ``headers`` what its include_dirs hold."""
+    ``e["options"]`` is already the ProgramOptions mapping; ``headers`` what its include_dirs hold.
+    ``imports`` ``None`` (``--no-code``): nothing is imported; each unit gets a stand-in text naming its kernels."""
     psets, varying = variant_sets(e["params"]) if "params" in e else (None, [])
+    if imports is None:
+        rendered = [Rendered(render_label(ref, p) if psets is not None else ref, "") for p in psets or [{}]]
+    else:
+        rendered = render(ref, psets, imports)
     units = []
-    for i, r in enumerate(render(ref, psets, root)):
+    for i, r in enumerate(rendered):
         pset = psets[i] if psets is not None else {}
         kernels = e.get("kernels")
         if isinstance(kernels, list) and pset:
             kernels = [fill(k, pset, "kernels") if isinstance(k, str) else k for k in kernels]
         d = {"name": variant_name(name, pset, varying) if psets is not None else name, "source_path": r.label,
              "kernels": kernels, "options": e.get("options", {})}
-        units.append(check_nvrtc(d, r.text, headers))
+        text = r.text if imports is not None else _stand_in_text(kernels)
+        units.append(check_nvrtc(d, text, headers))
     return units
+
+
+def _stand_in_text(kernels: Any) -> str:
+    """What ``--no-code`` validates a unit from code with: its kernels' names, so only the text goes unchecked."""
+    names = [k.split("<", 1)[0].split("::")[-1] for k in kernels if isinstance(k, str)] \
+        if isinstance(kernels, list) else []
+    return "// not imported (aot validate --no-code)\n" + "\n".join(names) + "\n"

@@ -24,6 +24,7 @@ worker busy in cuda.compute, or print ``Process SpawnProcess-N: Traceback … Ke
   it spawns a worker, so the child starts with them blocked (the mask survives ``exec``) until its
   initializer has set SIGINT to ignored; a Ctrl-C during interpreter start-up can no longer print a
   traceback, and the parent's own handler runs right after the spawn instead of in the middle of it.
+- **One folder.** Workers compile in :data:`WORKER_CWD`, whatever the caller's folder (NVRTC records it).
 - **Bounded shutdown.** On any exception in the parent (KeyboardInterrupt, the CLI's SIGTERM) the workers
   get SIGTERM, then SIGKILL after :data:`TERM_GRACE_S`; the executor is shut down without waiting, and
   its manager thread is joined for a bounded time. Nothing waits forever on a worker busy in a compile.
@@ -38,8 +39,13 @@ import signal
 import sys
 import threading
 import time
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from typing import Iterator
+from typing import Any, Iterator
+
+from ..core.fs import doing
+from ..core.spec import CcclSpec, NumbaKernel
+from .codeimport import CodeImports
 
 #: Seconds a worker gets to exit after SIGTERM before it is killed, and the manager thread to finish.
 TERM_GRACE_S = 3.0
@@ -118,3 +124,77 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
         if manager is not None and manager is not threading.current_thread():
             manager.join(TERM_GRACE_S)
+
+
+# ----------------------------------------------------------------------------------- what a worker runs
+#: The working directory of every build worker. NVRTC writes the compiling process's working directory
+#: into the LTO-IR it makes (cuda-cccl compiles each iterator's C++ to LTO-IR, and the blob keeps it):
+#: the same spec built in /tmp/a and in /tmp/bbbb gave blobs of different sizes (see docs/matrix-imports.md).
+#: One fixed directory, the same on every host, keeps a content key's bytes the same wherever it is built.
+WORKER_CWD = "/"
+
+
+def _worker_init(stub_path: str | None, parent_pid: int, import_parents: bool = False) -> None:
+    """Every worker's initializer: signals and parent death first, then the toolchain, then its folder."""
+    from .toolchain import worker_setup  # loads the toolchain's paths: only in workers, never at import
+    worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (the module docstring says why)
+    worker_setup(stub_path)
+    os.chdir(WORKER_CWD)  # after the set-up: a relative $AOT_STUB_LIBCUDA was opened from the caller's folder
+    global _IMPORT_PARENTS
+    _IMPORT_PARENTS = import_parents
+
+
+#: Whether operators from code are imported with their parent packages' ``__init__`` (``[tool.aot]
+#: import-parents``); set in each worker by :func:`_worker_init`.
+_IMPORT_PARENTS = False
+
+
+def _work(item: Any) -> tuple[bytes, float, dict]:
+    """Compile one item in a worker. C-level output (NVRTC logs) is captured and returned only on failure."""
+    from .compile import compile_cccl, compile_nvrtc_item
+    t0 = time.perf_counter()
+    try:
+        log = tempfile.TemporaryFile()
+    except OSError as e:  # a full /tmp: say so, not a bare "[Errno 28] No space left on device"
+        raise doing(e, "creating a file for the compiler's output in", tempfile.gettempdir()) from None
+    with log:
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            extra: dict = {}
+            if isinstance(item.spec, CcclSpec):
+                _import_code(item.spec)
+                payload = compile_cccl(item.spec, item.sm)
+            elif isinstance(item.spec, NumbaKernel):  # the numba-cuda family
+                from .numba_build import compile_numba_item
+                payload, extra = compile_numba_item(item.spec, item.sm, item.kind)
+            else:
+                payload, symbols = compile_nvrtc_item(item.spec, item.sm, item.kind)
+                if symbols:  # templated kernels: the loader maps "axpy<float>" to its lowered name
+                    extra["symbols"] = symbols
+        except BaseException as e:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 4000))
+            tail = log.read().decode(errors="replace").strip()
+            msg = f"{type(e).__name__}: {e}"
+            if tail:
+                msg += f"\n--- compiler output (last {min(size, 4000)} bytes) ---\n{tail}"
+            raise RuntimeError(msg) from None
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+    return payload, time.perf_counter() - t0, extra
+
+
+def _import_code(spec: CcclSpec) -> None:
+    """The modules of the spec's operators from code, imported as the matrix read them (parents bare unless
+    ``import-parents``: :mod:`aot.build.codeimport`) before cuda.compute resolves them by name."""
+    imports = CodeImports(None, import_parents=_IMPORT_PARENTS, driver=False)
+    for ref in spec.code:
+        imports.module(ref.partition(":")[0])

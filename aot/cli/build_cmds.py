@@ -9,14 +9,51 @@ from ..core.errors import UsageError
 from ..core.text import printable, short
 
 
+#: The matrix ``build`` and ``validate`` read without ``--matrix`` when the current folder holds one.
+PROJECT_MATRIX = "build_matrix.yaml"
+
+
+def matrix_path(given: Path | None) -> Path | None:
+    """``--matrix``; else ``./build_matrix.yaml`` when this folder holds one (a project's own matrix); else
+    ``None``, the bundled matrix. Every error names the file read, validate's last line does, and ``-v``
+    logs the choice (a second line on stderr would break the one-line errors)."""
+    import logging
+    if given is not None:
+        return given
+    if Path(PROJECT_MATRIX).is_file():
+        logging.getLogger("aot").info("reading ./%s (this folder's matrix; --matrix names another)", PROJECT_MATRIX)
+        return Path(PROJECT_MATRIX)
+    logging.getLogger("aot").info("no ./%s here: reading aot's bundled matrix", PROJECT_MATRIX)
+    return None
+
+
+def read_matrix(given: Path | None, *, partial: bool = False, no_code: bool = False):
+    """The matrix (:func:`matrix_path`), its code imported as its project's ``[tool.aot] import-parents`` says."""
+    from ..build.matrix import default_matrix_path, load_matrix
+    from ..package.config import matrix_import_parents
+    path = matrix_path(given)
+    parents = not no_code and matrix_import_parents(path if path is not None else default_matrix_path())
+    return load_matrix(path, import_parents=parents, no_code=no_code, partial=partial)
+
+
 def cmd_validate(args) -> int:
-    from ..build.matrix import load_matrix
+    from ..core.errors import MatrixError
     from ..core.spec import CcclSpec
-    m = load_matrix(args.matrix)
+    m = read_matrix(args.matrix, partial=True, no_code=args.no_code)
     for s in m.specs:
         what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
         print(f"{s.family:6} {s.name:32} {what}")
-    print(f"{m.path}: {len(m.specs)} specs OK")
+    if m.no_code:
+        for name, refs in m.code:
+            print(f"code   {name:32} names {', '.join(refs)} (not imported: --no-code)")
+    for u in m.unreadable:
+        print(f"FAILED {u.error}")
+    if m.unreadable:
+        raise MatrixError(f"{m.path}: {len(m.unreadable)} spec{'s' * (len(m.unreadable) > 1)} cannot be read: "
+                          f"{', '.join(u.name for u in m.unreadable[:6])}{' ...' if len(m.unreadable) > 6 else ''} "
+                          f"(listed above); {len(m.specs)} specs OK")
+    print(f"{m.path}: {len(m.specs)} specs OK" + (f"; {len(m.code)} name code, not imported or checked "
+                                                   f"(--no-code)" if m.no_code else ""))
     return 0
 
 
@@ -25,14 +62,17 @@ def cmd_build(args) -> int:
     from ..core.arch import parse_sm_list
     from ..core.errors import BusyError
     from ..build.builder import build, error_summary, parse_shard, plan
-    from ..build.matrix import load_matrix
     from ..build.toolchain import cuda_major, native_sm, nvrtc_supported_sms
 
-    matrix = load_matrix(args.matrix)
+    matrix = read_matrix(args.matrix, partial=True)
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only is not None else None
     if only is not None and not only:
         raise UsageError(f"--only {short(args.only)} names no spec")
     specs = matrix.select(only)
+    unreadable = matrix.unreadable_in(only)  # a spec whose module cannot be imported: built around with --keep-going
+    if unreadable and not args.keep_going:
+        from ..build.matrix import unreadable_error
+        raise unreadable_error(unreadable)
     major = cuda_major()
     want_native = "native" in args.sm.lower()
     sms = parse_sm_list(args.sm, cuda_major=major, native=native_sm() if want_native else None,
@@ -66,7 +106,8 @@ def cmd_build(args) -> int:
         try:
             report = build(specs, sms, args.out, jobs=jobs, force=args.force, keep_going=args.keep_going,
                            shard=shard, force_stub=args.force_stub_driver or FORCE_STUB.get(), on_event=on_event,
-                           prune=not args.only)
+                           prune=not args.only, import_parents=matrix.import_parents,
+                           unreadable=unreadable)
         except BusyError:
             refused = True  # the report in --out is the other build's, not ours
             raise

@@ -107,7 +107,8 @@ def _verify_gpu(root: Path, args) -> int:
     specs = None
     if args.matrix is not None:
         from ..build.matrix import load_matrix
-        specs = load_matrix(args.matrix).specs
+        from ..package.config import matrix_import_parents
+        specs = load_matrix(args.matrix, import_parents=matrix_import_parents(args.matrix)).specs
     registry = Registry(root, specs=specs, owner=args.package)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     unknown = [n for n in names or () if n not in registry.names()]
@@ -244,7 +245,8 @@ def _check_packageable(root: Path, args):
     specs = sms = None
     if args.matrix is not None:
         from ..build.matrix import load_matrix
-        specs = load_matrix(args.matrix).specs
+        from ..package.config import matrix_import_parents
+        specs = load_matrix(args.matrix, import_parents=matrix_import_parents(args.matrix)).specs
     if args.sm:
         from ..core.arch import parse_sm_list
         from ..build.toolchain import cuda_major

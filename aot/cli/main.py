@@ -36,13 +36,15 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", parents=[verbose], help="compile every spec of a build matrix for a list of SMs")
-    b.add_argument("--matrix", type=Path, default=None, help="build matrix YAML (default: the bundled one)")
+    b.add_argument("--matrix", type=Path, default=None, help="build matrix YAML (default: ./build_matrix.yaml "
+                   "if this folder holds one, else the bundled one)")
     b.add_argument("--sm", default="all", help="SMs: '80,89,90', 'native' or 'all' (default: all for the "
                    "installed CUDA major)")
     b.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"output directory (default: {DEFAULT_OUT})")
     b.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: CPU count)")
     b.add_argument("--only", default=None, help="build only these specs: NAME[,NAME...]")
-    b.add_argument("--keep-going", action="store_true", help="build every item even if some fail")
+    b.add_argument("--keep-going", action="store_true", help="build every item even if some fail (and the specs "
+                   "whose module cannot be imported)")
     b.add_argument("--force", action="store_true", help="rebuild items whose artifact is up to date")
     b.add_argument("--shard", default=None, help="build the K-th of N deterministic slices: K/N")
     b.add_argument("--force-stub-driver", action="store_true",
@@ -50,7 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--quiet", "-q", action="store_true", help="no progress bar or table")
 
     v = sub.add_parser("validate", parents=[verbose], help="validate a build matrix and list its specs")
-    v.add_argument("--matrix", type=Path, default=None)
+    v.add_argument("--matrix", type=Path, default=None, help="build matrix YAML (default: ./build_matrix.yaml "
+                   "if this folder holds one, else the bundled one)")
+    v.add_argument("--no-code", action="store_true", help="import nothing the matrix names (a matrix from "
+                   "elsewhere): validate the rest and list the specs that name code")
 
     ver = sub.add_parser("verify", parents=[verbose],
                          help="check an artifact set (DIR or WHEEL): integrity; with --gpu, results")

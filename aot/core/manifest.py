@@ -141,7 +141,11 @@ def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[st
         doc.update(extra)
     from .fs import atomic_write  # tempfile, shutil, random: the loader's first use never writes a manifest
     path = root / MANIFEST_NAME
-    atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
+    data = (json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    if len(data) > MAX_MANIFEST_LEN:  # never write what every reader refuses (the build refuses it earlier)
+        raise ArtifactError(f"{path}: {len(data)} bytes, over the {MAX_MANIFEST_LEN}-byte bound every reader "
+                            f"applies; not written")
+    atomic_write(path, data)
     return path
 
 

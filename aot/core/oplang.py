@@ -90,16 +90,15 @@ def _lambda_check(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str,
             if kind not in _SAFE_NODES:
                 return 0, f"lambda uses {kind}; only arithmetic, comparisons and boolean logic are allowed"
             if isinstance(node, ast.Subscript) and not (isinstance(node.value, ast.Name) and node.value.id in arrays):
-                return 0, ("lambda uses Subscript of something other than a declared state array"
-                           + (f" ({', '.join(arrays)})" if arrays else "; declare it under 'state:' as '<dtype>[]'"))
+                return 0, _subscript_problem(node.value, params, arrays, scalars)
             if isinstance(node, ast.Name) and node.id not in params:
                 if (node.id in arrays and id(node) in subscripted) or node.id in scalars:
                     pass
                 elif node.id in arrays:
                     return 0, f"lambda uses the state array {node.id!r} without subscripting it ({node.id}[i])"
                 else:
-                    return 0, (f"lambda refers to {node.id!r}; only its own arguments, numeric constants and "
-                               f"subscripts of declared state arrays are allowed")
+                    return 0, (f"lambda refers to {node.id!r}{hint(node.id, arrays + scalars)}; only its own "
+                               f"arguments, numeric constants and subscripts of declared state arrays are allowed")
             if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
                 return 0, f"lambda uses the constant {short(node.value)}; only numbers are allowed"
             below.extend(ast.iter_child_nodes(node))
@@ -107,6 +106,25 @@ def _lambda_check(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str,
             return len(names), None
         level = below
     return 0, f"the lambda nests deeper than {MAX_LAMBDA_DEPTH} levels"
+
+
+def _subscript_problem(value: Any, params: set[str], arrays: tuple[str, ...], scalars: tuple[str, ...]) -> str:
+    """Why ``value[...]`` is refused, in the words of the lambda and the state declaration: the name the
+    lambda used (``maks``), the declared arrays, and a "did you mean" for a misspelling."""
+    import ast
+    declared = f"declared state arrays: {', '.join(arrays)}" if arrays else "no state array is declared"
+    if not isinstance(value, ast.Name):
+        return (f"lambda subscripts {short(ast.unparse(value))}; only a declared state array can be subscripted "
+                f"({declared})")
+    name = value.id
+    if name in params:
+        return (f"lambda subscripts its own argument {name!r} ({name}[...]); only a declared state array can be "
+                f"({declared})")
+    if name in scalars:
+        return f"lambda subscripts {name!r}, a scalar state field; declare it as '{name}: <dtype>[]' to read an array"
+    if not arrays:
+        return f"lambda reads {name}[...], but no state is declared: declare it under 'state:' as '{name}: <dtype>[]'"
+    return f"lambda reads {name}[...], but {name!r} is not a declared state array{hint(name, arrays)}; {declared}"
 
 
 def lambda_problem(source: str, arrays: tuple[str, ...] = (), scalars: tuple[str, ...] = ()) -> str | None:

@@ -182,7 +182,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     from ..build.matrix import load_matrix
     from ..verify.gpu import check_for_wheel
     expose_build_env_toolkit()  # pip's isolated build: its toolkit, not the outer environment's (or none)
-    specs = load_matrix(cfg.matrix).specs
+    specs = load_matrix(cfg.matrix, import_parents=cfg.import_parents).specs
     unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family in CHECKED_FAMILIES}]
     if unknown:
         raise UsageError(f"{cfg.pyproject}: [tool.aot] key 'checks': {unknown[0]!r} is not an NVRTC unit or a "
@@ -199,7 +199,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         if require_pins:  # before minutes of compiling: the pins must already match this toolchain
             _raise_pin_problems(cfg, versions(), require_pins, any(s.family == "cccl" for s in specs))
         src = work if work is not None else cfg.project / "build" / "aot"
-        build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event)
+        build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event,
+              import_parents=cfg.import_parents)
     elif not (Path(src) / MANIFEST_NAME).is_file():
         raise UsageError(f"prebuilt set {src}: no {MANIFEST_NAME} (expected an 'aot build' or 'aot merge' output)")
     m = load_manifest(src)

@@ -10,6 +10,7 @@ own AOT kernels writes.
     allow-partial = false             # default: every (spec, SM) of matrix x sm must be present
     checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units and numba kernels
                                             # (aot verify --gpu --package mypkg)
+    import-parents = false            # default: importing mypkg.kernels for the matrix skips mypkg/__init__.py
 
 Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
 mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the
@@ -19,6 +20,7 @@ SM list, ``AOT_WHEEL_ARTIFACTS`` the prebuilt set (the same knobs ``aot``'s own 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -27,9 +29,10 @@ from typing import Any, Mapping
 
 from ..core.errors import ArtifactError, MatrixError
 from ..core.format import _read_regular
+from ..core.fs import trust_problem
 from ..core.text import short
 
-KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks")
+KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks", "import-parents")
 CUDA_KEYS = ("cu12", "cu13")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Longest ``[tool.aot]`` string (paths, SM lists); a package or folder name part becomes a file name: 255.
@@ -58,6 +61,7 @@ class AotConfig:
     checks: Mapping[str, str] = field(default_factory=dict)
     dependencies: tuple[str, ...] = ()   # [project].dependencies as written
     dynamic: tuple[str, ...] = ()        # [project].dynamic
+    import_parents: bool = False         # run the parent packages' __init__ of modules the matrix names
 
     def sm_for(self, cuda_major: int) -> str:
         """The SM selection for one CUDA major (``AOT_WHEEL_SM`` wins)."""
@@ -192,6 +196,7 @@ def load_config(project: str | Path) -> AotConfig:
     allow_partial = tool.get("allow-partial", False)
     if not isinstance(allow_partial, bool):
         raise fail("allow-partial", f"must be true or false, got {short(allow_partial)}")
+    import_parents = _import_parents(tool, path)
     checks = tool.get("checks", {})
     if not isinstance(checks, dict):
         raise fail("checks", "must be a table {unit = \"package.module:function\"}")
@@ -207,4 +212,44 @@ def load_config(project: str | Path) -> AotConfig:
     return AotConfig(project=project, pyproject=path, package=package, package_dir=package_dir, matrix=matrix,
                      sm=sm, folder=folder, prebuilt=(project / pre) if pre else None, allow_partial=allow_partial,
                      checks=dict(checks), dependencies=tuple(d for d in deps if isinstance(d, str)),
-                     dynamic=tuple(d for d in dyn if isinstance(d, str)))
+                     dynamic=tuple(d for d in dyn if isinstance(d, str)), import_parents=import_parents)
+
+
+def _import_parents(tool: Mapping[str, Any], pyproject: Path) -> bool:
+    value = tool.get("import-parents", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{pyproject}: [tool.aot] key 'import-parents': must be true or false, got {short(value)}")
+    return value
+
+
+#: How many folders above a matrix :func:`matrix_import_parents` looks in for its project's pyproject.toml.
+MAX_PROJECT_DEPTH = 8
+
+
+def matrix_import_parents(matrix: str | Path) -> bool:
+    """``[tool.aot] import-parents`` of the project whose matrix ``matrix`` is, for a matrix read on its own
+    (``aot build/validate --matrix``): the nearest pyproject.toml in the matrix's folder or above (at most
+    :data:`MAX_PROJECT_DEPTH` up), honoured only if its ``[tool.aot] matrix`` (default
+    ``build_matrix.yaml``) is this file and it is ours and writable by nobody else; else ``False``. Read
+    with the bounded reader of :func:`load_config`; a bad value there is a :class:`ConfigError`."""
+    target = Path(os.path.abspath(matrix))
+    for folder in list(target.parents)[:MAX_PROJECT_DEPTH]:
+        path = folder / "pyproject.toml"
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if trust_problem(st, str(path)):
+            return False
+        try:
+            doc = _toml_load(_read_regular(path, MAX_PYPROJECT_LEN))
+        except (OSError, ArtifactError, ValueError, UnicodeDecodeError, RecursionError):
+            return False  # not readable as a project's configuration: nothing opted in
+        tool = doc.get("tool", {}).get("aot") if isinstance(doc.get("tool"), dict) else None
+        if not isinstance(tool, dict):
+            return False
+        named = tool.get("matrix", "build_matrix.yaml")
+        if not isinstance(named, str) or Path(os.path.abspath(folder / named)) != target:
+            return False
+        return _import_parents(tool, path)
+    return False
