@@ -57,8 +57,17 @@ step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" AOT_GPU_ALGO_ARTIFACT
 [ -f .gpu/gate/manifest.json ] && step gate bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants
 # The example packages installed lean, any import order (issue 15).
 step downstream bash .ci/gpu/downstream.sh
-# Warm at the floor: aot's whole-matrix warmup beside the floor, both cases (issue 17).
-step warm env AOT_WARM_RUNS=${AOT_WARM_RUNS:-7} bash .ci/gpu/warm.sh "$here/.gpu/default"
+# Issue 27: the example library's own tests launch its kernels and CCCL algorithms against numpy; aot record there.
+step lib-example bash .ci/gpu/lib_example.sh
+# Issue 28: a library's own compile call served packaged (0 NVRTC calls); a miss compiles once, then the user cache.
+step adopt bash .ci/gpu/adopt.sh
+# Issue 30: a foreign set's code never imported by verify --gpu; compile errors without tracebacks.
+[ -d .gpu/redteam30 ] && step redteam30 python3 .ci/gpu/redteam30.py check .gpu/redteam30
+# Issue 31: numba-cuda kernels through their dispatchers, 0 compiles; first launches; the gate and its mutant.
+[ -d .gpu/numba ] && step numba bash .ci/gpu/numba.sh /tmp/site .gpu/numba/jitsite "${AOT_NUMBA_RUNS:-5}" \
+  .gpu/numba/mutsite axpy.0
+# Warm at the floor: aot's whole-matrix warmup beside the floor, both cases (issues 17, 24, 29); AOT_WARM_RUNS=0 skips.
+[ "${AOT_WARM_RUNS:-7}" != 0 ] && step warm env AOT_WARM_RUNS=${AOT_WARM_RUNS:-7} bash .ci/gpu/warm.sh "$here/.gpu/default"
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt" "$FINAL/summary.txt"
 tar czf "$FINAL/gpu-logs.tgz" -C "$OUT" .

@@ -7,7 +7,7 @@
 set -euo pipefail
 out=${OUT:-$(mktemp -d)}
 cd examples/lib-mypkg
-PYTHONPATH=stubs python -m pytest -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/lib_tests_gpu.txt"
-PYTHONPATH=stubs python -m aot record --out "$out/lib_recorded_gpu.yaml" -- \
-  python -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$out/lib_record_gpu.txt"
+PYTHONPATH=stubs${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/lib_tests_gpu.txt"
+PYTHONPATH=stubs${PYTHONPATH:+:$PYTHONPATH} python3 -m aot record --out "$out/lib_recorded_gpu.yaml" -- \
+  python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$out/lib_record_gpu.txt"
 diff <(tail -n +2 build_matrix.yaml) <(tail -n +2 "$out/lib_recorded_gpu.yaml") || echo "(recorded on the GPU: differs as above)"

@@ -40,4 +40,22 @@ for p in examples/*/pyproject.toml; do
   d=$(dirname "$p")
   AOT_WHEEL_SM=$SM step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$d"
 done
+# Issue 27: blobs named from content, built by one worker in that order (the lambda-name collision).
+step python -m aot build --matrix .ci/gpu/i27_matrix.yaml --sm "$SM" --jobs 1 --out .gpu/i27 --quiet
+# Issue 30: the red team's GPU cases (a foreign set naming code; compile errors without tracebacks).
+rm -rf .gpu/redteam30
+step python .ci/gpu/redteam30.py prepare .gpu/redteam30
+# Issue 31: numba-cuda 0.30.4 and a numpy its JIT runs with (numpy 2.5 dropped np.row_stack, which it overloads);
+# the example as its wheel installs it, the same without artifacts (numba-cuda JITs), and a mutant of axpy.0.
+bash ../shared/gpu/fetch_wheels.sh numba-cuda==0.30.4 numpy==2.4.6 >/dev/null
+rm -rf .gpu/numba && mkdir -p .gpu/numba/site .gpu/numba/jitsite .gpu/numba/mutsite
+python - .whl/numba_mypkg-*.whl .gpu/numba/site <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+cp -r .gpu/numba/site/numba_mypkg .gpu/numba/jitsite/ && rm -rf .gpu/numba/jitsite/numba_mypkg/artifacts
+step python .ci/gpu/numba_mutant.py --project examples/numba-mypkg --base .gpu/numba/site/numba_mypkg/artifacts \
+  --spec axpy.0 --edit "a * x[i] + y[i]" "a * x[i] - y[i]" --out .gpu/numba/mutart
+cp -r .gpu/numba/site/numba_mypkg .gpu/numba/mutsite/ && rm -rf .gpu/numba/mutsite/numba_mypkg/artifacts
+mv .gpu/numba/mutart .gpu/numba/mutsite/numba_mypkg/artifacts
 du -sh .gpu .whl
