@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
+#include <time.h>
 
 typedef int CUresult;
 #define EXPORT __attribute__((visibility("default")))
@@ -22,6 +23,17 @@ static unsigned long long nlib, nkrn;
 /* 0 cuLibraryLoadData, 1 cuLibraryGetKernel, 2 cuLibraryGetKernelCount, 3 cuLibraryEnumerateKernels,
    4 cuKernelGetFunction, 5 cuCtxGetDevice */
 EXPORT unsigned long fake_calls[8];
+/* Nanoseconds cuLibraryLoadData and cuKernelGetFunction spin, as a real driver's take (0: none):
+   benchmarks set it to see what handing the GIL over around each call costs beside a busy thread. */
+EXPORT unsigned long fake_delay_ns;
+
+static void spin(void) {
+    struct timespec t0, t;
+    if (!fake_delay_ns) return;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((unsigned long)((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec)) < fake_delay_ns);
+}
 
 EXPORT CUresult cuInit(unsigned f) { (void)f; return 0; }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
@@ -40,6 +52,7 @@ EXPORT CUresult cuLibraryLoadData(void **lib, const void *code, void *jo, void *
                                   void *lov, unsigned nl) {
     (void)code; (void)jo; (void)jov; (void)nj; (void)lo; (void)lov; (void)nl;
     fake_calls[0]++;
+    spin();
     *lib = (void *)(LIB_TAG | (++nlib << 8));
     return 0;
 }
@@ -64,6 +77,7 @@ EXPORT CUresult cuLibraryEnumerateKernels(void **ks, unsigned n, void *lib) {
 }
 EXPORT CUresult cuKernelGetFunction(void **f, void *k) {
     fake_calls[4]++;
+    spin();
     if (!TAGGED(k, KRN_TAG)) return INVALID_HANDLE;
     *f = (void *)(FUN_TAG | ((unsigned long long)k & 0xffffffULL));
     return 0;

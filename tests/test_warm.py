@@ -597,3 +597,65 @@ def test_manifest_entries_and_paths_are_indexed(small_build):
         for e in m.entries_for(name):
             assert m.path_of(e) == safe_join(m.root, e["path"])
     assert m.entries_for("no_such_spec") == []
+
+
+CATALOG_ONLY = textwrap.dedent("""
+    import json, sys
+    from aot.runtime.registry import Registry
+    names = Registry(sys.argv[1]).names()
+    print(json.dumps({"names": len(names), "imported": sorted(m for m in ("hashlib", "difflib") if m in sys.modules)}))
+""")
+
+
+def test_a_registrys_first_use_reads_no_artifact_and_resolves_no_path(small_build, monkeypatch):
+    """Issue 29 (Registry first use <= 30 ms): ``names()`` neither imports hashlib/difflib (nothing is
+    hashed until an artifact is opened) nor ``lstat``s an artifact path (``Manifest.path_of`` resolves
+    each before it is opened); an entry that leads outside through a symlink is still refused there."""
+    r = run_child(CATALOG_ONLY, small_build.out)
+    assert r["names"] > 0 and r["imported"] == [], r
+    import os as _os
+
+    import aot.core.manifest as M
+    seen = []
+    real_islink = _os.path.islink
+    monkeypatch.setattr(M.os.path, "islink", lambda p: seen.append(p) or real_islink(p))
+    m = M.load_manifest(small_build.out, skip_bad_specs=True, resolve_paths=False)
+    assert seen == [] and m.artifacts
+    entry = m.artifacts[0]
+    assert m.path_of(entry) == small_build.out / entry["path"] and seen  # resolved when opened
+
+
+def test_small_cubins_load_with_the_gil_kept_and_cuinit_once(monkeypatch):
+    """A unit's small cubin goes through the GIL-keeping handle (``cuctx.driver_gil``) for every call:
+    each call that hands the GIL over waits up to 5 ms behind cuda.compute's import (issue 29); PTX
+    (compiled by the driver) loads through the releasing one; ``cuInit`` runs once per process."""
+    import ctypes as C
+
+    from aot.runtime import cuctx, library
+
+    class Recorder:
+        def __init__(self, tag, log):
+            self.tag, self.log = tag, log
+
+        def __getattr__(self, fn):
+            def call(*args):
+                self.log.append((self.tag, fn))
+                if fn in ("cuLibraryLoadData", "cuLibraryGetKernel"):
+                    C.cast(args[0], C.POINTER(C.c_void_p))[0] = 0x1000
+                return 0
+            return call
+
+    log: list = []
+    monkeypatch.setattr(cuctx, "driver", lambda: Recorder("release", log))
+    monkeypatch.setattr(cuctx, "driver_gil", lambda: Recorder("keep", log))
+    monkeypatch.setattr(library, "_initialised", [])
+    lib = library.DriverLibrary("u", b"\x7fELF" + bytes(100), "cubin", ["k1", "k2"])
+    assert lib.load_into_current() == 2
+    assert library.DriverLibrary("v", b"\x7fELF", "cubin", ["k"]) is not None
+    assert [c for c in log if c[1] == "cuInit"] == [("release", "cuInit")]  # once for both units
+    assert all(tag == "keep" for tag, fn in log if fn != "cuInit"), log
+    log.clear()
+    ptx = library.DriverLibrary("p", b".version 8.0", "ptx", ["k"])
+    ptx.load_into_current()
+    assert ("release", "cuLibraryLoadData") in log and ("release", "cuKernelGetFunction") in log, log
+    assert ("keep", "cuLibraryGetKernel") in log, log

@@ -16,7 +16,6 @@ strict JSON (no NaN/Infinity, duplicate keys or lone surrogates: no two readers 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -80,6 +79,7 @@ def is_sha256_hex(value: object) -> bool:
 def make_header(*, family: str, name: str, content_key: str, sm: int, payload_kind: str, payload: bytes,
                 producer: Mapping[str, Any], kernels: list[str] | None = None,
                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    import hashlib  # OpenSSL, 2-3 ms to import: not on a Registry's first use (names() reads no artifact)
     header = {
         "format_version": FORMAT_VERSION,
         "family": family,
@@ -101,6 +101,7 @@ def make_header(*, family: str, name: str, content_key: str, sm: int, payload_ki
 def encode(header: Mapping[str, Any], payload: bytes) -> bytes:
     """Serialize; the header is validated against the payload first, so a bad artifact is never written."""
     validate_header(header)
+    import hashlib  # OpenSSL, 2-3 ms to import: not on a Registry's first use (names() reads no artifact)
     if header["payload_size"] != len(payload) or header["payload_sha256"] != hashlib.sha256(payload).hexdigest():
         raise ArtifactError("header does not describe this payload (size or sha256)")
     try:  # strict JSON only (no NaN/Infinity, no lone surrogates): exactly what decode() accepts
@@ -155,12 +156,16 @@ def _finite_float(text: str) -> float:
 
 
 def _unique_keys(pairs: list) -> dict:
-    out = {}
-    for k, v in pairs:
-        if k in out:  # two readers could otherwise disagree on which value counts
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
+    out = dict(pairs)  # in C: a manifest has hundreds of objects
+    if len(out) != len(pairs):  # two readers could otherwise disagree on which value counts
+        seen: set = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {dup!r}")
     return out
+
+
+#: The only way a lone surrogate gets into text decoded from UTF-8: a ``\\uD800``-``\\uDFFF`` escape.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def loads_strict_json(raw: bytes) -> Any:
@@ -169,9 +174,11 @@ def loads_strict_json(raw: bytes) -> Any:
     (``UnicodeDecodeError``, ``JSONDecodeError``; too deep: a plain ``ValueError``, never the
     ``RecursionError`` ``json`` raises), so every reader of untrusted JSON catches one type."""
     try:
-        obj = json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float,
+        text = bytes(raw).decode("utf-8")
+        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
                          object_pairs_hook=_unique_keys)
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")  # lone surrogates ("\ud800") do not encode
+        if _SURROGATE_ESCAPE.search(text):  # else none can be in it (encoding it all again costs 1 ms a manifest)
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")  # lone surrogates ("\ud800") do not encode
     except UnicodeEncodeError:
         raise ValueError(f"string {(_first_unencodable(obj) or '')[:60]!r} holds a lone surrogate") from None
     except RecursionError:
@@ -223,6 +230,7 @@ def decode(data: bytes) -> Artifact:
     if len(payload) != header["payload_size"]:
         raise ArtifactError(f"payload is {len(payload)} bytes, header says {header['payload_size']}"
                             + (" (truncated)" if len(payload) < header["payload_size"] else " (trailing bytes)"))
+    import hashlib  # OpenSSL, 2-3 ms to import: not on a Registry's first use (names() reads no artifact)
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise ArtifactError("payload sha256 mismatch (corrupt artifact)")
     return Artifact(header=header, payload=payload)

@@ -8,7 +8,6 @@ naming missing or partial files. Paths in a manifest are checked to stay inside 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -81,11 +80,7 @@ def _check_inside(root: Path, rel: Any, real_dirs: dict[str, str]) -> None:
     one manifest's entries: a library's 1800 artifacts sit in 200 folders, and resolving every path whole
     was most of a registry's first use (strings only: pathlib objects cost more than the check). A file
     that is itself a symlink is resolved whole."""
-    if not isinstance(rel, str):
-        raise ArtifactError(f"manifest path {short(rel)} is not a string")
-    parts = rel.split("/")
-    if not rel or "\\" in rel or "\0" in rel or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
-        raise ArtifactError(f"manifest path {short(rel)} is not a plain relative path inside {root}")
+    parts = _check_plain(root, rel)
     try:
         if not rel.isascii():
             os.fsencode(rel)  # a name the file system cannot encode (a lone surrogate): ValueError
@@ -99,6 +94,16 @@ def _check_inside(root: Path, rel: Any, real_dirs: dict[str, str]) -> None:
         raise ArtifactError(f"manifest path {short(rel)}: cannot resolve: {e}") from None
     if not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise ArtifactError(f"manifest path {short(rel)} leads outside {root} (to {real})")
+
+
+def _check_plain(root: Path, rel: Any) -> list[str]:
+    """``rel`` split at ``/`` if it is a plain relative path (the text checks of :func:`_check_inside`)."""
+    if not isinstance(rel, str):
+        raise ArtifactError(f"manifest path {short(rel)} is not a string")
+    parts = rel.split("/")
+    if not rel or "\\" in rel or "\0" in rel or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
+        raise ArtifactError(f"manifest path {short(rel)} is not a plain relative path inside {root}")
+    return parts
 
 
 def _real_dir(root: Path, parts: list[str], real_dirs: dict[str, str]) -> str:
@@ -118,6 +123,7 @@ def _real_dir(root: Path, parts: list[str], real_dirs: dict[str, str]) -> str:
 
 
 def file_sha256(path: Path) -> str:
+    import hashlib  # OpenSSL, 2-3 ms to import: not on a Registry's first use (names() reads no artifact)
     h = hashlib.sha256()
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     with open(fd, "rb") as f:  # O_NONBLOCK: a FIFO put in a file's place cannot hang the reader
@@ -199,12 +205,17 @@ def _check_build_fields(path: Path, doc: Mapping[str, Any]
     return (tuple(sms) if sms is not None else None), tuple(incomplete), shard
 
 
-def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False) -> Manifest:
+def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, resolve_paths: bool = True) -> Manifest:
     """Parse and structurally check ``root/manifest.json`` (not the artifacts: see :func:`verify_files`).
 
     Every spec definition passes the matrix's own validator. A bad one is an :class:`ArtifactError` naming
     the manifest, the spec and the field; with ``skip_bad_specs`` (the runtime loader) it is left out
     instead, with its artifacts, and listed in ``Manifest.skipped``.
+
+    ``resolve_paths=False`` (the runtime loader) checks each entry's path as text only (plain, relative)
+    and leaves resolving it on disk to :meth:`Manifest.path_of`, which does so before every open anyway:
+    a registry's first use then costs no ``lstat`` per artifact, and an entry that leads outside is
+    skipped with one warning when it is opened.
     """
     root = Path(root)
     path = root / MANIFEST_NAME
@@ -253,7 +264,10 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False) -> M
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
         if a["size"] < 0 or not is_sha256_hex(a["sha256"]):
             raise ArtifactError(f"{path}: artifact entry {i} ({short(a['path'])}) has a bad size or sha256")
-        _check_inside(root, a["path"], real_dirs)
+        if resolve_paths:
+            _check_inside(root, a["path"], real_dirs)
+        else:
+            _check_plain(root, a["path"])
         if a["name"] not in specs:
             raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
                                 f"define")

@@ -6,7 +6,6 @@ say is checked by :mod:`aot.core.rules`, the one validator the matrix and manife
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]{1,512})[>"]', re
 
 def _key(*parts: tuple[str, bytes | str]) -> str:
     """sha256 over labelled, length-prefixed fields, so no two different inputs can collide."""
+    import hashlib  # OpenSSL, 2-3 ms to import: not on a Registry's first use (names() reads no artifact)
     h = hashlib.sha256(b"aot-key-v1\0")
     for label, value in parts:
         data = value.encode() if isinstance(value, str) else value

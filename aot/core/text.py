@@ -8,7 +8,6 @@ above what a real spec needs.
 
 from __future__ import annotations
 
-import difflib
 import re
 import reprlib
 from typing import Any, Iterable
@@ -85,6 +84,7 @@ def hint(value: Any, choices: Iterable[str]) -> str:
     """``" (did you mean 'x'?)"`` for a near miss, else ``""`` (only short strings are compared)."""
     if not isinstance(value, str) or len(value) > 64:
         return ""
+    import difflib  # only for a near miss: every Registry's first use imports this module
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

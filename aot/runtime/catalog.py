@@ -50,7 +50,7 @@ def read_catalog(source: str | None, caller_specs: Iterable[Spec], specs_from: C
     manifest: Manifest | None = None
     if root is not None and (root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
         try:
-            manifest = load_manifest(root, skip_bad_specs=True)
+            manifest = load_manifest(root, skip_bad_specs=True, resolve_paths=False)  # path_of resolves each
         except ArtifactError as e:
             warn(f"ignoring packaged artifacts: {e}")
         except Exception as e:  # noqa: BLE001 - a crafted manifest must never crash the host application

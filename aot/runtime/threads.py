@@ -50,6 +50,10 @@ class Tuning:
     caller_first = True
     grace = 0.05
     switch_interval: float | None = None
+    #: A packaged unit's cubin under this many bytes is loaded with the GIL kept
+    #: (:mod:`aot.runtime.library`): its driver calls take microseconds, and handing the GIL over around each
+    #: one cost up to 5 ms beside the import (0: every load releases it, as before issue 29's second pass).
+    gil_held_below = 1 << 20
 
 
 TUNING = Tuning()
