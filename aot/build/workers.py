@@ -138,6 +138,10 @@ def _worker_init(stub_path: str | None, parent_pid: int, import_parents: bool = 
     """Every worker's initializer: signals and parent death first, then the toolchain, then its folder."""
     from .toolchain import worker_setup  # loads the toolchain's paths: only in workers, never at import
     worker_start(parent_pid)  # first: ignore SIGINT, die with the parent (the module docstring says why)
+    # numba-cuda-mlir writes every operator it cannot lower to a new numba_cuda_mlir_error_*.log in the temp dir
+    # (numba_cuda_mlir/mlir_compiler.py) unless this is 1, when it raises the original error: the build reports
+    # that error on its one line, and a user's builds leave nothing behind in /tmp.
+    os.environ.setdefault("NUMBA_CUDA_MLIR_ICE_FULL_TB", "1")
     worker_setup(stub_path)
     os.chdir(WORKER_CWD)  # after the set-up: a relative $AOT_STUB_LIBCUDA was opened from the caller's folder
     global _IMPORT_PARENTS
