@@ -44,6 +44,7 @@ for d in "$here"/.gpu/*/; do
   [ "$name" = cu12 ] && continue  # CUDA 12 artifacts need the CUDA 12 bindings: .ci/gpu_cu12.sh, below
   [ "$name" = algo ] && continue  # operators from code: tests/test_gpu_algorithms.py, below
   [ "$name" = gate ] && continue  # the release gate with its mutants: .ci/gpu/gate.sh, below
+  [ "$name" = libset ] && continue  # the warm benchmark's library-shaped set: warm-handles, below
   step "verify-$name" python3 -m aot verify "$d" --gpu --json "$OUT/verify-$name.json"
 done
 for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level package ships artifacts
@@ -70,7 +71,11 @@ step adopt bash .ci/gpu/adopt.sh
 [ -d .gpu/numba ] && step numba bash .ci/gpu/numba.sh /tmp/site .gpu/numba/jitsite "${AOT_NUMBA_RUNS:-5}" \
   .gpu/numba/mutsite axpy.0
 # Warm at the floor: aot's whole-matrix warmup beside the floor, both cases (issues 17, 24, 29); AOT_WARM_RUNS=0 skips.
-[ "${AOT_WARM_RUNS:-7}" != 0 ] && step warm env AOT_WARM_RUNS=${AOT_WARM_RUNS:-7} bash .ci/gpu/warm.sh "$here/.gpu/default"
+# The library-shaped set (benchmarks/gen_libset.py, built into .gpu/libset by prepare.sh) beside the default one.
+libset=(); [ -f .gpu/libset/manifest.json ] && libset=("libset=$here/.gpu/libset")
+[ "${AOT_WARM_RUNS:-7}" != 0 ] && step warm env AOT_WARM_RUNS=${AOT_WARM_RUNS:-7} bash .ci/gpu/warm.sh "$here/.gpu/default" \
+  "${libset[@]}"
+[ ${#libset[@]} -gt 0 ] && step warm-handles python3 .ci/gpu/warm_handles.py .gpu/libset --json "$OUT/warm_handles.json"
 echo "== summary"
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt" "$FINAL/summary.txt"
 tar czf "$FINAL/gpu-logs.tgz" -C "$OUT" .

@@ -45,9 +45,9 @@ step python -m aot build --matrix .ci/gpu/i27_matrix.yaml --sm "$SM" --jobs 1 --
 # Issue 30: the red team's GPU cases (a foreign set naming code; compile errors without tracebacks).
 rm -rf .gpu/redteam30
 step python .ci/gpu/redteam30.py prepare .gpu/redteam30
-# Issue 31: numba-cuda 0.30.4 and a numpy its JIT runs with (numpy 2.5 dropped np.row_stack, which it overloads);
+# Issue 31: numba-cuda 0.30.4 (the GPU machine's numpy 2.5 dropped np.row_stack, which its JIT overloads: the checks alias it);
 # the example as its wheel installs it, the same without artifacts (numba-cuda JITs), and a mutant of axpy.0.
-bash ../shared/gpu/fetch_wheels.sh numba-cuda==0.30.4 numpy==2.4.6 >/dev/null
+bash ../shared/gpu/fetch_wheels.sh numba-cuda==0.30.4 >/dev/null  # numpy 2.5 there: numba_check aliases np.row_stack
 rm -rf .gpu/numba && mkdir -p .gpu/numba/site .gpu/numba/jitsite .gpu/numba/mutsite
 python - .whl/numba_mypkg-*.whl .gpu/numba/site <<'PY'
 import sys, zipfile
@@ -58,4 +58,7 @@ step python .ci/gpu/numba_mutant.py --project examples/numba-mypkg --base .gpu/n
   --spec axpy.0 --edit "a * x[i] + y[i]" "a * x[i] - y[i]" --out .gpu/numba/mutart
 cp -r .gpu/numba/site/numba_mypkg .gpu/numba/mutsite/ && rm -rf .gpu/numba/mutsite/numba_mypkg/artifacts
 mv .gpu/numba/mutart .gpu/numba/mutsite/numba_mypkg/artifacts
+# Issue 29: the library-shaped warm set (35 CCCL specs, 180 NVRTC units of 1-26 kernels), incremental.
+step python benchmarks/gen_libset.py --out .gpu/libset-matrix
+step python -m aot build --matrix .gpu/libset-matrix/build_matrix.yaml --sm "$SM" --out .gpu/libset --quiet
 du -sh .gpu .whl
