@@ -595,3 +595,22 @@ def test_a_closed_pipe_is_not_an_error(tmp_path):
     rc, _, err = r.stdout.partition("\n")
     assert "Broken pipe" not in err and "Traceback" not in err and "Exception ignored" not in err, err
     assert rc.strip() in ("141", "0"), r.stdout
+
+
+def test_a_packages_unit_named_like_a_default_one_gets_no_default_reference():
+    """The built-in NVRTC references are for aot's own default units, matched by content: a library's own
+    ``morton`` (another kernel under the same name) is "no reference", never launched with the default's
+    arguments (seen on the H100: an out-of-bounds launch that poisoned every later check)."""
+    from aot.core.spec import NvrtcUnit
+    from aot.runtime.default_specs import load
+    from aot.verify.reference import NoReference
+    from aot.verify.units import check_kernel
+
+    default = next(s for s in load() if s.name == "morton")
+    mine = NvrtcUnit(name="morton", source_path="mylib.kernels:MORTON", source='extern "C" __global__ void m() {}',
+                     kernels=("m",), options={})
+    launched = []
+    with pytest.raises(NoReference):
+        check_kernel(lambda k: launched.append(k), mine, device=None)
+    assert launched == []
+    assert default.content_key() != mine.content_key()

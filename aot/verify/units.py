@@ -8,6 +8,7 @@ with no check raises :class:`aot.verify.reference.NoReference`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -51,8 +52,21 @@ def _pip_reference(px, py, poly_of, vx, vy, offs):
     return inside
 
 
+@functools.lru_cache(maxsize=1)
+def _default_units() -> dict[str, str]:
+    """Content keys of aot's own default NVRTC units, the only units the references below know."""
+    from ..runtime.default_specs import load
+    return {s.name: s.content_key() for s in load() if isinstance(s, NvrtcUnit)}
+
+
 def check_kernel(get_kernel: Callable[[str], Any], unit: NvrtcUnit, device, seed: int = 0) -> None:
-    """Run every kernel of a bundled unit; ``get_kernel(name)`` returns a loaded ``cuda.core.Kernel``."""
+    """Run every kernel of a bundled unit; ``get_kernel(name)`` returns a loaded ``cuda.core.Kernel``.
+
+    Only aot's own default units have references here, matched by content, not by name: a package's unit
+    that happens to be called ``morton`` is another kernel (launching it with the default's arguments reads
+    out of bounds and poisons the context for every later check), so it gets :class:`NoReference`."""
+    if _default_units().get(unit.name) != unit.content_key():
+        raise NoReference(f"no reference for NVRTC unit {unit.name!r}")
     from .devarray import DeviceArray as DA
     rng = np.random.default_rng(seed)
     up = lambda h: DA.from_host(h, device)  # noqa: E731

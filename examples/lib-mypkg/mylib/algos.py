@@ -57,7 +57,8 @@ def total(d_x) -> float:
     """Sum of a device array (CuPy) of float64."""
     import cupy as cp
     out = cp.empty(1, d_x.dtype)
-    _run_twice(build_total(d_x, out), d_in=d_x, d_out=out, num_items=int(d_x.size), h_init=np.zeros(1, d_x.dtype))
+    _run_twice(build_total(d_x, out), d_in=d_x, d_out=out, op=cc.OpKind.PLUS, num_items=int(d_x.size),
+               h_init=np.zeros(1, d_x.dtype))
     return float(out.get()[0])
 
 
@@ -65,7 +66,7 @@ def positive(d_x):
     """The positive elements of an int32 device array, in order."""
     import cupy as cp
     out, count = cp.empty_like(d_x), cp.zeros(1, np.int64)
-    _run_twice(build_positive(d_x, out, count), d_in=d_x, d_out=out, d_num_selected_out=count,
+    _run_twice(build_positive(d_x, out, count), d_in=d_x, d_out=out, d_num_selected_out=count, cond=is_positive,
                num_items=int(d_x.size))
     return out[:int(count.get()[0])]
 
@@ -73,5 +74,6 @@ def positive(d_x):
 def doubled(d_x):
     import cupy as cp
     out = cp.empty_like(d_x)
-    build_doubled(d_x, out)(d_in=d_x, d_out=out, num_items=int(d_x.size))
+    # cuda.compute 1.2.1 takes the operator again at call time (for its state; this one has none)
+    build_doubled(d_x, out)(d_in=d_x, d_out=out, op=lambda x: x * 2, num_items=int(d_x.size))
     return out

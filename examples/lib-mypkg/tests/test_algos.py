@@ -11,8 +11,12 @@ from mylib import algos
 
 from conftest import ARCH
 
-needs_cccl = pytest.mark.skipif(not getattr(cuda.compute, "_BINDINGS_AVAILABLE", False),
-                                reason="cuda.compute cannot build here (no driver)")
+import importlib.util
+
+needs_cccl = pytest.mark.skipif(not getattr(cuda.compute, "_BINDINGS_AVAILABLE", False)
+                                or importlib.util.find_spec("numba_cuda_mlir") is None,
+                                reason="cuda.compute cannot build here (no driver, or no numba-cuda-mlir to JIT "
+                                       "Python operators)")
 
 
 @needs_cccl
@@ -22,6 +26,7 @@ def test_every_algorithm_builds():
 
 
 @pytest.mark.gpu
+@needs_cccl
 def test_total_positive_doubled():
     import cupy as cp
     x = np.random.default_rng(2).uniform(-1, 1, 100_003)
