@@ -8,11 +8,11 @@ medians, the wall time from ``t = 0`` until cuda.compute is imported:
 * ``alone``: cuda.core, then cuda.compute, imported in one thread (what ``aot-warmup-import`` does);
 * ``warm-V``: ``Registry(dir).request_warmup()`` at ``t = 0``, its ``cuda_compute_imported`` mark, with the
   last unit's mark and the whole warmup beside it, for each variant ``V`` of :data:`VARIANTS` (settings of
-  ``aot.runtime.threads.TUNING``): ``new`` as shipped, ``noyield`` without the worker's yield to the
-  import, ``pre`` as before issue 29's third pass (every unit prechecked in the request's thread, no yield).
+  ``aot.runtime.threads.TUNING``): ``new`` as shipped, ``yield`` with the worker's sleep before each unit
+  while CUDA imports, ``pre`` as before issue 29's third pass (every unit prechecked in the request's thread).
 
     python benchmarks/import_contention.py --artifacts /tmp/libset --fake /tmp/libcuda.so.1 --runs 9 \
-        --variants new,noyield,pre
+        --variants new,yield,pre
 
 Build the fake driver with ``cc -O1 -shared -fPIC -fvisibility=hidden -Wl,-soname,libcuda.so.1 -o
 /tmp/libcuda.so.1 tests/fake_libcuda.c -ldl``. Only a comparison on one machine means anything.
@@ -29,9 +29,8 @@ import textwrap
 
 VARIANTS = {
     "new": {},
-    "noyield": {"import_yield": 0},
-    "pre": {"import_yield": 0, "precheck_units_ahead": True},
-    "y1ms": {"import_yield": 0.001},
+    "yield": {"import_yield": 1e-4},
+    "pre": {"precheck_units_ahead": True},
 }
 CHILD = textwrap.dedent("""
     import ctypes, json, os, sys, threading, time, warnings
@@ -76,7 +75,7 @@ def main() -> None:
     ap.add_argument("--fake", required=True, help="the stand-in libcuda.so.1 built from tests/fake_libcuda.c")
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--delay-us", type=float, default=20.0, help="each fake cuLibraryLoadData/cuKernelGetFunction")
-    ap.add_argument("--variants", default="new,noyield,pre", help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default="new,yield,pre", help=f"of {', '.join(VARIANTS)}")
     args = ap.parse_args()
     rows: dict[str, list[dict]] = {"alone": []}
     rows.update({f"warm-{v}": [] for v in args.variants.split(",")})

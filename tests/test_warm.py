@@ -693,6 +693,7 @@ UNITS_CHECKED_BY_WORKER = textwrap.dedent("""
     threads.stamp = stamp
     threads.time = type("T", (), {"sleep": staticmethod(sleep), "monotonic": staticmethod(time.monotonic),
                                   "perf_counter": staticmethod(time.perf_counter)})
+    threads.TUNING.import_yield = 1e-4          # off by default: the mechanism, pinned
     reg = aot.Registry(sys.argv[2])
     reg.request_warmup()
     cold = reg.ensure_warm(timeout=120)
@@ -707,8 +708,8 @@ def test_units_are_checked_by_the_worker_that_loads_them_and_it_yields_to_the_im
     (their loads wait for cuda.compute anyway); each NVRTC unit's artifact is checked by the worker that
     loads it, just before its load, so the request's thread does no per-unit work beside the import (the
     context takes 0.2 s here, so the units are not queued yet while the CCCL specs are checked). While
-    cuda.core/cuda.compute import (cuda.core slowed to 0.4 s here), the worker sleeps a tick before each
-    unit, so that the import thread gets the GIL."""
+    cuda.core/cuda.compute import (cuda.core slowed to 0.4 s here), with ``TUNING.import_yield`` set, the
+    worker sleeps a tick before each unit, so that the import thread gets the GIL."""
     r = run_child(UNITS_CHECKED_BY_WORKER, fake_libcuda, small_build.out)
 
     def worker(thread: str) -> bool:

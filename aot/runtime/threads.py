@@ -56,11 +56,14 @@ class Tuning:
     gil_held_below = 1 << 20
     #: Seconds a warmup worker sleeps before each NVRTC unit, and the request's thread before each CCCL
     #: precheck, while ``aot-warmup-import`` imports (:func:`yield_to_import`; 0: never). A thread running
-    #: Python keeps the GIL until the waiting import thread's switch interval (5 ms) forces it out; the
-    #: import (the critical leg, issue 29) then waits at most one unit's work (~0.2-0.5 ms) instead. A
-    #: sleep, not ``sleep(0)``: the woken import thread needs some microseconds to take the GIL, and a
-    #: thread that returns at once takes it back first.
-    import_yield = 1e-4
+    #: Python keeps the GIL until the waiting import thread's switch interval (5 ms) forces it out; with a
+    #: yield the import (the critical leg, issue 29) waits at most one unit's work. A sleep, not
+    #: ``sleep(0)``: the woken import thread needs some microseconds to take the GIL, and a thread that
+    #: returns at once takes it back first. Off: on the 2-core build host (``benchmarks/import_contention.py``,
+    #: 1e-4) it did not speed the import measurably and the units then finished after it; the worker's
+    #: own artifact read and hash already hand the GIL over once per unit. ``warm_limit.py``'s ``yield``
+    #: variant measures it on a GPU machine.
+    import_yield = 0.0
     #: Units are read and checked in the worker that loads them, just before loading (issue 29, third
     #: pass): only the CCCL specs' artifacts are checked ahead in the request's thread, since their loads
     #: wait for cuda.compute anyway. True: every spec's, as before (each a GIL hand-over beside the import).

@@ -21,9 +21,9 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
   largest first and ahead of the units still queued, once cuda.compute is imported: deserialize, load the
   library, load every kernel. One worker only until the CUDA packages are imported
   (``TUNING.single_until_imported``): the import is the longer leg, and every thread coming back from
-  the driver takes the GIL from it. While it imports, that worker sleeps a tick before each unit
-  (:func:`aot.runtime.threads.yield_to_import`), so the import thread waiting for the GIL gets it within
-  one unit's work rather than its 5 ms switch interval.
+  the driver takes the GIL from it. Each unit's own artifact read and hash hand the GIL over once per
+  unit; ``TUNING.import_yield`` adds a short sleep before each unit while the import runs
+  (:func:`aot.runtime.threads.yield_to_import`; off by default).
 
 The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
 a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
@@ -283,7 +283,7 @@ class WarmPool:
                     return
                 _busy += 1
             threads.stamp("first_task")
-            threads.yield_to_import()  # the import (the critical leg) first, between two units
+            threads.yield_to_import()  # TUNING.import_yield: the import (the critical leg) first, between units
             self._tls.since = time.perf_counter()
             try:
                 self._run(name)
