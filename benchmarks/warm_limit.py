@@ -63,6 +63,8 @@ VARIANTS = {
     "w2": {"workers": 2},
     "allw": {"single_until_imported": False},
     "rel": {"gil_held_below": 0},  # every unit's driver call hands the GIL over (before issue 29's second pass)
+    "yield": {"import_yield": 1e-4},  # the unit worker sleeps 0.1 ms before each unit while CUDA imports
+    "pre": {"precheck_units_ahead": True},  # every unit prechecked in the request's thread (before the 3rd pass)
 }
 TARGET_FIRST, TARGET_LIMIT = 1.05, 1.15
 

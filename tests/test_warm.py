@@ -659,3 +659,76 @@ def test_small_cubins_load_with_the_gil_kept_and_cuinit_once(monkeypatch):
     ptx.load_into_current()
     assert ("release", "cuLibraryLoadData") in log and ("release", "cuKernelGetFunction") in log, log
     assert ("keep", "cuLibraryGetKernel") in log, log
+
+
+UNITS_CHECKED_BY_WORKER = textwrap.dedent("""
+    import ctypes, json, os, sys, threading, time, warnings
+    warnings.simplefilter("ignore")
+    fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
+    import aot
+    import aot.runtime.lean as lean
+    import aot.runtime.sources as S
+    from aot.runtime import threads
+    real_core, real_check, real_lib = lean.import_cuda_core, S.check_packaged, S.DriverLibrary
+    def slow_core():                            # cuda.core takes 100-200 ms to import on the GPU machines
+        time.sleep(0.4)
+        return real_core()
+    events = []
+    def check(manifest, spec, entry, path):
+        events.append(("check", spec.name, spec.family, threading.current_thread().name,
+                       threads.IMPORTS.importing()))
+        return real_check(manifest, spec, entry, path)
+    def load(name, *a, **k):
+        events.append(("load", name, "nvrtc", threading.current_thread().name, threads.IMPORTS.importing()))
+        return real_lib(name, *a, **k)
+    def sleep(s):                               # threads.yield_to_import's sleep
+        events.append(("yield", "", "", threading.current_thread().name, threads.IMPORTS.importing()))
+        time.sleep(s)
+    real_stamp = threads.stamp
+    def stamp(stage, last=False):               # a context that takes 0.2 s (as a real one does)
+        if stage == "context_ready":
+            time.sleep(0.2)
+        real_stamp(stage, last)
+    lean.import_cuda_core, S.check_packaged, S.DriverLibrary = slow_core, check, load
+    threads.stamp = stamp
+    threads.time = type("T", (), {"sleep": staticmethod(sleep), "monotonic": staticmethod(time.monotonic),
+                                  "perf_counter": staticmethod(time.perf_counter)})
+    threads.TUNING.import_yield = 1e-4          # off by default: the mechanism, pinned
+    reg = aot.Registry(sys.argv[2])
+    reg.request_warmup()
+    cold = reg.ensure_warm(timeout=120)
+    print(json.dumps({"cold": cold, "events": events, "prechecked_left": len(reg._prechecked),
+                      "families": {n: reg.spec(n).family for n in reg.names()},
+                      "errors": {n: s.errors for n, s in reg.status().items() if s.errors}}))
+""")
+
+
+def test_units_are_checked_by_the_worker_that_loads_them_and_it_yields_to_the_import(small_build, fake_libcuda):
+    """Issue 29, third pass: the request's thread reads and checks ahead only the CCCL specs' artifacts
+    (their loads wait for cuda.compute anyway); each NVRTC unit's artifact is checked by the worker that
+    loads it, just before its load, so the request's thread does no per-unit work beside the import (the
+    context takes 0.2 s here, so the units are not queued yet while the CCCL specs are checked). While
+    cuda.core/cuda.compute import (cuda.core slowed to 0.4 s here), with ``TUNING.import_yield`` set, the
+    worker sleeps a tick before each unit, so that the import thread gets the GIL."""
+    r = run_child(UNITS_CHECKED_BY_WORKER, fake_libcuda, small_build.out)
+
+    def worker(thread: str) -> bool:
+        return thread.startswith("aot-warmup-") and thread[len("aot-warmup-"):].isdigit()
+
+    assert r["cold"] == [] and r["errors"] == {} and r["prechecked_left"] == 0, r
+    units = sorted(n for n, f in r["families"].items() if f == "nvrtc")
+    cccl = sorted(n for n, f in r["families"].items() if f == "cccl")
+    ev = [tuple(e) for e in r["events"]]
+    checks = {e[1]: e for e in ev if e[0] == "check"}
+    assert sorted(checks) == sorted(units + cccl), ev  # every artifact checked once
+    for n in cccl:
+        assert checks[n][3] == "aot-warmup-start", ev  # ahead, in the request's thread
+    for n in units:
+        assert worker(checks[n][3]), ev  # a worker
+        i = ev.index(checks[n])
+        assert ev[i + 1][:2] == ("load", n) and ev[i + 1][3] == checks[n][3], ev  # then at once its load there
+    assert not [e for e in ev if e[0] == "check" and e[2] == "nvrtc" and e[3] == "aot-warmup-start"], ev
+    assert all(e[4] for e in ev if e[0] == "load"), ev  # the units loaded while cuda.core imported
+    before = {e[1] for e in ev if e[0] == "load"}
+    yields = [e for e in ev if e[0] == "yield" and worker(e[3])]
+    assert len(yields) >= len(before) and all(e[4] for e in yields[:len(before)]), ev  # one before each unit

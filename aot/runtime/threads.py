@@ -54,6 +54,20 @@ class Tuning:
     #: (:mod:`aot.runtime.library`): its driver calls take microseconds, and handing the GIL over around each
     #: one cost up to 5 ms beside the import (0: every load releases it, as before issue 29's second pass).
     gil_held_below = 1 << 20
+    #: Seconds a warmup worker sleeps before each NVRTC unit, and the request's thread before each CCCL
+    #: precheck, while ``aot-warmup-import`` imports (:func:`yield_to_import`; 0: never). A thread running
+    #: Python keeps the GIL until the waiting import thread's switch interval (5 ms) forces it out; with a
+    #: yield the import (the critical leg, issue 29) waits at most one unit's work. A sleep, not
+    #: ``sleep(0)``: the woken import thread needs some microseconds to take the GIL, and a thread that
+    #: returns at once takes it back first. Off: on the 2-core build host (``benchmarks/import_contention.py``,
+    #: 1e-4) it did not speed the import measurably and the units then finished after it; the worker's
+    #: own artifact read and hash already hand the GIL over once per unit. ``warm_limit.py``'s ``yield``
+    #: variant measures it on a GPU machine.
+    import_yield = 0.0
+    #: Units are read and checked in the worker that loads them, just before loading (issue 29, third
+    #: pass): only the CCCL specs' artifacts are checked ahead in the request's thread, since their loads
+    #: wait for cuda.compute anyway. True: every spec's, as before (each a GIL hand-over beside the import).
+    precheck_units_ahead = False
 
 
 TUNING = Tuning()
@@ -216,6 +230,11 @@ class BackgroundImports:
         self._lock = threading.Lock()
         self._started = self._wanted = self._compute_started = self._passed = False
         self._decided = threading.Event()
+        self._importing = 0  # imports in progress in aot's import thread(s)
+
+    def importing(self) -> bool:
+        """True while an aot thread imports cuda.core or cuda.compute (the GIL is best left to it)."""
+        return self._importing > 0
 
     def start(self) -> None:
         """Start importing cuda.core (once per process): first thing in every warmup."""
@@ -237,6 +256,7 @@ class BackgroundImports:
             spawn("aot-warmup-import", self._import_compute)
 
     def _run(self) -> None:
+        self._busy(1)
         try:
             from .lean import import_cuda_core
             import_cuda_core()
@@ -245,6 +265,7 @@ class BackgroundImports:
         finally:
             stamp("cuda_core_imported")
             self.core.set()
+            self._busy(-1)
         self._decided.wait()
         with self._lock:
             go = self._wanted and not self._compute_started
@@ -272,7 +293,12 @@ class BackgroundImports:
         else:
             self.compute.wait()
 
+    def _busy(self, k: int) -> None:
+        with self._lock:
+            self._importing += k
+
     def _import_compute(self) -> None:
+        self._busy(1)
         try:
             from .lean import import_cuda_compute
             import_cuda_compute()
@@ -281,7 +307,16 @@ class BackgroundImports:
         finally:
             stamp("cuda_compute_imported")
             self.compute.set()
+            self._busy(-1)
 
 
 #: The process's background imports.
 IMPORTS = BackgroundImports()
+
+
+def yield_to_import() -> None:
+    """In an aot background thread between two pieces of Python work: while :data:`IMPORTS` imports, sleep
+    ``TUNING.import_yield`` so that the import thread, if it waits for the GIL, takes it now rather than
+    after its switch interval (see :attr:`Tuning.import_yield`). Free otherwise."""
+    if IMPORTS._importing > 0 and TUNING.import_yield > 0:
+        time.sleep(TUNING.import_yield)

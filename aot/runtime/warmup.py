@@ -11,15 +11,19 @@ is overlapped around it (``t = 0`` is ``request_warmup``; its background thread 
 * ``aot-warmup-import`` (once per process, :class:`aot.runtime.threads.BackgroundImports`): cuda.core, then
   cuda.compute if a CCCL spec is asked for;
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
-  then, once the SM is known and while cuda.compute still imports, every spec's best artifact read and
-  checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL);
+  then, once the SM is known and while cuda.compute still imports, every CCCL spec's best artifact read
+  and checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL).
+  An NVRTC unit's artifact is read and checked by the worker that loads it, just before the load (issue
+  29: 180 prechecks here slowed the import beside them; ``TUNING.precheck_units_ahead``);
 * up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
   context current (once): NVRTC units as soon as the context exists, through plain driver calls
   (:class:`aot.runtime.library.DriverLibrary`: no CUDA Python package needed; issue 29), then CCCL specs,
   largest first and ahead of the units still queued, once cuda.compute is imported: deserialize, load the
   library, load every kernel. One worker only until the CUDA packages are imported
   (``TUNING.single_until_imported``): the import is the longer leg, and every thread coming back from
-  the driver takes the GIL from it.
+  the driver takes the GIL from it. Each unit's own artifact read and hash hand the GIL over once per
+  unit; ``TUNING.import_yield`` adds a short sleep before each unit while the import runs
+  (:func:`aot.runtime.threads.yield_to_import`; off by default).
 
 The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
 a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
@@ -189,9 +193,10 @@ class WarmPool:
                             queued.add(n)
                             self._queue.put(n, first)
 
-        for n in nvrtc + cccl:
+        for n in (nvrtc if TUNING.precheck_units_ahead else []) + cccl:  # units: checked by their worker
             flush()
             if sm is not None and n not in queued:
+                threads.yield_to_import()
                 self._precheck(specs[n], sm)
         threads.stamp("prechecked")
         opening.settled.wait()
@@ -278,6 +283,7 @@ class WarmPool:
                     return
                 _busy += 1
             threads.stamp("first_task")
+            threads.yield_to_import()  # TUNING.import_yield: the import (the critical leg) first, between units
             self._tls.since = time.perf_counter()
             try:
                 self._run(name)
