@@ -80,7 +80,8 @@ def unpackaged(tag: str, expect: int) -> dict:
     compile_kernels(src, ["twice"])           # the library's own path: aot.by_source, a miss
     kernel(src, "twice")                      # cuda.core's path: the same key, so the same user-cache entry
     import aot
-    where = aot.by_source("adopt_mypkg").source_of(src, ["twice"], None)[1]
+    from adopt_mypkg.kernels import OPTIONS  # the flags compile_kernels passes: the same lookup, no new compile
+    where = aot.by_source("adopt_mypkg").source_of(src, ["twice"], OPTIONS)[1]
     want = "jit" if expect else "cache"
     return {"ok": CALLS["nvrtc"] == expect and where == want, "nvrtc_calls": CALLS["nvrtc"], "expected": expect,
             "served_from": where, "program_cache": aot.program_cache("adopt_mypkg").counts}
