@@ -35,6 +35,9 @@ step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, remember the exit c
   summary+=("$(printf '%-28s rc=%s' "$name" "$rc")")
 }
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# examples/lib-mypkg's runtime dependency (a stand-in for the heavy dataframe stack its users have installed): its
+# operators from code live in modules that import it, and `verify --gpu --package mylib` runs them as references.
+export PYTHONPATH=$PYTHONPATH:$PWD/examples/lib-mypkg/stubs
 # The installed wheel's aot (not the checkout's): run from a folder without an aot/ package.
 here=$PWD
 cd /tmp
