@@ -56,7 +56,7 @@ for whl in "$here"/.whl/*.whl; do  # example packages: any wheel whose top-level
 done
 cd "$here"
 # The checkout's GPU tests (fallbacks, warmup, security, lean runtime), over the default set.
-step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" AOT_GPU_ALGO_ARTIFACTS="$here/.gpu/algo" \
+step pytest-gpu env AOT_GPU_ARTIFACTS="$here/.gpu/default" AOT_GPU_ALGO_ARTIFACTS="$here/.gpu/algo" AOT_GPU_NUMBA_SITE=/tmp/site \
   python3 -m pytest -m gpu -v -p no:cacheprovider -W ignore::pytest.PytestUnraisableExceptionWarning tests
 # cu12 artifacts with the lean runtime and cuda-bindings 12.9 from .whl-cu12 (a private install dir).
 [ -f .gpu/cu12/manifest.json ] && step cu12 bash .ci/gpu_cu12.sh
