@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import time
 import textwrap
 import warnings
 
@@ -83,7 +84,8 @@ def test_status_is_safe_while_warmups_insert(tmp_path):
     try:
         reg.request_warmup()
         snapshots = 0
-        while True:
+        deadline = time.monotonic() + 120  # a warmup that never reports its units fails here, never hangs
+        while time.monotonic() < deadline:
             try:
                 st = reg.status()
             except RuntimeError as e:
@@ -207,6 +209,9 @@ def test_from_package_finds_the_folder_without_importlib_resources(tmp_path):
     code = textwrap.dedent("""
         import sys, warnings
         warnings.simplefilter("ignore")
+        # numba-cuda's .pth (the cu12/cu13 extras install it) imports importlib.resources at startup: what
+        # counts is that aot does not import it
+        pre = "importlib.resources" in sys.modules
         import aot
         sys.path.insert(0, sys.argv[1])
         a = aot.Registry.from_package("lazy_pkg", "artifactz")       # not imported: found by its spec
@@ -216,7 +221,7 @@ def test_from_package_finds_the_folder_without_importlib_resources(tmp_path):
             aot.Registry.from_package("no_such_pkg_xyz")
         except aot.AotError as e:
             err = str(e)
-        print(a._source == b._source, a._source.endswith("lazy_pkg/artifactz"), "importlib.resources" in sys.modules)
+        print(a._source == b._source, a._source.endswith("lazy_pkg/artifactz"), "importlib.resources" in sys.modules and not pre)
         print(err)
     """)
     (tmp_path / "lazy_pkg").mkdir()
