@@ -78,11 +78,12 @@ def test_definitions_round_trip(matrix):
 
 
 def test_existing_content_keys_unchanged():
-    """Moving the algorithms into aot.algorithms kept every existing spec's key (values from main before)."""
+    """Spec keys change only on purpose (values pinned; last changed by cccl_patches PATCH_VERSION 2, which
+    names operator wrappers from content: every CCCL key moved, NVRTC keys did not)."""
     keys = {s.name: s.content_key() for s in load_matrix().specs}
-    assert keys["reduce_sum_i32"] == "2ee9ba6f09285dffda98ee6aecf588affd0704851615724afa848ac282216cb0"
-    assert keys["select_nonzero_i32"] == "799141ed112462497aebc7923f2e3a9d1879f0ed5d66918b290715da2941a0ee"
-    assert keys["radix_sort_pairs_u64_i32"] == "ffba08cd40c448f141f80bb397bcfab6742f577ef96d525a29404f81e15372b9"
+    assert keys["reduce_sum_i32"] == "b3b6fca865a495f71831d61ff1f2348b52a2b017e8b4bd79e83f4ffa0e95d206"
+    assert keys["select_nonzero_i32"] == "bde7573916ea0c5aff4a6eae89a1ab3b68fc134527707c775820ab784fe614f9"
+    assert keys["radix_sort_pairs_u64_i32"] == "67b2ed85416c593fd39f658aa8369860d329f5d8704a78012ca4107069e595eb"
     assert keys["morton"] == "af0bea30020552fa65348785c6ecf27ff0c8f28380c229785c7b7722984b24ee"
 
 
@@ -137,7 +138,7 @@ ERRORS = [
     ("code-op-bad-ref", "cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: 'a b:c', init: 0}\n",
      ["{f}:3:", "spec 's'", "field 'op'", "'package.module:function'"]),
     ("code-op-no-module", "cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: 'no_such_mod_h6:f', init: 0}\n",
-     ["{f}:3:", "spec 's'", "field 'op'", "cannot import 'no_such_mod_h6'"]),
+     ["{f}:3:", "spec 's'", "field 'op'", "no module named 'no_such_mod_h6'"]),
     ("code-op-no-function", "cccl:\n  - {name: s, algorithm: reduce, dtype: int32, op: 'aot_test_ops:nope', init: 0}\n",
      ["{f}:3:", "spec 's'", "field 'op'", "has no function 'nope'"]),
     ("input-choice", "cccl:\n  - {name: s, algorithm: select, dtype: int32, op: 'lambda x: x', input: countin}\n",
