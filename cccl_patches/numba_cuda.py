@@ -337,9 +337,10 @@ def install_cache(dispatcher: Any, name: str, served: Mapping[tuple[Any, ...], C
     """Put packaged overloads in front of ``dispatcher``'s cache. Again: the signatures of ``served`` replace
     what an earlier call put for them, the others stay (a warmup attaches one spec at a time)."""
     check_version()
-    cls = _packaged_cache_class()
+    cls: Any = _packaged_cache_class()
     with _INSTALL:
-        inner, before = dispatcher._cache, {}
+        inner: Any = dispatcher._cache
+        before: dict = {}
         if isinstance(inner, cls):
             inner, before = inner.inner, inner.served
         dispatcher._cache = cls(name, {**before, **served}, inner)

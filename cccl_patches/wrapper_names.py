@@ -61,7 +61,7 @@ def _named(create, digest_of):
             return create(*args)
         finally:
             _state.digest = saved
-    wrapper._aot_content_named = True  # type: ignore[attr-defined]
+    setattr(wrapper, "_aot_content_named", True)  # noqa: B010 - a mark read back by getattr, typed or not
     return wrapper
 
 

@@ -154,16 +154,21 @@ def _check_wheel(whl: Path, package_hint: str | None = None) -> dict:
     from packaging.utils import parse_wheel_filename
     from aot.package.tags import publishable, wheel_tag
     _, _, _, tags = parse_wheel_filename(whl.name)
-    assert {str(t) for t in tags} == {wheel_tag()} == {"py3-none-manylinux_2_26_x86_64"}, whl.name
-    assert all(publishable(t.platform) for t in tags), whl.name
-    assert tags & set(sys_tags()), whl.name
     z = zipfile.ZipFile(whl)
     (info_name,) = [n for n in z.namelist() if n.endswith("/aot-package.json")]
     info = json.loads(z.read(info_name))
+    (man_name,) = [n for n in z.namelist() if n.endswith("/manifest.json") and n.startswith(info_name.rsplit("/", 1)[0])]
+    cccl = any(e.get("payload_kind") == "cccl-blob" for e in json.loads(z.read(man_name))["artifacts"])
+    # a set with CCCL artifacts takes cuda-cccl's platforms, an NVRTC/numba-only one cuda-bindings' (issue 28)
+    want = "py3-none-manylinux_2_26_x86_64" if cccl else "py3-none-manylinux_2_24_x86_64.manylinux_2_28_x86_64"
+    assert "py3-none-" + ".".join(sorted(t.platform for t in tags)) == wheel_tag(cccl) == want, whl.name
+    assert all(publishable(t.platform) for t in tags), whl.name
+    assert tags & set(sys_tags()), whl.name
     assert info["complete"] and info["sms"] == [int(SM)], info
     assert info["producer"]["nvrtc"].startswith("13."), info["producer"]
     wheel_meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
-    assert "Root-Is-Purelib: false" in wheel_meta and "Tag: py3-none-manylinux_2_26_x86_64" in wheel_meta
+    assert "Root-Is-Purelib: false" in wheel_meta
+    assert all(f"Tag: py3-none-{t.platform}" in wheel_meta for t in tags), wheel_meta
     return info
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ..core import format as fmt
 from ..core.fs import atomic_write, sweep_temp
@@ -32,7 +32,9 @@ from .workers import _work, _worker_init, signals_blocked, stop_pool
 from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
 from ..core.manifest import MAX_MANIFEST_LEN, remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
-from .matrix import Unreadable
+
+if TYPE_CHECKING:  # the matrix reader needs PyYAML; a runtime-only `verify --for-wheel` imports this module
+    from .matrix import Unreadable
 
 REPORT_NAME = "build-report.json"
 

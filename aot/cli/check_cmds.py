@@ -218,12 +218,14 @@ def _inspect_one(root: Path, title: str) -> None:
         print(plain_table(f"{title} (sizes in KB)", header, rows))
         print("\n".join(lines))
         return
-    t = Table(title=escape(f"{title} (sizes in KB)"))
+    t = Table()
     for i, col in enumerate(header):
         t.add_column(col, justify="right" if i >= 2 else "left")
     for r in rows:
         t.add_row(*map(escape, r))
     console = Console()
+    # the title on a line of its own: a table title wraps at the table's width, cutting a wheel's name in two
+    console.print(escape(f"{title} (sizes in KB)"), soft_wrap=True)
     console.print(t)
     for line in lines:
         console.print(escape(line))
