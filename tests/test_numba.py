@@ -395,3 +395,18 @@ def test_from_package_attaches_numba_kernels_and_imports_no_numba_without_them(n
                         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))"],
                        cwd=tmp_path, env=repo_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_the_warmup_thread_touches_neither_numba_nor_cuda_for_numba_kernels(numba_build, monkeypatch):
+    """A warmup's numba task only reports whether the caller's thread attached the kernel: attaching or loading
+    from the warmup's thread hung a request_warmup of numba_mypkg on the H100 (twice)."""
+    from aot.runtime import numba_attach
+    tmp, m, pkg, out = numba_build
+    reg = _registry(out, pkg, tmp)
+    with pytest.raises(aot.AotError, match="not attached"):
+        numba_attach.warm_spec(reg, "axpy.0")
+    aot.attach_numba(reg, ["axpy.0"])
+    monkeypatch.setattr(numba_attach, "attach_numba", lambda *a, **k: pytest.fail("attached from the warmup"))
+    assert numba_attach.warm_spec(reg, "axpy.0") == 0
+    with pytest.raises(aot.AotError, match="not attached"):
+        numba_attach.warm_spec(reg, "axpy.1")

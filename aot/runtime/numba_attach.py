@@ -177,6 +177,7 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
         served = {nc.argtypes_of(s.signature): _maker(registry, s, dispatcher) for s in group}
         nc.install_cache(dispatcher, ref, served)
         result.update({s.name: "attached" for s in group})
+        registry._numba_attached = getattr(registry, "_numba_attached", frozenset()) | {s.name for s in group}
         if warm:
             for argtypes in served:
                 dispatcher.compile(argtypes).bind()
@@ -184,13 +185,15 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
 
 
 def warm_spec(registry: Any, name: str) -> int:
-    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): attach it to its dispatcher (pure Python,
-    no CUDA); its cubin loads at the first launch. Returns the kernels loaded into the device now (0): loading
-    them from aot's warmup thread (``warm=True`` there) hung on the H100 (tests/test_gpu_numba.py, not yet
-    diagnosed), so the warmup does not. Raises why not attached (numba-cuda then compiles it)."""
-    why = attach_numba(registry, [name]).get(name, "not a numba kernel of this registry")
-    if why != "attached":
-        raise AotError(why)
+    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): nothing to do in the warmup's thread but
+    say whether the kernel is attached (``Registry.from_package`` or :func:`attach_numba` attached it in the
+    caller's thread); its cubin loads at the first launch. Returns the kernels loaded now (0). Why nothing
+    more: attaching or loading from aot's warmup thread hung on the H100 (a request_warmup of numba_mypkg,
+    tests/test_gpu_numba.py, twice; not yet diagnosed), so the warmup thread touches neither numba nor CUDA
+    for these kernels. Raises why not attached (numba-cuda then compiles it)."""
+    if name not in getattr(registry, "_numba_attached", frozenset()):
+        raise AotError(f"{name}: numba kernel not attached to its dispatcher (Registry.from_package attaches a "
+                       f"package's kernels; else call aot.attach_numba(registry)): numba-cuda JIT-compiles it")
     return 0
 
 

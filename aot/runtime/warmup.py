@@ -351,14 +351,14 @@ class WarmPool:
                 tls.since = time.perf_counter()
 
         try:
-            if not here and not getattr(self._tls, "current", False):
-                self._device.make_current()  # no opened context: cuda.core's current device, as the loader
             if host.spec(name).family == "numba":  # numba-cuda: attached to its own @cuda.jit dispatcher
                 from .numba_attach import warm_spec  # numba-cuda: only for a set that ships its kernels
-                n = warm_spec(host, name)
+                n = warm_spec(host, name)  # no CUDA and no numba in this thread (warm_spec says why)
                 with self._lock:
                     self._status_of(name).kernels = n
                 return
+            if not here and not getattr(self._tls, "current", False):
+                self._device.make_current()  # no opened context: cuda.core's current device, as the loader
             loaded = host._load(name)
             between()
             spec = host.spec(name)
