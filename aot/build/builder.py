@@ -256,7 +256,7 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
     return report
 
 
-def _definitions(specs: Iterable[Spec]) -> dict[str, dict]:
+def manifest_definitions(specs: Iterable[Spec]) -> dict[str, dict]:
     """Each spec's definition as the manifest stores it (an NVRTC unit with its source: the loader can JIT
     a unit from the manifest alone)."""
     out = {}
@@ -273,7 +273,7 @@ def _refuse_oversized_manifest(items: Sequence[Item], kept: Sequence[tuple[dict,
     (:data:`aot.core.manifest.MAX_MANIFEST_LEN`): its size is known from the definitions and one entry per
     item (hashes and sizes have fixed widths), within the few KB of producer fields. Five 4 MB sources, each
     within its own bound, otherwise built into a 20 MB manifest that verify, inspect and Registry refused."""
-    specs = _definitions({it.spec.name: it.spec for it in items}.values())
+    specs = manifest_definitions({it.spec.name: it.spec for it in items}.values())
     specs.update({e["name"]: d for e, d in kept})
     entries = [{"path": it.rel_path, "name": it.spec.name, "family": it.spec.family, "sm": it.sm, "size": 2 ** 40,
                 "payload_kind": it.kind, "sha256": "0" * 64, "content_key": "0" * 64} for it in items]
@@ -320,7 +320,7 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
     names = {e["name"] for e in entries}
-    specs = _definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
+    specs = manifest_definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:
         entries.append(entry)
         specs.setdefault(entry["name"], definition)

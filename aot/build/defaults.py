@@ -9,20 +9,15 @@ from __future__ import annotations
 import json
 
 from ..core.fs import atomic_write
-from ..core.spec import NvrtcUnit, Spec
+from ..core.spec import Spec
+from .builder import manifest_definitions
 from ..runtime.default_specs import PATH, VERSION
 from .matrix import load_matrix
 
 
 def render(specs: list[Spec]) -> str:
     """The file's text for ``specs`` (deterministic: sorted keys, one trailing newline)."""
-    defs = {}
-    for s in specs:
-        d = s.definition()
-        if isinstance(s, NvrtcUnit):
-            d["source"] = s.source
-        defs[s.name] = d
-    return json.dumps({"version": VERSION, "specs": defs}, indent=1, sort_keys=True) + "\n"
+    return json.dumps({"version": VERSION, "specs": manifest_definitions(specs)}, indent=1, sort_keys=True) + "\n"
 
 
 def main() -> None:
