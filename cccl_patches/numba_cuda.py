@@ -124,6 +124,52 @@ def _target(cc: tuple[int, int], device_functions: Iterator[Any]) -> Iterator[No
         dispatcher_module.get_current_device = saved
 
 
+def _library_key(library: Any) -> tuple[Any, ...]:
+    """A code library's place in its parent's link order: the names its own module defines (unique within one
+    item once :func:`_target` restarted the counters), then its name."""
+    module = getattr(library, "_module", None)
+    names = sorted(fn.name for fn in getattr(module, "functions", ()) if not fn.is_declaration)
+    return (tuple(names), str(getattr(library, "name", "")))
+
+
+def order_linked_libraries(library: Any, _done: set[int] | None = None) -> None:
+    """Give ``library`` and every library it links a fixed link order, so its PTX is the same bytes from build to
+    build. Why: ``CUDACodeLibrary._linking_libraries`` is a ``set`` of library objects, hashed by ``id``; its
+    ``modules`` (what NVVM compiles, in that order) follows the set, so the ``.common .global _ZN08NumbaEnv...``
+    lines of a kernel calling several device functions came out in another order in some processes (seen here:
+    two PTX texts among 8 builds of one kernel in one process; the cubins equal). The set becomes a list in
+    :func:`_library_key` order; nothing adds to a finalized library, so numba-cuda never sees the difference.
+    Must run before the library's IR is first rendered (``llvm_strs`` caches it): cleared here to be sure."""
+    done = set() if _done is None else _done
+    if id(library) in done:
+        return
+    done.add(id(library))
+    linked = getattr(library, "_linking_libraries", None)
+    if not isinstance(linked, (set, frozenset, list)):
+        return
+    for sub in linked:
+        order_linked_libraries(sub, done)
+    library._linking_libraries = _LinkOrder(sorted(linked, key=_library_key))
+    library._llvm_strs = None
+
+
+def order_linking_files(library: Any) -> None:
+    """The files a library links (``_linking_files``, a ``set`` of paths whose order follows the string hash, so
+    PYTHONHASHSEED) in sorted order, so nvJitLink sees them in one order in every build. Objects other than paths
+    keep the set's order."""
+    files = getattr(library, "_linking_files", None)
+    if isinstance(files, (set, frozenset)) and all(isinstance(f, str) for f in files):
+        library._linking_files = _LinkOrder(sorted(files))
+
+
+class _LinkOrder(list):
+    """The linked libraries of a finalized library, in a fixed order; ``add`` as the ``set`` it replaces has."""
+
+    def add(self, item: Any) -> None:
+        if item not in self:
+            self.append(item)
+
+
 def argtypes_of(signature: str) -> tuple[Any, ...]:
     """The numba argument types of a signature text."""
     from numba.cuda.core import sigutils
@@ -158,6 +204,7 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
         lib._entry_name = cres.fndesc.llvm_func_name
         kernel_fixup(fn, False)
         nvvm.set_launch_bounds(fn, t.get("launch_bounds"))
+        order_linked_libraries(lib)
         full = (cc[0], cc[1], "")
         asm = lib.get_asm_str(cc=full)
         links = []
@@ -169,6 +216,7 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
             from numba.cuda.memory_management.nrt import NRT_LIBRARY
             links.append("nrt")
             lib.add_linking_file(NRT_LIBRARY)
+        order_linking_files(lib)
         if lib.use_cooperative:
             raise NumbaCudaError("the kernel synchronizes its grid (a cooperative launch), which aot does not "
                                  "ship yet")

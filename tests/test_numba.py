@@ -410,3 +410,246 @@ def test_the_warmup_thread_touches_neither_numba_nor_cuda_for_numba_kernels(numb
     assert numba_attach.warm_spec(reg, "axpy.0") == 0
     with pytest.raises(aot.AotError, match="not attached"):
         numba_attach.warm_spec(reg, "axpy.1")
+
+
+# --------------------------------------------------------------------------- what numba compiles in (issue 37)
+#: A kernel per value numba-cuda freezes into its code: the digest must see each (H100: before the digest read
+#: them, attach said "attached" after an edit of any but the plain int, and the stale cubin wrote the old value).
+VALUES_KERNELS = '''\
+import numpy as np
+from numba import cuda
+
+from . import cfg, helpers
+
+K = 5
+NSCALE = np.float32(2.5)
+COEF = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+NEST = ((1, 2), (3, 4))
+
+
+@cuda.jit
+def by_int(out):
+    out[0] = K
+
+
+@cuda.jit
+def by_module_attr(out):
+    out[0] = cfg.TPB
+
+
+@cuda.jit
+def by_module_func(out):
+    out[0] = helpers.dev(out[1])
+
+
+@cuda.jit
+def by_np_scalar(out):
+    out[0] = NSCALE
+
+
+@cuda.jit
+def by_np_array(out):
+    out[0] = COEF[1]
+
+
+@cuda.jit
+def by_nested_tuple(out):
+    out[0] = NEST[1][0]
+'''
+VALUES_FILES = {"cfg.py": "TPB = 128\n",
+                "helpers.py": "from numba import cuda\n\n\n@cuda.jit(device=True)\ndef dev(v):\n    return v + 1\n"}
+VALUES_KINDS = ("by_int", "by_module_attr", "by_module_func", "by_np_scalar", "by_np_array", "by_nested_tuple")
+VALUES_MATRIX = "version: 1\nnumba:\n" + "".join(
+    f'  - {{name: {k}, kernel: "PKG.kernels:{k}", signatures: ["void(float32[::1])"]}}\n' for k in VALUES_KINDS)
+
+
+def _values_project(tmp: Path, files: dict[str, str] | None = None) -> tuple[Path, str]:
+    m, pkg = make_project(tmp, VALUES_MATRIX, VALUES_KERNELS)
+    for name, text in (files or VALUES_FILES).items():
+        (tmp / pkg / name).write_text(text)
+    return m, pkg
+
+
+@pytest.fixture(scope="module")
+def values_build(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("numba_values")
+    m, pkg = _values_project(tmp)
+    out = tmp / pkg / "artifacts"
+    _build(m, out, tmp)
+    return tmp, pkg, out
+
+
+def _edit_helpers_dev(mod, pkg_dir: Path):
+    """``helpers.dev`` as the edited module would define it (``v + 2``), linecache showing the edited text."""
+    import linecache
+    from numba import cuda
+    path = str(pkg_dir / "helpers.py")
+    text = VALUES_FILES["helpers.py"].replace("v + 1", "v + 2")
+    exec(compile(text, path, "exec"), scratch := {"cuda": cuda})
+    linecache.cache[path] = (0, None, text.splitlines(True), path)
+    return scratch["dev"]
+
+
+#: kernel -> (module, attribute, the edited value or how to make it): each edit changes what numba compiles in.
+VALUE_EDITS = {
+    "by_int": ("kernels", "K", lambda mod, d: 6),
+    "by_module_attr": ("cfg", "TPB", lambda mod, d: 64),
+    "by_module_func": ("helpers", "dev", _edit_helpers_dev),
+    "by_np_scalar": ("kernels", "NSCALE", lambda mod, d: __import__("numpy").float32(3.5)),
+    "by_np_array": ("kernels", "COEF", lambda mod, d: __import__("numpy").array([1.0, 7.0, 3.0], "float32")),
+    "by_nested_tuple": ("kernels", "NEST", lambda mod, d: ((1, 2), (9, 4))),
+}
+
+
+@pytest.mark.parametrize("kernel", VALUES_KINDS)
+def test_a_value_the_kernel_compiles_in_edited_after_the_build_is_not_attached(values_build, kernel):
+    """Before issue 37's fix, five of these six said "attached" (only the plain int was keyed)."""
+    import linecache
+    tmp, pkg, out = values_build
+    reg = _registry(out, pkg, tmp)
+    module_name, attr, edit = VALUE_EDITS[kernel]
+    mod = importlib.import_module(f"{pkg}.{module_name}")
+    assert aot.attach_numba(reg, [kernel]) == {kernel: "attached"}  # unedited: the packaged cubin serves it
+    real = getattr(mod, attr)
+    try:
+        setattr(mod, attr, edit(mod, tmp / pkg))
+        with pytest.warns(AotWarning, match="changed since the build") as caught:
+            got = aot.attach_numba(reg, [kernel])
+        assert len([w for w in caught if issubclass(w.category, AotWarning)]) == 1
+        assert "changed since the build" in got[kernel] and "\n" not in got[kernel]
+    finally:
+        setattr(mod, attr, real)
+        linecache.cache.pop(str(tmp / pkg / "helpers.py"), None)
+    assert aot.attach_numba(reg, [kernel]) == {kernel: "attached"}  # restored: the same digest again
+
+
+def test_a_numpy_array_edited_in_place_is_another_digest(values_build):
+    tmp, pkg, out = values_build
+    mod = importlib.import_module(f"{pkg}.kernels")
+    before = kernel_digest(mod.by_np_array)
+    mod.COEF[1] = 7.0
+    try:
+        assert kernel_digest(mod.by_np_array) != before
+    finally:
+        mod.COEF[1] = 2.0
+    assert kernel_digest(mod.by_np_array) == before
+    from aot.runtime.numba_attach import device_functions
+    assert [d.py_func.__name__ for d in device_functions(mod.by_module_func)] == ["dev"]  # rebuilt per SM
+
+
+@pytest.mark.parametrize("edit", [
+    ("K = 5", "K = 6"), ("NSCALE = np.float32(2.5)", "NSCALE = np.float32(3.5)"),
+    ("NSCALE = np.float32(2.5)", "NSCALE = np.float64(2.5)"),
+    ("[1.0, 2.0, 3.0], dtype=np.float32", "[1.0, 2.0, 3.0], dtype=np.float64"),
+    ("[1.0, 2.0, 3.0]", "[[1.0, 2.0, 3.0]]"), ("((1, 2), (3, 4))", "((1, 2), (3, 5))"),
+    ("((1, 2), (3, 4))", "((1, 2), (3.0, 4))"), ("TPB = 128", "TPB = 128.0"), ("v + 1", "v + 2"),
+])
+def test_each_compiled_in_value_is_in_the_digest(tmp_path, edit):
+    """An edit of the source, whichever file it is in, changes the digest (so the content key) of the one kernel
+    that reads the edited value, and only it."""
+    import os
+    m, pkg = _values_project(tmp_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        names = [f"{pkg}.cfg", f"{pkg}.helpers", f"{pkg}.kernels"]
+        mods = [importlib.import_module(n) for n in names]
+        before = {k: kernel_digest(getattr(mods[2], k)) for k in VALUES_KINDS}
+        for path in (tmp_path / pkg).glob("*.py"):
+            text = path.read_text()
+            if edit[0] in text:
+                path.write_text(text.replace(*edit))
+                os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 100))  # no stale .pyc, no stale lines
+        importlib.invalidate_caches()
+        mods = [importlib.reload(mod) for mod in mods]
+        after = {k: kernel_digest(getattr(mods[2], k)) for k in VALUES_KINDS}
+    finally:
+        sys.path.remove(str(tmp_path))
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert len(changed) == 1, changed
+
+
+def test_a_value_the_digest_cannot_key_is_refused_at_build_naming_spec_and_global(tmp_path):
+    kernels = VALUES_KERNELS + '''
+
+class Box:
+    pass
+
+
+BOX = Box()
+
+
+@cuda.jit
+def by_object(out):
+    out[0] = BOX.v
+'''
+    matrix = VALUES_MATRIX + '  - {name: boxed, kernel: "PKG.kernels:by_object", signatures: ["void(float32[::1])"]}\n'
+    m, pkg = make_project(tmp_path, matrix, kernels)
+    for name, text in VALUES_FILES.items():
+        (tmp_path / pkg / name).write_text(text)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(m)
+    msg = str(err.value)
+    assert "\n" not in msg and "spec 'boxed': field 'kernel'" in msg and "by_object/BOX" in msg, msg
+    assert f"{pkg}.kernels.Box object" in msg, msg
+
+
+# --------------------------------------------------------------------------- same key, same bytes (issue 36)
+THREE_DEVICE_FUNCTIONS = '''\
+import math
+
+from numba import cuda, float32
+
+
+@cuda.jit(device=True)
+def d1(v):
+    return math.sqrt(v * v + 1.0)
+
+
+@cuda.jit(device=True)
+def d2(v, w):
+    return d1(v) * w + math.exp(-v)
+
+
+@cuda.jit(device=True)
+def d3(a, n):
+    s = 0.0
+    for j in range(n):
+        s += d2(a[j], 0.5)
+    return s
+
+
+@cuda.jit(fastmath=True)
+def k(out, x):
+    buf = cuda.local.array(8, dtype=float32)
+    i = cuda.grid(1)
+    if i < x.size:
+        for j in range(8):
+            buf[j] = x[i] + j
+        out[i] = d3(buf, 8) + d1(x[i])
+'''
+#: Builds the kernel's PTX several times in one process, other objects allocated between builds (the link order
+#: followed the libraries' addresses: before the fix, 8 builds here gave two different PTX texts, every time).
+_BUILD_PTX_TWICE = '''\
+import hashlib, importlib, sys
+from cccl_patches import numba_cuda as nc
+from aot.runtime.numba_attach import device_functions
+k = importlib.import_module(sys.argv[1]).k
+seen, keep = set(), []
+for n in range(int(sys.argv[2])):
+    keep.append([object() for _ in range(7 * n)])
+    ptx, _ = nc.compile_kernel(k, "void(float32[::1], float32[::1])", 90, "ptx", device_functions(k))
+    seen.add(hashlib.sha256(ptx).hexdigest())
+print(" ".join(sorted(seen)))
+'''
+
+
+def test_a_kernel_with_three_device_functions_gives_the_same_ptx_in_every_build(tmp_path):
+    (tmp_path / "three_dev.py").write_text(THREE_DEVICE_FUNCTIONS)
+    got = []
+    for seed in ("1", "2"):
+        r = subprocess.run([sys.executable, "-c", _BUILD_PTX_TWICE, "three_dev", "6"], cwd=tmp_path, timeout=300,
+                           env=repo_env(PYTHONHASHSEED=seed, PYTHONPATH=f"{tmp_path}{__import__('os').pathsep}"
+                                        f"{repo_env()['PYTHONPATH']}"), capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got.append(r.stdout.split())
+    assert len(got[0]) == 1 and got[0] == got[1], got

@@ -10,109 +10,28 @@ signature, a kernel whose cubin is the best packaged artifact for the device (ch
 * a GPU the set does not cover, or an artifact that fails its checks: one log line or warning, then JIT;
 * artifacts built by another numba-cuda, or a numba-cuda aot was not checked against: one
   :class:`~aot.core.errors.AotWarning`, nothing attached;
-* a kernel whose source (or a device function it calls) or decorator options differ from what was built:
-  one warning naming it, nothing attached for it (the packaged code is not what the library's code says).
+* a kernel whose source, a device function it calls, a value it compiles in (globals, module attributes, closure
+  cells: :mod:`aot.runtime.numba_digest`) or decorator options differ from what was built: one warning naming it,
+  nothing attached for it (the packaged code is not what the library's code says). The digest is computed once
+  per kernel, at attach: a value changed after that is not seen.
 
 Importing a kernel's module runs it, so only modules inside the package that owns the artifacts are imported.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import inspect
-import types as pytypes
 from typing import Any, Iterable, Mapping, cast
 
 from ..core.arch import Candidate, rank
 from ..core.errors import AotError
 from ..core.log import get_logger
 from ..core.opref import inside
+from .numba_digest import device_functions, kernel_digest
+
+__all__ = ["attach_numba", "device_functions", "kernel_digest", "resolve_dispatcher", "serve", "warm_spec"]
 
 log = get_logger("aot.runtime.numba")
-
-#: Values a kernel reads from its module that enter its digest by value (they are compiled in as constants).
-_CONSTANTS = (int, float, complex, bool, str, bytes, type(None))
-
-
-def kernel_digest(dispatcher: Any) -> str:
-    """sha256 over the kernel's source, the source of every function and ``@cuda.jit`` device function it
-    calls (transitively, with their options), and the values of the module constants they read (``TPB = 128``
-    sizes shared memory): an edit to any of them is another digest, so another content key."""
-    h = hashlib.sha256(b"aot-numba-digest-v1\0")
-    seen: set[int] = set()
-
-    def put(label: str, text: str) -> None:
-        data = text.encode("utf-8", "surrogatepass")
-        h.update(label.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
-
-    def visit(fn: Any, label: str) -> None:
-        if id(fn) in seen:
-            return
-        seen.add(id(fn))
-        try:
-            put(label, inspect.getsource(fn))
-        except (OSError, TypeError) as e:
-            raise AotError(f"{label}: its source cannot be read ({e}); aot keys numba kernels by it") from None
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return
-        cells = dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
-        for name in sorted(_names(code)):
-            if name in cells:
-                value = cells[name]
-            elif name in fn.__globals__:
-                value = fn.__globals__[name]
-            else:
-                continue
-            where = f"{label}/{name}"
-            inner = getattr(value, "py_func", None)
-            if inner is not None and hasattr(value, "targetoptions"):  # a @cuda.jit device function
-                put(where + "#options", repr(sorted((k, repr(v)) for k, v in value.targetoptions.items())))
-                visit(inner, where)
-            elif isinstance(value, pytypes.FunctionType):
-                visit(value, where)
-            elif isinstance(value, pytypes.ModuleType):
-                put(where, "module " + value.__name__)
-            elif isinstance(value, _CONSTANTS) or (isinstance(value, tuple) and
-                                                   all(isinstance(v, _CONSTANTS) for v in value)):
-                put(where, repr(value))
-            else:
-                put(where, "object " + type(value).__module__ + "." + type(value).__qualname__)
-
-    visit(dispatcher.py_func, "kernel")
-    return h.hexdigest()
-
-
-def _names(code: pytypes.CodeType) -> set[str]:
-    """The global (and free) names a code object and the code objects nested in it read."""
-    out = set(code.co_names) | set(code.co_freevars)
-    for const in code.co_consts:
-        if isinstance(const, pytypes.CodeType):
-            out |= _names(const)
-    return out
-
-
-def device_functions(dispatcher: Any) -> list[Any]:
-    """The ``@cuda.jit(device=True)`` dispatchers a kernel reaches through its globals (transitively)."""
-    found: dict[int, Any] = {}
-
-    def walk(fn: Any) -> None:
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return
-        for name in _names(code):
-            value: Any = getattr(fn, "__globals__", {}).get(name)
-            inner = getattr(value, "py_func", None)
-            if inner is not None and hasattr(value, "targetoptions") and id(value) not in found:
-                found[id(value)] = value
-                walk(inner)
-            elif isinstance(value, pytypes.FunctionType) and id(value) not in found:
-                found[id(value)] = None
-                walk(value)
-
-    walk(dispatcher.py_func)
-    return [v for v in found.values() if v is not None]  # plain functions were walked, not returned
 
 
 def resolve_dispatcher(ref: str) -> Any:
@@ -167,9 +86,7 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             if any(s.options != nc.code_options(dispatcher) for s in group):
                 raise AotError(f"aot: {ref}: its @cuda.jit options differ from the packaged build's; "
                                f"numba-cuda JIT-compiles it")
-            if any(s.digest != kernel_digest(dispatcher) for s in group):
-                raise AotError(f"aot: {ref}: its source (or a function it calls) changed since the build; "
-                               f"numba-cuda JIT-compiles it")
+            _check_digest(ref, dispatcher, group)
         except AotError as e:
             registry._warn(str(e))
             result.update({s.name: str(e) for s in group})
@@ -182,6 +99,20 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             for argtypes in served:
                 dispatcher.compile(argtypes).bind()
     return result
+
+
+def _check_digest(ref: str, dispatcher: Any, group: list[Any]) -> None:
+    """Raise unless what numba-cuda would compile into ``dispatcher`` now (:func:`kernel_digest`, computed once
+    per kernel: its source, what it calls, the values of the globals, closure cells and module attributes it
+    reads) is what the packaged build compiled in. A value the digest cannot key raises too: the kernel is then
+    numba-cuda's to compile."""
+    try:
+        now = kernel_digest(dispatcher)
+    except AotError as e:
+        raise AotError(f"aot: {ref}: {e}; numba-cuda JIT-compiles it") from None
+    if any(s.digest != now for s in group):
+        raise AotError(f"aot: {ref}: its source, a function it calls or a value it compiles in (a global, a module "
+                       f"attribute, a closure cell) changed since the build; numba-cuda JIT-compiles it")
 
 
 def warm_spec(registry: Any, name: str) -> int:

@@ -1,0 +1,254 @@
+"""The digest of a numba-cuda kernel: what numba-cuda freezes into its code, so an edit to any of it is another
+content key at build and a refused attach at load (:mod:`aot.runtime.numba_attach`).
+
+numba-cuda compiles a kernel from its bytecode and the *values* its globals and closure cells hold when it
+compiles (its interpreter turns ``LOAD_GLOBAL``/``LOAD_DEREF`` into ``ir.Global``/``ir.FreeVar`` holding the value,
+and ``getattr`` on a module into that attribute's value): ``cfg.TPB``, ``np.float32(2.5)``, a numpy array, a
+nested tuple and ``helpers.dev`` (a device function reached through its module) all become constants or callees
+of the code. Its own disk cache keys on the bytecode and the closure's cells only (``_CacheImpl._index_key``), so
+it misses them; this digest reads what the kernel reads, the way numba's interpreter does:
+
+* each function's source, its defaults, and every global or closure name its bytecode loads (nested code
+  included), followed through ``module.attr`` chains to the value numba sees;
+* each value by content: ``None``/bool/int/float/complex/str/bytes by type and ``repr``; tuples and lists
+  element by element (nested); numpy scalars by dtype and bytes; numpy arrays by dtype, shape, order and bytes;
+  enum members and enum classes by their members; a ``@cuda.jit`` device function (or any numba dispatcher) by
+  its options and its own digest, recursively; a plain Python function likewise (``register_jitable``);
+* numba, numpy, ``math`` and builtins objects (``cuda.grid``, ``np.float32``, ``math.sqrt``, ``float32``) by
+  their qualified name: their code is the installed numba-cuda's, whose version the spec records.
+
+Anything else (an instance of a class of the library's own, an object whose ``repr`` names its address) is
+refused (:class:`~aot.core.errors.AotError` naming the kernel and the global): aot cannot say whether numba
+would compile it the same, so the builder refuses the spec and the loader leaves the kernel to numba-cuda's JIT.
+
+The walk is Python-version independent (names and values, not opcodes): a digest made by a 3.11 build host
+equals one made by a 3.12 runtime. It runs once per kernel at attach (milliseconds), never per launch.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import enum
+import hashlib
+import inspect
+import sys
+import types as pytypes
+from typing import Any, Iterator
+
+from ..core.errors import AotError
+
+#: The schema of the digest: another walk is another digest.
+SCHEMA = b"aot-numba-digest-v2\0"
+#: Modules whose objects are keyed by qualified name: numba-cuda (its version is in the spec), numpy's types
+#: and functions (numba-cuda's lowering implements them), Python's own.
+_BY_NAME = frozenset({"numba", "numba_cuda", "llvmlite", "numpy", "math", "cmath", "operator", "_operator",
+                      "builtins"})
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_NAME"})
+_ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_MAX_DEPTH = 32
+_MISSING = object()
+
+
+class _Refused(AotError):
+    """A value the digest cannot key (raised with the path of names that reached it)."""
+
+
+def kernel_digest(dispatcher: Any) -> str:
+    """sha256 of what numba-cuda compiles into ``dispatcher``'s kernel (the module docstring says what and how).
+    Raises :class:`~aot.core.errors.AotError` naming the kernel and the global it cannot key."""
+    return _Walk(dispatcher).digest
+
+
+def device_functions(dispatcher: Any) -> list[Any]:
+    """The numba dispatchers (``@cuda.jit(device=True)`` functions) a kernel reaches, through its globals, its
+    closure and ``module.attr`` chains, transitively: the builder recompiles them per SM."""
+    return _Walk(dispatcher, keyed=False).dispatchers
+
+
+def is_dispatcher_like(value: Any) -> bool:
+    """A numba dispatcher (``@cuda.jit`` device function, ``@numba.jit``): a ``py_func`` and ``targetoptions``."""
+    try:
+        return isinstance(getattr(value, "py_func", None), pytypes.FunctionType) and hasattr(value, "targetoptions")
+    except Exception:  # noqa: BLE001 - an object whose attribute access fails is no dispatcher
+        return False
+
+
+class _Walk:
+    """One walk from a kernel: its digest and the dispatchers it reached (``keyed=False``: no values refused,
+    only the callees collected)."""
+
+    def __init__(self, dispatcher: Any, keyed: bool = True):
+        self.keyed = keyed
+        self.h = hashlib.sha256(SCHEMA)
+        self.seen: set[int] = set()
+        self.dispatchers: list[Any] = []
+        root = dispatcher.py_func
+        self.name = f"{getattr(root, '__module__', '?')}:{getattr(root, '__qualname__', '?')}"
+        self.function(root, root.__name__)
+        self.digest = self.h.hexdigest()
+
+    def put(self, label: str, text: str | bytes) -> None:
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        tag = label.encode("utf-8", "surrogatepass")
+        self.h.update(len(tag).to_bytes(4, "little") + tag + len(data).to_bytes(8, "little") + data)
+
+    def refuse(self, where: str, why: str) -> None:
+        if self.keyed:
+            raise _Refused(f"{self.name}: {where} {why}; aot keys a numba kernel by the values numba-cuda compiles "
+                           f"into it, so it does not ship one whose values it cannot key")
+
+    def function(self, fn: Any, label: str) -> None:
+        """A Python function numba compiles: its source, defaults, and the values of the names it loads."""
+        if id(fn) in self.seen:
+            return
+        self.seen.add(id(fn))
+        try:
+            self.put(label, inspect.getsource(fn))
+        except (OSError, TypeError) as e:
+            if self.keyed:
+                raise _Refused(f"{self.name}: {label}: its source cannot be read ({e}); aot keys numba kernels by "
+                               f"it") from None
+        for attr in ("__defaults__", "__kwdefaults__"):
+            default = getattr(fn, attr, None)
+            if default:
+                self.value(default, f"{label}#{attr.strip('_')}")
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return
+        cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=False))
+        fn_globals = getattr(fn, "__globals__", {})
+        fn_builtins = fn_globals.get("__builtins__", builtins)
+        done: set[tuple[str, ...]] = set()
+        for kind, name, attrs in sorted(set(_reads(code))):
+            if kind == "LOAD_DEREF":
+                if name not in cells:
+                    continue  # a local the function's own inner code shares, not a closure of this function
+                try:
+                    value = cells[name].cell_contents
+                except ValueError:
+                    value = _MISSING
+            elif name in fn_globals:
+                value = fn_globals[name]
+            else:
+                value = (fn_builtins.get(name, _MISSING) if isinstance(fn_builtins, dict)
+                         else getattr(fn_builtins, name, _MISSING))
+            chain = [name]
+            for attr in attrs:  # numba resolves getattr on a module to the attribute's value
+                if not isinstance(value, pytypes.ModuleType):
+                    break
+                value = getattr(value, attr, _MISSING)
+                chain.append(attr)
+            key = (kind, *chain)
+            if key in done:
+                continue
+            done.add(key)
+            where = f"{label}/{'.'.join(chain)}"
+            if value is _MISSING:
+                self.put(where, "unbound")  # numba-cuda refuses to compile it; an edit that binds it is another key
+            else:
+                self.value(value, where)
+
+    def value(self, value: Any, where: str) -> None:
+        self.put(where, self.token(value, where, 0))
+
+    def token(self, value: Any, where: str, depth: int) -> bytes:
+        """``value`` as bytes that equal exactly when numba-cuda would compile the same (see the module doc)."""
+        if depth > _MAX_DEPTH:
+            self.refuse(where, f"nests values more than {_MAX_DEPTH} deep")
+            return b"deep"
+        np = sys.modules.get("numpy")  # no numpy imported: no value can be a numpy object
+        if np is not None and isinstance(value, np.ndarray):
+            if value.dtype.hasobject:
+                self.refuse(where, "is a numpy array of Python objects")
+                return b"object array"
+            order = "C" if value.flags.c_contiguous else "F" if value.flags.f_contiguous else "A"
+            return (f"ndarray {_dtype(value.dtype)} {value.shape} {order} ".encode()
+                    + hashlib.sha256(np.ascontiguousarray(value).tobytes()).digest())
+        if np is not None and isinstance(value, np.generic):
+            if value.dtype.hasobject:
+                self.refuse(where, "is a numpy object scalar")
+                return b"object"
+            return f"numpy {_dtype(value.dtype)} ".encode() + value.tobytes()
+        if np is not None and isinstance(value, np.dtype):
+            return f"dtype {_dtype(value)}".encode()
+        if isinstance(value, enum.Enum):
+            cls = type(value)
+            return (f"enum {cls.__module__}.{cls.__qualname__}.{value.name} ".encode()
+                    + self.token(value.value, where, depth + 1))
+        if type(value) in _SCALARS:
+            return f"{type(value).__name__} {value!r}".encode()
+        if isinstance(value, (tuple, list)):
+            cls = type(value)
+            parts = [self.token(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+            head = f"{cls.__module__}.{cls.__qualname__} {getattr(value, '_fields', '')} {len(parts)}".encode()
+            return head + b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+        if is_dispatcher_like(value):
+            options = repr(sorted((str(k), repr(v)) for k, v in dict(value.targetoptions).items()))
+            if " at 0x" in options:
+                self.refuse(where, "is a numba function whose options name objects by address")
+            if all(d is not value for d in self.dispatchers):
+                self.dispatchers.append(value)
+            self.function(value.py_func, where)
+            return f"dispatcher {options}".encode()
+        if isinstance(value, pytypes.FunctionType) and _top(value.__module__) not in _BY_NAME:
+            self.function(value, where)
+            return f"function {value.__module__}.{value.__qualname__}".encode()
+        if isinstance(value, pytypes.ModuleType):
+            return f"module {value.__name__}".encode()
+        if isinstance(value, type) and issubclass(value, enum.Enum):
+            members = [(m.name, self.token(m.value, f"{where}.{m.name}", depth + 1)) for m in value]
+            return (f"enum class {value.__module__}.{value.__qualname__} ".encode()
+                    + b"".join(n.encode() + b"=" + len(t).to_bytes(8, "little") + t for n, t in members))
+        defn = getattr(value, "_defn", None)  # a numba @intrinsic of the library's own: key its code
+        if isinstance(defn, pytypes.FunctionType) and _top(defn.__module__) not in _BY_NAME:
+            self.function(defn, where)
+            return f"intrinsic {defn.__module__}.{defn.__qualname__}".encode()
+        if isinstance(value, type):
+            return f"class {value.__module__}.{value.__qualname__}".encode()
+        return self.named(value, where)
+
+    def named(self, value: Any, where: str) -> bytes:
+        """An object of numba, numpy or Python (by qualified name, or ``repr`` for a numba type); else refused."""
+        cls = type(value)
+        home = getattr(value, "__module__", None)
+        home = home if isinstance(home, str) else cls.__module__
+        if _top(cls.__module__) in _BY_NAME and _top(home) in _BY_NAME:
+            name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+            text = f"{cls.__module__}.{cls.__qualname__} " + (f"{home}.{name}" if isinstance(name, str)
+                                                              else repr(value))
+            if " at 0x" not in text:
+                return text.encode()
+        self.refuse(where, f"is a {cls.__module__}.{cls.__qualname__} object, which numba-cuda may compile in by "
+                           f"value")
+        return f"object {cls.__module__}.{cls.__qualname__}".encode()
+
+
+def _reads(code: pytypes.CodeType) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """``(opcode kind, name, attribute chain)`` for each global or closure name the code (and the code nested in
+    it) loads: ``cfg.TPB`` is ``("LOAD_GLOBAL", "cfg", ("TPB",))``. Opcodes differ across Python versions
+    (``LOAD_METHOD`` in 3.11, ``LOAD_ATTR`` in 3.12); the names do not."""
+    ins = [i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE", "NOP")]
+    for n, i in enumerate(ins):
+        if i.opname in _LOADS and isinstance(i.argval, str):
+            attrs: list[str] = []
+            for j in ins[n + 1:]:
+                if j.opname not in _ATTRS or not isinstance(j.argval, str):
+                    break
+                attrs.append(j.argval)
+            kind = "LOAD_DEREF" if i.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF") else "LOAD_GLOBAL"
+            yield kind, i.argval, tuple(attrs)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            yield from _reads(const)
+
+
+def _dtype(dtype: Any) -> str:
+    """A dtype as text that does not change across numpy releases (its ``descr``, byte order included)."""
+    return repr(dtype.descr)
+
+
+def _top(module: Any) -> str:
+    return module.partition(".")[0] if isinstance(module, str) else ""
+
