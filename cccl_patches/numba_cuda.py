@@ -17,6 +17,10 @@ Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``):
   same kernel's PTX named its tile ``_cudapy_smem_1`` in one build and ``_cudapy_smem_2`` in another.
   :func:`_target` restarts both counters, so an item's bytes do not depend on what its worker built before
   (the names stay unique within the item, which is one module).
+* ``CUDACodeLibrary._linking_libraries`` is a ``set`` of code libraries (hashed by ``id``) and ``modules``, the
+  IR NVVM compiles, follows it: a kernel calling several device functions got its ``NumbaEnv`` lines in another
+  order from process to process (same cubin). :func:`order_linked_libraries` fixes the order before the IR is
+  rendered; :func:`order_linking_files` sorts the linked files' paths (a ``set`` of ``str``: PYTHONHASHSEED).
 * ``_Kernel._rebuild(cooperative, name, signature, codelibrary, debug, lineinfo, call_helper, extensions,
   shared_memory_carveout, launch_config_sensitive)`` is how numba-cuda's own disk cache
   (``CUDACacheImpl.rebuild``) makes a kernel without compiling; it leaves ``objectmode`` unset, which

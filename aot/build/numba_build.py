@@ -2,9 +2,10 @@
 as the matrix being built may), and one (kernel, signature, SM) item into a cubin or PTX, on a driverless
 host (:func:`cccl_patches.numba_cuda.compile_kernel`).
 
-The spec's content key covers the kernel's source and everything it calls (:func:`aot.runtime.numba_attach.
-kernel_digest`), its signature, the decorator's code-changing options and the numba-cuda version; the item
-key adds the SM, the payload kind and the toolchain, as for every family.
+The spec's content key covers what numba-cuda compiles into the kernel (:func:`aot.runtime.numba_digest.
+kernel_digest`: its source, what it calls, the values of the globals, module attributes and closure cells it
+reads; a value it cannot key refuses the spec), its signature, the decorator's code-changing options and the
+numba-cuda version; the item key adds the SM, the payload kind and the toolchain, as for every family.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from ..core.errors import AotError
 from ..core.numbaspec import check_entry, variant_names
 from ..core.spec import NumbaKernel
 from ..core.text import SpecError
-from ..runtime.numba_attach import device_functions, kernel_digest, resolve_dispatcher
+from ..runtime.numba_attach import resolve_dispatcher
+from ..runtime.numba_digest import device_functions, kernel_digest
 from .codeimport import CodeImports, make_project_importable
 
 
@@ -87,6 +89,6 @@ def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, di
     from cccl_patches import numba_cuda as nc
     dispatcher = resolve_dispatcher(spec.kernel)
     if kernel_digest(dispatcher) != spec.digest:
-        raise AotError(f"{spec.name}: the source of {spec.kernel} (or a function it calls) changed since the "
-                       f"matrix was read")
+        raise AotError(f"{spec.name}: the source of {spec.kernel}, a function it calls or a value it compiles in "
+                       f"changed since the matrix was read")
     return nc.compile_kernel(dispatcher, spec.signature, sm, kind, device_functions(dispatcher))

@@ -84,18 +84,21 @@ class _Walk:
         self.h = hashlib.sha256(SCHEMA)
         self.seen: set[int] = set()
         self.dispatchers: list[Any] = []
+        self.quiet = 0  # > 0: inside numba-cuda's own functions, walked for their callees only
         root = dispatcher.py_func
         self.name = f"{getattr(root, '__module__', '?')}:{getattr(root, '__qualname__', '?')}"
         self.function(root, root.__name__)
         self.digest = self.h.hexdigest()
 
     def put(self, label: str, text: str | bytes) -> None:
+        if self.quiet:
+            return
         data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
         tag = label.encode("utf-8", "surrogatepass")
         self.h.update(len(tag).to_bytes(4, "little") + tag + len(data).to_bytes(8, "little") + data)
 
     def refuse(self, where: str, why: str) -> None:
-        if self.keyed:
+        if self.keyed and not self.quiet:
             raise _Refused(f"{self.name}: {where} {why}; aot keys a numba kernel by the values numba-cuda compiles "
                            f"into it, so it does not ship one whose values it cannot key")
 
@@ -107,7 +110,7 @@ class _Walk:
         try:
             self.put(label, inspect.getsource(fn))
         except (OSError, TypeError) as e:
-            if self.keyed:
+            if self.keyed and not self.quiet:
                 raise _Refused(f"{self.name}: {label}: its source cannot be read ({e}); aot keys numba kernels by "
                                f"it") from None
         for attr in ("__defaults__", "__kwdefaults__"):
@@ -174,8 +177,8 @@ class _Walk:
         if np is not None and isinstance(value, np.dtype):
             return f"dtype {_dtype(value)}".encode()
         if isinstance(value, enum.Enum):
-            cls = type(value)
-            return (f"enum {cls.__module__}.{cls.__qualname__}.{value.name} ".encode()
+            kind = type(value)
+            return (f"enum {kind.__module__}.{kind.__qualname__}.{value.name} ".encode()
                     + self.token(value.value, where, depth + 1))
         if type(value) in _SCALARS:
             return f"{type(value).__name__} {value!r}".encode()
@@ -190,7 +193,15 @@ class _Walk:
                 self.refuse(where, "is a numba function whose options name objects by address")
             if all(d is not value for d in self.dispatchers):
                 self.dispatchers.append(value)
-            self.function(value.py_func, where)
+            fn = value.py_func
+            if _top(fn.__module__) in _BY_NAME:  # numba-cuda's own (cuda.random): its callees, not its values
+                self.quiet += 1
+                try:
+                    self.function(fn, where)
+                finally:
+                    self.quiet -= 1
+                return f"dispatcher {fn.__module__}.{fn.__qualname__} {options}".encode()
+            self.function(fn, where)
             return f"dispatcher {options}".encode()
         if isinstance(value, pytypes.FunctionType) and _top(value.__module__) not in _BY_NAME:
             self.function(value, where)
