@@ -68,6 +68,8 @@ step downstream bash .ci/gpu/downstream.sh
 step lib-example bash .ci/gpu/lib_example.sh
 # Issue 28: a library's own compile call served packaged (0 NVRTC calls); a miss compiles once, then the user cache.
 step adopt bash .ci/gpu/adopt.sh
+# Issue 37 item 2: a compiled-in value edited after the build is refused at attach and JIT-compiled (writes B, not A).
+[ -d .gpu/numba_digest ] && step numba-digest python3 .ci/gpu/numba_digest.py check .gpu/numba_digest
 # Issue 30: a foreign set's code never imported by verify --gpu; compile errors without tracebacks.
 [ -d .gpu/redteam30 ] && step redteam30 python3 .ci/gpu/redteam30.py check .gpu/redteam30
 # Issue 31: numba-cuda kernels through their dispatchers, 0 compiles; first launches; the gate and its mutant.

@@ -58,6 +58,8 @@ step python .ci/gpu/numba_mutant.py --project examples/numba-mypkg --base .gpu/n
   --spec axpy.0 --edit "a * x[i] + y[i]" "a * x[i] - y[i]" --out .gpu/numba/mutart
 cp -r .gpu/numba/site/numba_mypkg .gpu/numba/mutsite/ && rm -rf .gpu/numba/mutsite/numba_mypkg/artifacts
 mv .gpu/numba/mutart .gpu/numba/mutsite/numba_mypkg/artifacts
+# Issue 37 item 2: six kernels, each compiling in one value (a module attribute, numpy globals, ...), built with A.
+step python .ci/gpu/numba_digest.py prepare .gpu/numba_digest "$SM"
 # Issue 29: the library-shaped warm set (35 CCCL specs, 180 NVRTC units of 1-26 kernels), incremental.
 step python benchmarks/gen_libset.py --out .gpu/libset-matrix
 step python -m aot build --matrix .gpu/libset-matrix/build_matrix.yaml --sm "$SM" --out .gpu/libset --quiet
