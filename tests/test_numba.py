@@ -523,6 +523,28 @@ def test_a_value_the_kernel_compiles_in_edited_after_the_build_is_not_attached(v
     assert aot.attach_numba(reg, [kernel]) == {kernel: "attached"}  # restored: the same digest again
 
 
+def test_a_value_assigned_after_attach_is_seen_when_numba_would_compile(values_build):
+    """numba-cuda compiles in the values it finds at the first launch of a signature, not at attach: the packaged
+    cache checks them again then (values only, from the attach's memo), and hands a changed kernel to the JIT."""
+    from cccl_patches.numba_cuda import argtypes_of
+    tmp, pkg, out = values_build
+    reg = _registry(out, pkg, tmp)
+    cfg = importlib.import_module(f"{pkg}.cfg")
+    kernels = importlib.import_module(f"{pkg}.kernels")
+    sig = argtypes_of("void(float32[::1])")
+    assert aot.attach_numba(reg, ["by_module_attr", "by_np_array"]) == {"by_module_attr": "attached",
+                                                                         "by_np_array": "attached"}
+    assert kernels.by_module_attr._cache.load_overload(sig, None) is not None  # unchanged: the packaged kernel
+    cfg.TPB, kernels.COEF[1] = 64, 7.0
+    try:
+        for kernel in (kernels.by_module_attr, kernels.by_np_array):
+            with pytest.warns(AotWarning, match="changed since it was attached"):
+                assert kernel._cache.load_overload(sig, None) is None  # numba-cuda compiles, with 64 and 7.0
+    finally:
+        cfg.TPB, kernels.COEF[1] = 128, 2.0
+    assert kernels.by_np_array._cache.load_overload(sig, None) is not None
+
+
 def test_a_numpy_array_edited_in_place_is_another_digest(values_build):
     tmp, pkg, out = values_build
     mod = importlib.import_module(f"{pkg}.kernels")

@@ -12,8 +12,9 @@ signature, a kernel whose cubin is the best packaged artifact for the device (ch
   :class:`~aot.core.errors.AotWarning`, nothing attached;
 * a kernel whose source, a device function it calls, a value it compiles in (globals, module attributes, closure
   cells: :mod:`aot.runtime.numba_digest`) or decorator options differ from what was built: one warning naming it,
-  nothing attached for it (the packaged code is not what the library's code says). The digest is computed once
-  per kernel, at attach: a value changed after that is not seen.
+  nothing attached for it (the packaged code is not what the library's code says). The digest is taken at attach
+  and its values again when numba-cuda would compile the signature (its first launch): a value assigned in
+  between is one warning and numba-cuda's JIT, as numba-cuda itself would compile it in then.
 
 Importing a kernel's module runs it, so only modules inside the package that owns the artifacts are imported.
 """
@@ -27,7 +28,7 @@ from ..core.arch import Candidate, rank
 from ..core.errors import AotError
 from ..core.log import get_logger
 from ..core.opref import inside
-from .numba_digest import device_functions, kernel_digest
+from .numba_digest import Memo, device_functions, kernel_digest
 
 __all__ = ["attach_numba", "device_functions", "kernel_digest", "resolve_dispatcher", "serve", "warm_spec"]
 
@@ -86,12 +87,13 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             if any(s.options != nc.code_options(dispatcher) for s in group):
                 raise AotError(f"aot: {ref}: its @cuda.jit options differ from the packaged build's; "
                                f"numba-cuda JIT-compiles it")
-            _check_digest(ref, dispatcher, group)
+            memo = Memo()
+            _check_digest(ref, dispatcher, group, memo)
         except AotError as e:
             registry._warn(str(e))
             result.update({s.name: str(e) for s in group})
             continue
-        served = {nc.argtypes_of(s.signature): _maker(registry, s, dispatcher) for s in group}
+        served = {nc.argtypes_of(s.signature): _maker(registry, s, dispatcher, memo) for s in group}
         nc.install_cache(dispatcher, ref, served)
         result.update({s.name: "attached" for s in group})
         registry._numba_attached = getattr(registry, "_numba_attached", frozenset()) | {s.name for s in group}
@@ -101,13 +103,13 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
     return result
 
 
-def _check_digest(ref: str, dispatcher: Any, group: list[Any]) -> None:
+def _check_digest(ref: str, dispatcher: Any, group: list[Any], memo: Memo) -> None:
     """Raise unless what numba-cuda would compile into ``dispatcher`` now (:func:`kernel_digest`, computed once
     per kernel: its source, what it calls, the values of the globals, closure cells and module attributes it
     reads) is what the packaged build compiled in. A value the digest cannot key raises too: the kernel is then
     numba-cuda's to compile."""
     try:
-        now = kernel_digest(dispatcher)
+        now = kernel_digest(dispatcher, memo)
     except AotError as e:
         raise AotError(f"aot: {ref}: {e}; numba-cuda JIT-compiles it") from None
     if any(s.digest != now for s in group):
@@ -128,12 +130,23 @@ def warm_spec(registry: Any, name: str) -> int:
     return 0
 
 
-def _maker(registry: Any, spec: Any, dispatcher: Any):
-    """The factory the dispatcher's cache calls for ``spec``'s signature: a rebuilt kernel, no I/O yet (the
-    artifact is chosen, read and checked when the kernel first loads on a device)."""
+def _maker(registry: Any, spec: Any, dispatcher: Any, memo: Memo | None = None):
+    """The factory the dispatcher's cache calls for ``spec``'s signature, when numba-cuda would compile it: a
+    rebuilt kernel, no I/O yet (the artifact is chosen, read and checked when the kernel first loads on a device).
+    The values the kernel compiles in are checked again first (``memo``: the attach's sources and reads, so
+    microseconds): one assigned since the attach (``cfg.TPB = 64``) is what numba-cuda would compile in, so the
+    kernel is then numba-cuda's to compile (one warning, ``None``)."""
     from cccl_patches import numba_cuda as nc
 
     def make() -> Any:
+        try:
+            now = kernel_digest(dispatcher, memo)
+        except AotError as e:
+            now = str(e)
+        if now != spec.digest:
+            registry._warn(f"aot: {spec.kernel}: a value it compiles in (a global, a module attribute, a closure "
+                           f"cell) changed since it was attached; numba-cuda JIT-compiles {spec.name}")
+            return None
         return nc.rebuild_kernel(dispatcher, spec.signature, spec.name,
                                  lambda cc: serve(registry, spec, cc[0] * 10 + cc[1]))
     return make

@@ -22,7 +22,8 @@ refused (:class:`~aot.core.errors.AotError` naming the kernel and the global): a
 would compile it the same, so the builder refuses the spec and the loader leaves the kernel to numba-cuda's JIT.
 
 The walk is Python-version independent (names and values, not opcodes): a digest made by a 3.11 build host
-equals one made by a 3.12 runtime. It runs once per kernel at attach (milliseconds), never per launch.
+equals one made by a 3.12 runtime. It runs once per kernel at attach (about a millisecond: reading the source)
+and again, values only (:class:`Memo`), when numba-cuda would compile a packaged signature; never per launch.
 """
 
 from __future__ import annotations
@@ -55,10 +56,34 @@ class _Refused(AotError):
     """A value the digest cannot key (raised with the path of names that reached it)."""
 
 
-def kernel_digest(dispatcher: Any) -> str:
+class Memo:
+    """What does not change while a process runs, kept from one digest of a kernel to the next: each function's
+    source text and the names its bytecode loads (the code objects are held, so their ids stay theirs). With it,
+    a digest again reads only the values (microseconds): :mod:`aot.runtime.numba_attach` takes one at attach and
+    again when numba-cuda would compile (a value assigned after attach is seen)."""
+
+    def __init__(self) -> None:
+        self.sources: dict[int, tuple[Any, str]] = {}
+        self.reads: dict[int, tuple[Any, list[tuple[str, str, tuple[str, ...]]]]] = {}
+
+    def source(self, fn: Any) -> str:
+        got = self.sources.get(id(fn))
+        if got is None or got[0] is not fn:
+            got = self.sources[id(fn)] = (fn, inspect.getsource(fn))
+        return got[1]
+
+    def reads_of(self, code: pytypes.CodeType) -> list[tuple[str, str, tuple[str, ...]]]:
+        got = self.reads.get(id(code))
+        if got is None or got[0] is not code:
+            got = self.reads[id(code)] = (code, sorted(set(_reads(code))))
+        return got[1]
+
+
+def kernel_digest(dispatcher: Any, memo: Memo | None = None) -> str:
     """sha256 of what numba-cuda compiles into ``dispatcher``'s kernel (the module docstring says what and how).
-    Raises :class:`~aot.core.errors.AotError` naming the kernel and the global it cannot key."""
-    return _Walk(dispatcher).digest
+    Raises :class:`~aot.core.errors.AotError` naming the kernel and the global it cannot key. ``memo``: sources
+    and bytecode reads kept from an earlier digest of the same kernel in this process."""
+    return _Walk(dispatcher, memo=memo).digest
 
 
 def device_functions(dispatcher: Any) -> list[Any]:
@@ -79,8 +104,9 @@ class _Walk:
     """One walk from a kernel: its digest and the dispatchers it reached (``keyed=False``: no values refused,
     only the callees collected)."""
 
-    def __init__(self, dispatcher: Any, keyed: bool = True):
+    def __init__(self, dispatcher: Any, keyed: bool = True, memo: Memo | None = None):
         self.keyed = keyed
+        self.memo = Memo() if memo is None else memo
         self.h = hashlib.sha256(SCHEMA)
         self.seen: set[int] = set()
         self.dispatchers: list[Any] = []
@@ -108,7 +134,7 @@ class _Walk:
             return
         self.seen.add(id(fn))
         try:
-            self.put(label, inspect.getsource(fn))
+            self.put(label, self.memo.source(fn))
         except (OSError, TypeError) as e:
             if self.keyed and not self.quiet:
                 raise _Refused(f"{self.name}: {label}: its source cannot be read ({e}); aot keys numba kernels by "
@@ -124,7 +150,7 @@ class _Walk:
         fn_globals = getattr(fn, "__globals__", {})
         fn_builtins = fn_globals.get("__builtins__", builtins)
         done: set[tuple[str, ...]] = set()
-        for kind, name, attrs in sorted(set(_reads(code))):
+        for kind, name, attrs in self.memo.reads_of(code):
             if kind == "LOAD_DEREF":
                 if name not in cells:
                     continue  # a local the function's own inner code shares, not a closure of this function
