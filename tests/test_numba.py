@@ -675,3 +675,28 @@ def test_a_kernel_with_three_device_functions_gives_the_same_ptx_in_every_build(
         assert r.returncode == 0, r.stderr[-2000:]
         got.append(r.stdout.split())
     assert len(got[0]) == 1 and got[0] == got[1], got
+
+
+def _closure_kernel(k, dtype):
+    """A kernel made by a factory: a device function and a dtype reached through closure cells."""
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def add(v):
+        return v + k
+
+    @cuda.jit
+    def kern(out):
+        tile = cuda.local.array(2, dtype)
+        tile[0] = add(out[0])
+        out[0] = tile[0]
+    return kern
+
+
+def test_closure_cells_and_what_they_reach_are_in_the_digest():
+    import numpy as np
+    base = kernel_digest(_closure_kernel(1, np.float32))
+    assert kernel_digest(_closure_kernel(1, np.float32)) == base  # new dispatchers, the same values
+    assert kernel_digest(_closure_kernel(2, np.float32)) != base  # a cell of the device function
+    assert kernel_digest(_closure_kernel(1, np.float64)) != base  # a cell of the kernel
+    assert kernel_digest(_closure_kernel(np.int64(1), np.float32)) != base  # another type, the same number
