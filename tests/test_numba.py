@@ -700,3 +700,16 @@ def test_closure_cells_and_what_they_reach_are_in_the_digest():
     assert kernel_digest(_closure_kernel(2, np.float32)) != base  # a cell of the device function
     assert kernel_digest(_closure_kernel(1, np.float64)) != base  # a cell of the kernel
     assert kernel_digest(_closure_kernel(np.int64(1), np.float32)) != base  # another type, the same number
+
+
+def _reader(out):
+    import math  # noqa: F401 - a local import: not a global the kernel reads
+    out[0] = cfg_like.TPB + cuda_like.shared.array(cfg_like.TPB) + len(out) + sum(v for v in out)  # noqa: F821
+
+
+def test_the_digest_reads_names_and_attribute_chains_whatever_the_python():
+    """What the walk reads is the same list of names on every Python (3.11's LOAD_METHOD, 3.12's LOAD_ATTR, 3.12's
+    inlined comprehensions): a digest made by a 3.11 build host equals one made by a 3.12 runtime."""
+    from aot.runtime.numba_digest import _reads
+    got = {(name, attrs) for kind, name, attrs in _reads(_reader.__code__) if kind == "LOAD_GLOBAL"}
+    assert got == {("cfg_like", ("TPB",)), ("cuda_like", ("shared", "array")), ("len", ()), ("sum", ())}, got

@@ -15,7 +15,8 @@ it misses them; this digest reads what the kernel reads, the way numba's interpr
   enum members and enum classes by their members; a ``@cuda.jit`` device function (or any numba dispatcher) by
   its options and its own digest, recursively; a plain Python function likewise (``register_jitable``);
 * numba, numpy, ``math`` and builtins objects (``cuda.grid``, ``np.float32``, ``math.sqrt``, ``float32``) by
-  their qualified name: their code is the installed numba-cuda's, whose version the spec records.
+  their name (numba's by package and name: its module layout moves between releases): their code is the installed
+  numba-cuda's, whose version the spec records.
 
 Anything else (an instance of a class of the library's own, an object whose ``repr`` names its address) is
 refused (:class:`~aot.core.errors.AotError` naming the kernel and the global): aot cannot say whether numba
@@ -45,6 +46,7 @@ SCHEMA = b"aot-numba-digest-v2\0"
 #: and functions (numba-cuda's lowering implements them), Python's own.
 _BY_NAME = frozenset({"numba", "numba_cuda", "llvmlite", "numpy", "math", "cmath", "operator", "_operator",
                       "builtins"})
+_NUMBA = frozenset({"numba", "numba_cuda", "llvmlite"})
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_NAME"})
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
@@ -226,7 +228,7 @@ class _Walk:
                     self.function(fn, where)
                 finally:
                     self.quiet -= 1
-                return f"dispatcher {fn.__module__}.{fn.__qualname__} {options}".encode()
+                return f"dispatcher {_where(fn.__module__)}.{fn.__qualname__}".encode()
             self.function(fn, where)
             return f"dispatcher {options}".encode()
         if isinstance(value, pytypes.FunctionType) and _top(value.__module__) not in _BY_NAME:
@@ -243,18 +245,20 @@ class _Walk:
             self.function(defn, where)
             return f"intrinsic {defn.__module__}.{defn.__qualname__}".encode()
         if isinstance(value, type):
-            return f"class {value.__module__}.{value.__qualname__}".encode()
+            return f"class {_where(value.__module__)}.{value.__qualname__}".encode()
         return self.named(value, where)
 
     def named(self, value: Any, where: str) -> bytes:
-        """An object of numba, numpy or Python (by qualified name, or ``repr`` for a numba type); else refused."""
+        """An object of numba, numpy or Python: a function-like one by its qualified name, another (a numba type,
+        ``float32``) by its package and ``repr`` (numba's own class layout moves between numba releases, which the
+        spec does not record; the type's name does not); else refused."""
         cls = type(value)
         home = getattr(value, "__module__", None)
         home = home if isinstance(home, str) else cls.__module__
         if _top(cls.__module__) in _BY_NAME and _top(home) in _BY_NAME:
             name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-            text = f"{cls.__module__}.{cls.__qualname__} " + (f"{home}.{name}" if isinstance(name, str)
-                                                              else repr(value))
+            text = (f"{_where(cls.__module__)}.{cls.__qualname__} {_where(home)}.{name}" if isinstance(name, str)
+                    else f"{_top(cls.__module__)} {value!r}")
             if " at 0x" not in text:
                 return text.encode()
         self.refuse(where, f"is a {cls.__module__}.{cls.__qualname__} object, which numba-cuda may compile in by "
@@ -284,6 +288,14 @@ def _reads(code: pytypes.CodeType) -> Iterator[tuple[str, str, tuple[str, ...]]]
 def _dtype(dtype: Any) -> str:
     """A dtype as text that does not change across numpy releases (its ``descr``, byte order included)."""
     return repr(dtype.descr)
+
+
+def _where(module: Any) -> str:
+    """A module's name as a key holds it: numba's and numba-cuda's by their package alone (their inner layout
+    moves between releases, which must not make a kernel's digest another; the name read, ``cuda.grid``, is in the
+    key's label), any other in full."""
+    top = _top(module)
+    return top if top in _NUMBA else str(module)
 
 
 def _top(module: Any) -> str:
