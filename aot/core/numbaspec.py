@@ -11,8 +11,9 @@ A matrix entry names a ``@cuda.jit`` dispatcher where it lives and the signature
         options: {fastmath: true}          # optional: must agree with the decorator's
 
 Each signature becomes one :class:`~aot.core.spec.NumbaKernel` (named ``axpy`` for one signature, else
-``axpy.0``, ``axpy.1``, ... in the order written). The builder fills in ``digest`` (the kernel's source and
-what it calls) and ``numba_cuda`` (the version that compiles it); a manifest carries both.
+``axpy.0``, ``axpy.1``, ... in the order written). The builder fills in ``digest`` (what numba-cuda compiles
+into the kernel: its source, what it calls, the values it reads; :mod:`aot.runtime.numba_digest`) and
+``numba_cuda`` (the version that compiles it); a manifest carries both.
 
 Pure Python, no numba import: the runtime reads manifests with it.
 """
@@ -90,7 +91,7 @@ def check_numba(d: Mapping[str, Any], name: str) -> NumbaKernel:
             raise SpecError(f"unknown field for a numba kernel{hint(key, DEFINITION_FIELDS)}", str(key))
     digest = d.get("digest")
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
-        raise SpecError("digest must be the sha256 of the kernel's source (64 hex digits)", "digest")
+        raise SpecError("digest must be the sha256 of what the kernel compiles in (64 hex digits)", "digest")
     version = d.get("numba_cuda")
     if not isinstance(version, str) or not _VERSION.fullmatch(version):
         raise SpecError(f"numba_cuda must be a version like '0.30.4', got {short(version)}", "numba_cuda")
