@@ -281,3 +281,10 @@ def test_cache_info_counts_only_the_users_own_entries(cache, capsys):
     assert "; 1 CCCL entries" in out and "3 skipped (another user's, or writable by others" in out, out
     assert f"skipped entry {theirs}: entry is owned by uid {OTHER}" in out and f"skipped entry {loose}" in out, out
     assert "NVRTC (cuda.core cache): 1 files, 10 B" in out, out
+
+
+def test_program_cache_refuses_a_program_name_that_is_not_text(flags_set):
+    import aot
+    from aot.core.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="^name: b'x' is not a program name"):
+        aot.program_cache("unused", registry=aot.Registry(flags_set), name=b"x")

@@ -34,7 +34,7 @@ there by the next process). Imports nothing of cuda.compute; ``import aot`` does
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..core.errors import AotError, ArgumentError
 from ..core.log import get_logger
@@ -269,7 +269,8 @@ class SourceLookup:
         return served.unit, served.source
 
     # ------------------------------------------------------------------ warmup
-    def request_warmup(self, sources: Iterable[str | bytes | tuple[str | bytes, Any]], options: Any = None) -> list[str]:
+    def request_warmup(self, sources: Iterable[str | bytes | tuple[str | bytes, Any]],
+                       options: Any = None) -> list[str]:
         """Warm the packaged units of ``sources`` (each a text, or ``(text, options)``; ``options`` for the
         bare texts) in the background, as :meth:`aot.Registry.request_warmup` does for names; returns the
         unit names requested. A source the package does not carry is left for its first call (compiling it

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
 
-from ..core.errors import AotError
+from ..core.errors import AotError, ArgumentError
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
@@ -80,6 +80,9 @@ class PackagedProgramCache(ProgramCacheResource):
     """Hits: the registry's packaged NVRTC images, by cuda.core's key. Misses and writes: the user cache."""
 
     def __init__(self, registry: Registry, *, name: str = DEFAULT_NAME, same_nvrtc: bool = False):
+        if not isinstance(name, str) or not name:  # cuda.core hashes it into every key: refused here, at the edge
+            raise ArgumentError(f"name: {name!r:.80} is not a program name (the ProgramOptions.name the library "
+                                f"compiles with, a str)")
         self._reg = registry
         self._name = name
         self._same_nvrtc = same_nvrtc
