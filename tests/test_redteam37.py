@@ -155,6 +155,20 @@ def test_a_bytes_source_is_its_text_and_other_sources_and_names_are_argument_err
         lookup.kernels(SRC, None)
 
 
+def test_the_memo_never_holds_the_callers_object(flags_set):
+    """A list changed between calls means its new flags; ``1`` and ``True`` stay apart in the memo."""
+    from aot.core.srckey import normalize_options
+    lookup = _lookup(flags_set)
+    flags = ["-DN=2"]
+    assert lookup.unit(SRC, flags) == "n2"
+    flags[0] = "-DN=3"
+    assert lookup.unit(SRC, flags) is None
+    flags.clear()
+    assert lookup.unit(SRC, flags) == "n7"
+    assert normalize_options({"use_fast_math": True}) != normalize_options({"use_fast_math": 1})
+    assert normalize_options({"use_fast_math": 1}).canonical == '{"use_fast_math":1}'
+
+
 def test_program_options_and_normalised_values_agree():
     from cuda.core import ProgramOptions
     from aot.core.srckey import normalize_options, source_key

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import threading
+from collections import abc
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -65,13 +66,14 @@ class NvrtcOptions:
     def __post_init__(self) -> None:
         if not self.canonical:
             object.__setattr__(self, "canonical", _canonical_text(dict(self.fields)))
+        object.__setattr__(self, "_hash", hash((self.canonical, self.include_dirs)))
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, NvrtcOptions) and self.canonical == other.canonical
-                and self.include_dirs == other.include_dirs)
+        return self is other or (isinstance(other, NvrtcOptions) and self.canonical == other.canonical
+                                 and self.include_dirs == other.include_dirs)
 
     def __hash__(self) -> int:
-        return hash((self.canonical, self.include_dirs))
+        return self._hash  # type: ignore[attr-defined]  # set once, in __post_init__
 
     def mapping(self) -> dict[str, Any]:
         """The fields as ``ProgramOptions(**...)`` takes them and as a matrix writes them (a fresh dict;
@@ -203,38 +205,73 @@ def normalize_options(options: Any, what: str = "options") -> NvrtcOptions:
     iterable (list, tuple, generator, iterator: consumed here, exactly once) of ``str`` or ``bytes``; one
     ``str``/``bytes`` of space-separated flags; a mapping of ProgramOptions fields; a ``cuda.core.ProgramOptions``
     (or any dataclass of its fields: those not at their default). ``arch``, ``name`` and architecture flags
-    are set aside. Anything else, or anything ambiguous, is an :class:`ArgumentError` naming ``what``."""
-    if isinstance(options, NvrtcOptions):
-        return options
+    are set aside. Anything else, or anything ambiguous, is an :class:`ArgumentError` naming ``what``.
+
+    A list, tuple, string or plain dict seen before is one memo hit (a library passes the same few at every
+    call): the memo key is an immutable copy of it, never the caller's object."""
     if options is None:
         return EMPTY
+    t = type(options)
+    if t is NvrtcOptions:
+        return options
     memo: Any = None
-    if isinstance(options, (str, bytes, bytearray)):
-        memo = ("text", bytes(options) if isinstance(options, bytearray) else options)
-    elif type(options) in (list, tuple) and all(type(f) in (str, bytes) for f in options):
-        memo = ("flags", tuple(options))  # a list is copied, never consumed; its items are immutable
+    if t is list or t is tuple:
+        memo = ("flags", tuple(options))  # copied, never consumed; unhashable items: no memo (refused below)
+    elif t is str or t is bytes:
+        memo = ("text", options)
+    elif t is dict:
+        memo = _mapping_memo(options)
     if memo is not None:
-        found = _FLAGS_MEMO.get(memo)
+        try:
+            found = _FLAGS_MEMO.get(memo)
+        except TypeError:
+            memo = found = None
         if found is not None:
             return found
-    if isinstance(options, (str, bytes, bytearray)):
-        value = _from_flags(_text(options, what).split(), what)
-    elif isinstance(options, Mapping):
-        value = _from_fields(options, what)
-    elif dataclasses.is_dataclass(options) and not isinstance(options, type):
-        value = _from_fields({f.name: getattr(options, f.name) for f in dataclasses.fields(options)
-                              if getattr(options, f.name) != f.default}, what)
-    elif isinstance(options, Iterable):
-        value = _from_flags(list(options), what)  # the caller's iterable is read here, once, and never again
-    else:
-        raise ArgumentError(f"{what}: {short(options)} ({type(options).__name__}) is not NVRTC flags (a list of "
-                            f"str or bytes), a mapping of ProgramOptions fields or a ProgramOptions")
+    value = _normalize(options, what)
     if memo is not None:
         with _memo_lock:
             if len(_FLAGS_MEMO) >= _FLAGS_MEMO_MAX:
                 _FLAGS_MEMO.clear()
             _FLAGS_MEMO[memo] = value
     return value
+
+
+_PLAIN = (str, int, float, bool)
+
+
+def _mapping_memo(options: dict) -> Any:
+    """A memo key for a dict of plain values (``repr`` tells ``1``, ``1.0`` and ``True`` apart, which
+    equality would not); ``None`` (no memo) for anything else."""
+    items = []
+    for k, v in options.items():
+        if type(v) in _PLAIN or v is None:
+            pass
+        elif type(v) in (list, tuple) and all(type(x) in _PLAIN or (type(x) is tuple and all(type(y) in _PLAIN
+                                                                                              for y in x)) for x in v):
+            pass
+        elif type(v) is dict and all(type(x) is str and type(y) in _PLAIN for x, y in v.items()):
+            pass
+        else:
+            return None
+        items.append((k, repr(v)))
+    return ("map", tuple(items))
+
+
+def _normalize(options: Any, what: str) -> NvrtcOptions:
+    if isinstance(options, NvrtcOptions):
+        return options
+    if isinstance(options, (str, bytes, bytearray)):
+        return _from_flags(_text(options, what).split(), what)
+    if isinstance(options, abc.Mapping):
+        return _from_fields(options, what)
+    if dataclasses.is_dataclass(options) and not isinstance(options, type):
+        return _from_fields({f.name: getattr(options, f.name) for f in dataclasses.fields(options)
+                             if getattr(options, f.name) != f.default}, what)
+    if isinstance(options, abc.Iterable):
+        return _from_flags(list(options), what)  # the caller's iterable is read here, once, and never again
+    raise ArgumentError(f"{what}: {short(options)} ({type(options).__name__}) is not NVRTC flags (a list of "
+                        f"str or bytes), a mapping of ProgramOptions fields or a ProgramOptions")
 
 
 def options_mapping(options: Any) -> tuple[dict[str, Any], list[str]]:
@@ -251,9 +288,12 @@ def normalize_source(source: Any, what: str = "source") -> str:
 def normalize_names(names: Any, what: str = "kernel_names") -> tuple[str, ...]:
     """Kernel names (or name expressions) as one tuple, read once: one name (``str``/``bytes``) or any
     iterable of them."""
-    if isinstance(names, (str, bytes, bytearray)):
-        out: tuple[str, ...] = (_text(names, what),)
-    elif isinstance(names, Iterable) and not isinstance(names, Mapping):
+    t = type(names)
+    if (t is list or t is tuple) and all(type(n) is str for n in names):
+        out: tuple[str, ...] = tuple(names)
+    elif isinstance(names, (str, bytes, bytearray)):
+        out = (_text(names, what),)
+    elif isinstance(names, abc.Iterable) and not isinstance(names, abc.Mapping):
         out = tuple(_text(n, what) for n in names)
     else:
         raise ArgumentError(f"{what}: {short(names)} ({type(names).__name__}) is not a kernel name nor a list "
