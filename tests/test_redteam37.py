@@ -205,6 +205,25 @@ def test_verify_recomputes_the_lookup_keys(flags_set, tmp_path, capsys, field):
     assert any("(unit n2)" in ln for ln in lines) and any("(unit n7)" in ln for ln in lines), out
 
 
+def test_verify_of_progkeys_from_another_cuda_core(flags_set, tmp_path, capsys):
+    """A set keyed by another cuda-core (its key schema may differ): not recomputed, so a true set passes;
+    a key shared by two different compiles is still found."""
+    from aot.cli.main import main
+    root = tmp_path / "set"
+    shutil.copytree(flags_set, root)
+    doc = json.loads((root / "manifest.json").read_text())
+    doc["producer"]["cuda_core"] = "0.9.0"
+    (root / "manifest.json").write_text(json.dumps(doc))
+    assert main(["verify", str(root)]) == 0
+    by = {(e["name"], e["payload_kind"]): e for e in doc["artifacts"]}
+    by[("n7", "cubin")]["progkey"] = by[("n2", "cubin")]["progkey"]
+    (root / "manifest.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["verify", str(root)]) == 7
+    out = capsys.readouterr().out
+    assert "field progkey is another entry's, of another compile" in out and "nvrtc/n" in out, out
+
+
 def test_the_lookup_does_not_trust_a_swapped_source_key(flags_set, tmp_path):
     import aot
     bad = _swapped(flags_set, tmp_path / "set", "source_key")

@@ -5,9 +5,11 @@ cache key, :mod:`aot.runtime.program_cache`) name an entry by what a library's c
 artifact checks (size, sha256, header, content key) say nothing about them: a manifest whose keys were
 swapped between two units passed them all, and the runtime then served one unit's kernels for the other's
 source (issue 37). So each recorded key is recomputed here from the entry's own unit (its source text and
-options in the manifest's definitions) and must match. ``progkey`` depends on the NVRTC version, so it is
-recomputed where this host's NVRTC is the one the entry names (``progkey_nvrtc``); elsewhere only its form
-is checked, and the runtime checks it again at its first hit.
+options in the manifest's definitions) and must match. ``progkey`` depends on the NVRTC version and on
+cuda.core's key schema, so it is recomputed where this host's NVRTC is the one the entry names
+(``progkey_nvrtc``) and this host's cuda-core the one the set's producer names (``cuda_core``); elsewhere
+only its form is checked, and that no two entries of different compiles share one (a swap cannot hide
+there), and the runtime checks a recorded key again at its first hit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..core.manifest import Manifest
 from ..core.spec import NvrtcUnit
 from ..core.srckey import source_key
 from ..core.text import short
+from ..core.versions import dist_version
 
 
 def _hex64(value: Any) -> bool:
@@ -30,6 +33,8 @@ def key_problems(m: Manifest, nvrtc: Callable[[], str | None] | None = None) -> 
     only if an entry records a progkey)."""
     problems: list[str] = []
     here: list[str | None] = []
+    same_core = str(m.producer.get("cuda_core")) == dist_version("cuda-core")
+    seen: dict[str, tuple[Any, ...]] = {}  # progkey -> the compile it names
     for e in m.artifacts:
         unit = m.built.get(e["name"])
         if not isinstance(unit, NvrtcUnit):
@@ -42,7 +47,11 @@ def key_problems(m: Manifest, nvrtc: Callable[[], str | None] | None = None) -> 
                                 f"own source and options ({want}); the lookup by source would serve it for "
                                 f"another source")
         if "progkey" in e:
-            problems += _progkey_problems(e, unit, where, here, nvrtc)
+            what = (unit.source, source_key("", unit.options), e["sm"], e["payload_kind"])
+            if seen.setdefault(str(e["progkey"]), what) != what:
+                problems.append(f"{where}: field progkey is another entry's, of another compile")
+                continue
+            problems += _progkey_problems(e, unit, where, here if same_core else [None], nvrtc)
     return problems
 
 
