@@ -233,6 +233,23 @@ def test_the_lookup_does_not_trust_a_swapped_source_key(flags_set, tmp_path):
     assert lookup.unit(SRC) == "n7"
 
 
+def test_a_wrong_key_on_one_entry_of_a_checked_unit_is_caught(flags_set, tmp_path):
+    """n2's cubin entry keeps its key (checked at the first call), its PTX entry records n7's: the next call
+    for n7's source must not be served n2 because n2 was checked once."""
+    import aot
+    root = tmp_path / "set"
+    shutil.copytree(flags_set, root)
+    doc = json.loads((root / "manifest.json").read_text())
+    by = {(e["name"], e["payload_kind"]): e for e in doc["artifacts"]}
+    by[("n2", "ptx")]["source_key"] = by[("n7", "cubin")]["source_key"]
+    by[("n7", "cubin")]["source_key"] = by[("n7", "ptx")]["source_key"] = "0" * 64
+    (root / "manifest.json").write_text(json.dumps(doc))
+    lookup = _lookup(root)
+    assert lookup.unit(SRC, ["-DN=2"]) == "n2"
+    with pytest.warns(aot.AotWarning, match="source_key for unit n2 is not the key of its own source"):
+        assert lookup.unit(SRC) == "n7"
+
+
 def test_the_program_cache_does_not_trust_a_swapped_progkey(flags_set, tmp_path):
     """``Program.compile(cache=...)`` with -DN=2 got n7's image from a manifest with swapped progkeys."""
     import aot

@@ -19,7 +19,7 @@ The manifest carries each NVRTC entry's ``source_key`` (:mod:`aot.build.progkeys
 a dict from it (no source is hashed but the caller's) and every later call with the same arguments is one
 dict hit (memoised per source, kernel names, options and, for ``CUfunction``, the current context). A
 recorded key is not taken on trust: the first time a key finds a unit, that unit's key is computed again
-from its own packaged definition (one sha256 of its text, once per unit), and a mismatch (a manifest whose
+from its own packaged definition (one sha256 of its text, once per key), and a mismatch (a manifest whose
 keys were swapped between units would serve one unit's kernels for the other's source) warns once and
 rebuilds the whole index from the definitions. Checking the hit alone is enough: a wrong entry can only
 ever be reached through a hit, and hashing every unit's text at the first call would cost the package's
@@ -93,7 +93,7 @@ class SourceLookup:
         self.registry = registry
         self._lock = threading.Lock()
         self._index: dict[str, str] | None = None  # source_key -> unit name
-        self._checked: set[str] = set()  # units whose recorded key was computed again and found right
+        self._checked: set[str] = set()  # keys whose unit's own key was computed again and found the same
         self._memo: dict[Any, _Served] = {}
         self._units: dict[Any, str | None] = {}
         self._funcs: dict[Any, dict[str, Any]] = {}
@@ -130,18 +130,18 @@ class SourceLookup:
         first time it is found (a mismatch: the index is rebuilt from the definitions, warned once)."""
         key = source_key(source, opts)
         name = self.index().get(key)
-        if name is None or name in self._checked:
+        if name is None or key in self._checked:
             return name
         unit = self.registry.manifest.built.get(name) if self.registry.manifest is not None else None
         if isinstance(unit, NvrtcUnit) and source_key(unit.source, unit.options) == key:
-            self._checked.add(name)
+            self._checked.add(key)  # per key, not per unit: another entry of the unit may record a wrong key
             return name
         self.registry._warn(f"aot: {self.registry.root}: the manifest's source_key for unit {name} is not the "
                             f"key of its own source and options; looking units up by keys computed from their "
                             f"definitions (run 'aot verify' on this set)")
         with self._lock:
             self._index = self._build_index(trust_recorded=False)
-            self._checked = set(self._index.values())  # every key now computed from its own definition
+            self._checked = set(self._index)  # every key now computed from its own definition
         return self._index.get(key)
 
     def unit(self, source: str | bytes, options: Any = None) -> str | None:
