@@ -73,7 +73,8 @@ def check(out: Path) -> int:
         elif path == "cufunctions":
             import ctypes
             f = lookup.cufunctions(src, [name], opts)[name]
-            (err,) = driver.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), ((d.ptr,), (ctypes.c_void_p,)), 0)
+            args = ((d.ptr,), (ctypes.c_void_p,))
+            (err,) = driver.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, driver.CUstream(0), args, 0)
             assert int(err) == 0, err
         else:
             k = lookup.cupy_kernel(src, name, opts)
