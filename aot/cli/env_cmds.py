@@ -91,8 +91,10 @@ def _print_cache_summary() -> None:
     info = inspect_cache()
     safety = {"ok": "safe", "absent": "not created yet", "disabled": "disabled (AOT_DISABLE_CACHE)",
               "unsafe": f"NOT USED: {info.problem}", "unusable": f"unusable: {info.problem}"}[info.state]
+    skipped = (f"; {info.skipped_count} skipped (another user's, or writable by others: not counted)"
+               if info.skipped_count else "")
     print(f"user cache: {info.root} ({safety}); {len(info.entries)} CCCL entries, "
-          f"{_size(info.total_bytes)} in all, cap {_size(info.cap) if info.cap else 'none'}")
+          f"{_size(info.total_bytes)} in all, cap {_size(info.cap) if info.cap else 'none'}{skipped}")
 
 
 def cmd_cache(args) -> int:
@@ -127,6 +129,8 @@ def cmd_cache(args) -> int:
     bad = [e for e in info.entries if e.problem]
     for e in bad:
         print(f"  unreadable entry {printable(e.path)}: {printable(e.problem)}")
+    for e in info.untrusted:
+        print(f"  skipped entry {printable(e.path)}: {printable(e.problem)}")
     for line in info.skipped:
         print(f"  not read: {printable(line)}")
     if info.state == "ok":

@@ -69,6 +69,15 @@ class CallError(AotError, TypeError):
     return_code = 8
 
 
+class ArgumentError(AotError, TypeError):
+    """A public call's argument aot cannot read unambiguously: NVRTC options that are neither flags nor
+    ProgramOptions fields (a nested list, a macro value that is not text or a number), a source that is not
+    text, kernel names that are not names. Raised at the call, naming the argument, before anything is
+    looked up or compiled; a ``TypeError`` too, as the same mistake in a plain Python call would be."""
+
+    return_code = 2
+
+
 class AotWarning(UserWarning):
     """An artifact or cache entry was skipped (the next source served instead), or a manifest is unusable.
 

@@ -7,11 +7,23 @@ its own hash of the source. It adopts aot there without a table of unit names::
     funcs = _kernels.cufunctions(source, ["scale", "shift"], ["-std=c++17"])   # {name: CUfunction}
 
 The options are the library's own, in any spelling aot reads for NVRTC units (``-std=c++17``,
-``--std=c++17``, ``--std c++17``, a mapping of ProgramOptions fields: :mod:`aot.core.srckey`); the GPU
-architecture and ``-I`` folders are not part of the key. The manifest carries each NVRTC entry's
-``source_key`` (:mod:`aot.build.progkeys`), so the first call builds a dict from it (no source is hashed
-but the caller's) and every later call with the same arguments is one dict hit (memoised per source,
-kernel names, options and, for ``CUfunction``, the current context).
+``--std=c++17``, ``--std c++17``, a mapping of ProgramOptions fields, a ``cuda.core.ProgramOptions``; flags
+as any iterable of ``str`` or ``bytes``: :mod:`aot.core.srckey`); the GPU architecture and ``-I`` folders
+are not part of the key. Every public method normalises its arguments once, first thing
+(:func:`aot.core.srckey.normalize_options`, ``normalize_source``, ``normalize_names``): the memo keys, the
+content key and a JIT compile all read those values, never the caller's objects (a generator of flags,
+read twice, once named the unit built without them: issue 37). An argument that cannot be read
+unambiguously is an :class:`aot.core.errors.ArgumentError` naming it; a ``bytes`` source is its UTF-8 text.
+
+The manifest carries each NVRTC entry's ``source_key`` (:mod:`aot.build.progkeys`), so the first call builds
+a dict from it (no source is hashed but the caller's) and every later call with the same arguments is one
+dict hit (memoised per source, kernel names, options and, for ``CUfunction``, the current context). A
+recorded key is not taken on trust: the first time a key finds a unit, that unit's key is computed again
+from its own packaged definition (one sha256 of its text, once per key), and a mismatch (a manifest whose
+keys were swapped between units would serve one unit's kernels for the other's source) warns once and
+rebuilds the whole index from the definitions. Checking the hit alone is enough: a wrong entry can only
+ever be reached through a hit, and hashing every unit's text at the first call would cost the package's
+whole source size where one unit's is needed. ``aot verify`` checks every entry.
 
 Served as :meth:`aot.Registry.kernel` serves a unit (best packaged image for this device, every check), or,
 for a source the package does not carry, compiled for this device through ``cuda.core.Program`` with the
@@ -22,13 +34,12 @@ there by the next process). Imports nothing of cuda.compute; ``import aot`` does
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..core.errors import AotError
+from ..core.errors import AotError, ArgumentError
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
-from ..core.srckey import options_mapping, source_key
-from ..core.text import SpecError
+from ..core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
 from .registry import Registry, package_registry
 
 if TYPE_CHECKING:
@@ -54,13 +65,9 @@ def by_source(package: str, folder: str = "artifacts", *, registry: Registry | N
     return found
 
 
-def _options_token(options: Any) -> Any:
-    """A hashable stand-in for ``options`` as given (the memo key; normalising happens once per new one)."""
-    if options is None or isinstance(options, (str, bytes)):
-        return options
-    if isinstance(options, Mapping):
-        return ("map",) + tuple(sorted((str(k), repr(v)) for k, v in options.items()))
-    return tuple(options)
+def _arguments(source: Any, kernel_names: Any, options: Any) -> tuple[str, tuple[str, ...], NvrtcOptions]:
+    """The caller's arguments read once, at the edge, into immutable values (see the module doc)."""
+    return normalize_source(source), normalize_names(kernel_names), normalize_options(options)
 
 
 class _Served:
@@ -86,24 +93,26 @@ class SourceLookup:
         self.registry = registry
         self._lock = threading.Lock()
         self._index: dict[str, str] | None = None  # source_key -> unit name
+        self._checked: set[str] = set()  # keys whose unit's own key was computed again and found the same
         self._memo: dict[Any, _Served] = {}
         self._units: dict[Any, str | None] = {}
         self._funcs: dict[Any, dict[str, Any]] = {}
         self._pcache: PackagedProgramCache | None = None
+        self._driver = False  # a real driver found once (asked before the first call into libcuda)
 
     # ------------------------------------------------------------------ finding the unit
     def index(self) -> dict[str, str]:
         """source_key -> unit name, from the manifest's entries (computed from a definition only where an
-        older manifest records none)."""
+        older manifest records none, or where a recorded key failed its check)."""
         index = self._index
         if index is None:
             with self._lock:
                 index = self._index
                 if index is None:
-                    index = self._index = self._build_index()
+                    index = self._index = self._build_index(trust_recorded=True)
         return index
 
-    def _build_index(self) -> dict[str, str]:
+    def _build_index(self, trust_recorded: bool) -> dict[str, str]:
         manifest = self.registry.manifest
         if manifest is None:
             return {}
@@ -112,63 +121,78 @@ class SourceLookup:
             unit = manifest.built.get(e["name"])
             if not isinstance(unit, NvrtcUnit):
                 continue
-            key = e.get("source_key")
+            key = e.get("source_key") if trust_recorded else None
             index[key if isinstance(key, str) else source_key(unit.source, unit.options)] = unit.name
         return index
 
-    def unit(self, source: str, options: Any = None) -> str | None:
-        """The packaged unit compiled from ``source`` with ``options``, or ``None``. A flag aot does not know
-        is an :class:`AotError` naming it."""
-        memo = (source, _options_token(options))
+    def _find(self, source: str, opts: NvrtcOptions) -> str | None:
+        """The unit whose content key is this call's, its recorded key checked against its definition the
+        first time it is found (a mismatch: the index is rebuilt from the definitions, warned once)."""
+        key = source_key(source, opts)
+        name = self.index().get(key)
+        if name is None or key in self._checked:
+            return name
+        unit = self.registry.manifest.built.get(name) if self.registry.manifest is not None else None
+        if isinstance(unit, NvrtcUnit) and source_key(unit.source, unit.options) == key:
+            self._checked.add(key)  # per key, not per unit: another entry of the unit may record a wrong key
+            return name
+        self.registry._warn(f"aot: {self.registry.root}: the manifest's source_key for unit {name} is not the "
+                            f"key of its own source and options; looking units up by keys computed from their "
+                            f"definitions (run 'aot verify' on this set)")
+        with self._lock:
+            self._index = self._build_index(trust_recorded=False)
+            self._checked = set(self._index)  # every key now computed from its own definition
+        return self._index.get(key)
+
+    def unit(self, source: str | bytes, options: Any = None) -> str | None:
+        """The packaged unit compiled from ``source`` with ``options``, or ``None``. A flag aot does not know,
+        or an argument it cannot read, is an :class:`aot.core.errors.ArgumentError` naming it."""
+        return self._unit(normalize_source(source), normalize_options(options))
+
+    def _unit(self, source: str, opts: NvrtcOptions) -> str | None:
+        memo = (source, opts)
         if memo in self._units:
             return self._units[memo]
-        try:
-            opts, _dirs = options_mapping(options)
-        except SpecError as e:
-            raise AotError(f"options {options!r}: {e}") from None
-        found = self._units[memo] = self.index().get(source_key(source, opts))
+        found = self._units[memo] = self._find(source, opts)
         return found
 
     # ------------------------------------------------------------------ serving
-    def _served(self, source: str, kernel_names: Sequence[str], options: Any) -> _Served:
-        memo = (source, tuple(kernel_names), _options_token(options))
+    def _served(self, source: str, kernel_names: tuple[str, ...], opts: NvrtcOptions) -> _Served:
+        """Normalised arguments only (:func:`_arguments`): every key below is made from them."""
+        memo = (source, kernel_names, opts)
         found = self._memo.get(memo)
         if found is not None:
             return found
-        try:
-            opts, dirs = options_mapping(options)
-        except SpecError as e:
-            raise AotError(f"options {options!r}: {e}") from None
-        name = self.index().get(source_key(source, opts))
+        name = self._unit(source, opts)
         spec = self.registry.spec(name) if name is not None else None
         if isinstance(spec, NvrtcUnit) and set(kernel_names) <= set(spec.kernels):
             loaded = self.registry._load(name)  # type: ignore[arg-type]  # name is not None here
             found = _Served(name, loaded.obj, loaded.source)
         else:
-            log.debug("no packaged unit for this source (%d characters) and options %s: compiling", len(source), opts)
-            found = self._compile(source, kernel_names, opts, dirs)
+            log.debug("no packaged unit for this source (%d characters) and options %s: compiling", len(source),
+                      opts.canonical)
+            found = self._compile(source, kernel_names, opts)
         for k in kernel_names:  # every kernel resolved now: a bad image fails here, not at launch
             found.kernel(k)
         with self._lock:
             return self._memo.setdefault(memo, found)
 
-    def _compile(self, source: str, kernel_names: Sequence[str], opts: dict[str, Any], dirs: list[str]) -> _Served:
+    def _compile(self, source: str, kernel_names: tuple[str, ...], opts: NvrtcOptions) -> _Served:
         """``source`` compiled for this device by cuda.core, through the package's program cache: a packaged
-        image by cuda.core's key, else the user cache, else NVRTC (stored in the user cache)."""
+        image by cuda.core's key, else the user cache, else NVRTC (stored in the user cache). The options
+        are the normalised value's, so the compile has exactly the flags the lookup was keyed by."""
         from .driver import require_driver
         require_driver("compiling an NVRTC source")
         from cuda.core import Program, ProgramOptions  # only on a miss: the packaged path needs neither
         sm = self.registry.device_sm()
         exprs = [k for k in kernel_names if not k.isidentifier()]
-        kw = dict(opts)
-        if isinstance(kw.get("define_macro"), dict):
-            kw["define_macro"] = [(k, str(v)) for k, v in kw["define_macro"].items()]
+        dirs = list(opts.include_dirs)
         try:
-            popts = ProgramOptions(arch=f"sm_{sm}", include_path=dirs or None, **kw)
+            popts = ProgramOptions(arch=f"sm_{sm}", include_path=dirs or None, **opts.mapping())
             prog = Program(source, "c++", popts)
         except Exception as e:  # noqa: BLE001 - no NVRTC (a lean install), or options it refuses
-            raise AotError(f"no packaged unit has this source with options {opts} and it cannot be compiled "
-                           f"for sm_{sm}: {type(e).__name__}: {e}") from None
+            raise AotError(f"no packaged unit has this source with options {opts.canonical} and it cannot be "
+                           f"compiled for sm_{sm}: {type(e).__name__}: {e}") from None
         cache = self.program_cache() if not (exprs or dirs) else None  # cuda.core keys neither
         try:
             before = dict(cache.counts) if cache is not None else {}
@@ -189,22 +213,29 @@ class SourceLookup:
         return cache
 
     # ------------------------------------------------------------------ the handles
-    def kernels(self, source: str, kernel_names: Sequence[str], options: Any = None) -> dict[str, Any]:
+    def kernels(self, source: str | bytes, kernel_names: Iterable[str], options: Any = None) -> dict[str, Any]:
         """``{name: cuda.core.Kernel}`` for ``kernel_names`` (names or name expressions) of ``source``."""
-        served = self._served(source, kernel_names, options)
-        return {k: served.kernel(k) for k in kernel_names}
+        src, names, opts = _arguments(source, kernel_names, options)
+        served = self._served(src, names, opts)
+        return {k: served.kernel(k) for k in names}
 
-    def cufunctions(self, source: str, kernel_names: Sequence[str], options: Any = None) -> dict[str, Any]:
-        """``{name: CUfunction}`` in the context current in this thread (for ``cuLaunchKernel``)."""
+    def cufunctions(self, source: str | bytes, kernel_names: Iterable[str], options: Any = None) -> dict[str, Any]:
+        """``{name: CUfunction}`` in the context current in this thread (for ``cuLaunchKernel``). Without an
+        NVIDIA driver: :class:`aot.core.errors.NoDeviceError`, before any call into libcuda."""
+        src, names, opts = _arguments(source, kernel_names, options)
+        if not self._driver:
+            from .driver import require_driver
+            require_driver("by_source(...).cufunctions")
+            self._driver = True
         from cuda.bindings import driver  # the caller launches through it: already imported
         err, ctx = driver.cuCtxGetCurrent()
-        memo = (source, tuple(kernel_names), _options_token(options), int(ctx) if ctx is not None else 0)
+        memo = (src, names, opts, int(ctx) if ctx is not None else 0)
         found = self._funcs.get(memo)
         if found is not None:
             return found
-        served = self._served(source, kernel_names, options)
+        served = self._served(src, names, opts)
         funcs = {}
-        for k in kernel_names:
+        for k in names:
             err, func = driver.cuKernelGetFunction(served.kernel(k).handle)
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise AotError(f"{served.unit or 'compiled source'}/{k}: cuKernelGetFunction failed: {err.name}"
@@ -213,34 +244,48 @@ class SourceLookup:
         with self._lock:
             return self._funcs.setdefault(memo, funcs)
 
-    def cupy_module(self, source: str, kernel_names: Sequence[str], options: Any = None) -> Any:
+    def cupy_module(self, source: str | bytes, kernel_names: Iterable[str], options: Any = None) -> Any:
         """A ``cupy.RawModule`` over the served image (packaged or compiled here), not recompiled."""
         from .handles import cupy_raw_module
-        served = self._served(source, kernel_names, options)
-        return cupy_raw_module(served.code, tuple(kernel_names), served.unit or "compiled source")[0]
+        src, names, opts = _arguments(source, kernel_names, options)
+        served = self._served(src, names, opts)
+        return cupy_raw_module(served.code, names, served.unit or "compiled source")[0]
 
-    def cupy_kernel(self, source: str, kernel_name: str, options: Any = None) -> Any:
+    def cupy_kernel(self, source: str | bytes, kernel_name: str, options: Any = None) -> Any:
         """A ``cupy.RawKernel`` for ``kernel_name`` (a name or name expression) of ``source``."""
         from .handles import cupy_raw_module
-        served = self._served(source, [kernel_name], options)
-        mod, names = cupy_raw_module(served.code, (kernel_name,), served.unit or "compiled source")
-        return mod.get_function(names.get(kernel_name, kernel_name))
+        if not isinstance(kernel_name, (str, bytes, bytearray)):
+            raise ArgumentError(f"kernel_name: {kernel_name!r:.80} ({type(kernel_name).__name__}) is not one "
+                                f"kernel name")
+        src, names, opts = _arguments(source, kernel_name, options)
+        served = self._served(src, names, opts)
+        mod, lowered = cupy_raw_module(served.code, names, served.unit or "compiled source")
+        return mod.get_function(lowered.get(names[0], names[0]))
 
-    def source_of(self, source: str, kernel_names: Sequence[str], options: Any = None) -> tuple[str | None, str]:
+    def source_of(self, source: str | bytes, kernel_names: Iterable[str],
+                  options: Any = None) -> tuple[str | None, str]:
         """(unit or ``None``, where from: packaged / cache / jit) for these arguments (serving them first)."""
-        served = self._served(source, kernel_names, options)
+        served = self._served(*_arguments(source, kernel_names, options))
         return served.unit, served.source
 
     # ------------------------------------------------------------------ warmup
-    def request_warmup(self, sources: Iterable[str | tuple[str, Any]], options: Any = None) -> list[str]:
+    def request_warmup(self, sources: Iterable[str | bytes | tuple[str | bytes, Any]],
+                       options: Any = None) -> list[str]:
         """Warm the packaged units of ``sources`` (each a text, or ``(text, options)``; ``options`` for the
         bare texts) in the background, as :meth:`aot.Registry.request_warmup` does for names; returns the
         unit names requested. A source the package does not carry is left for its first call (compiling it
-        needs its kernel names)."""
+        needs its kernel names). ``options`` is read once, before the first source, and serves every bare
+        text; each pair's options are read once too."""
+        shared = normalize_options(options)
+        if isinstance(sources, (str, bytes, bytearray)):
+            sources = [sources]
         names: list[str] = []
         for item in sources:
-            text, opts = item if isinstance(item, tuple) else (item, options)
-            name = self.unit(text, opts)
+            if isinstance(item, tuple) and len(item) == 2:
+                text, opts = normalize_source(item[0], "sources"), normalize_options(item[1], "sources: options")
+            else:
+                text, opts = normalize_source(item, "sources"), shared
+            name = self._unit(text, opts)
             if name is None:
                 log.debug("warmup: a source (%d characters) the package does not carry; left cold", len(text))
             elif name not in names:

@@ -31,6 +31,7 @@ class Entry:
     cuda_cccl: str = "?"
     aot: str = "?"
     problem: str | None = None  # unreadable or corrupt header
+    trusted: bool = True  # owned by the current user and writable by nobody else (else neither read nor counted)
 
 
 @dataclass
@@ -42,14 +43,24 @@ class CacheInfo:
     entries: list[Entry] = field(default_factory=list)
     locks: int = 0
     skipped: list[str] = field(default_factory=list)  # shard folders not entered, and why
+    #: Entries another user owns or others can write: listed by path and why, neither read nor counted.
+    untrusted: list[Entry] = field(default_factory=list)
     nvrtc_files: int = 0
     nvrtc_bytes: int = 0
     stub_files: int = 0
     stub_bytes: int = 0
+    #: Files under ``nvrtc/`` and the stand-in folder left out of the counts for the same reason.
+    untrusted_files: int = 0
 
     @property
     def total_bytes(self) -> int:
+        """Bytes of the entries and files counted: the current user's own, writable by nobody else."""
         return sum(e.size for e in self.entries) + self.nvrtc_bytes + self.stub_bytes
+
+    @property
+    def skipped_count(self) -> int:
+        """Entries and files seen but not counted (another user's, or writable by others)."""
+        return len(self.untrusted) + self.untrusted_files
 
 
 def root_state() -> tuple[str, str | None]:
@@ -96,7 +107,7 @@ def _entry(sfd: int, name: str, shown: Path) -> Entry | None:
         ent = Entry(shown, st.st_size)
         why = trust_problem(st, "entry")
         if why:
-            ent.problem = f"{why}; not read"
+            ent.problem, ent.trusted = f"{why}; not read", False
             return ent
         try:
             h = _header_of(fd)
@@ -114,7 +125,8 @@ def _entries(root: Path, info: CacheInfo) -> list[Entry]:
     """Every ``<key>.aot`` of ``root/cccl``: each level opened relative to the one above, without
     following links, and checked (:func:`aot.runtime.cache._open_chain`'s rule); an untrusted shard
     folder (a link, another user's) is not entered, and ``info.skipped`` says why; lock files are counted
-    into ``info.locks`` on the way."""
+    into ``info.locks`` on the way, and an entry another user owns or others can write into ``info.untrusted``
+    (listed, not read, not counted: issue 37 found ``cache info`` counting them)."""
     out: list[Entry] = []
     top = open_trusted_subdir_chain(root, CCCL_DIR)
     try:
@@ -135,7 +147,7 @@ def _entries(root: Path, info: CacheInfo) -> list[Entry]:
                     elif name.endswith(".aot") and not name.startswith("."):
                         ent = _entry(sfd, name, where / name)
                         if ent is not None:
-                            out.append(ent)
+                            (out if ent.trusted else info.untrusted).append(ent)
             finally:
                 os.close(sfd)
     finally:
@@ -150,21 +162,30 @@ def open_trusted_subdir_chain(root: Path, sub: str) -> int:
     return _open_chain(root, [sub], create=False, cache_wide=2)
 
 
-def _tree_size(path: Path) -> tuple[int, int]:
-    files = size = 0
+def _tree_size(path: Path) -> tuple[int, int, int]:
+    """(files, bytes, files skipped) under ``path``: only regular files the current user owns and nobody else
+    can write are counted (:func:`aot.core.fs.trust_problem`); links are neither followed nor counted."""
+    files = size = skipped = 0
     for dirpath, _dirs, names in os.walk(path):  # does not follow directory symlinks
         for n in names:
             try:
-                size += os.lstat(os.path.join(dirpath, n)).st_size
-                files += 1
+                st = os.lstat(os.path.join(dirpath, n))
             except OSError:
-                pass
-    return files, size
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if trust_problem(st, "file"):
+                skipped += 1
+                continue
+            size += st.st_size
+            files += 1
+    return files, size, skipped
 
 
 def inspect_cache() -> CacheInfo:
     """What ``aot cache info`` and ``aot doctor`` print. Reads only a trusted cache, headers only, and of
-    those only entries the user owns and nobody else can write (checked on the descriptor read)."""
+    those only entries the user owns and nobody else can write (checked on the descriptor read); counts
+    (entries, files, bytes) only those too, and says how many others it saw (:attr:`CacheInfo.skipped_count`)."""
     root = cache_root()
     state, why = root_state()
     info = CacheInfo(root, state, why, CACHE_MAX_BYTES.get())
@@ -176,9 +197,11 @@ def inspect_cache() -> CacheInfo:
         info.state, info.problem = "unsafe" if isinstance(e, UnsafeCacheError) else "unusable", str(e)
         return info
     if (root / NVRTC_DIR).is_dir() and not (root / NVRTC_DIR).is_symlink():
-        info.nvrtc_files, info.nvrtc_bytes = _tree_size(root / NVRTC_DIR)
+        info.nvrtc_files, info.nvrtc_bytes, skipped = _tree_size(root / NVRTC_DIR)
+        info.untrusted_files += skipped
     if (root / STUB_DIR).is_dir() and not (root / STUB_DIR).is_symlink():
-        info.stub_files, info.stub_bytes = _tree_size(root / STUB_DIR)
+        info.stub_files, info.stub_bytes, skipped = _tree_size(root / STUB_DIR)
+        info.untrusted_files += skipped
     return info
 
 

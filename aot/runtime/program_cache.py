@@ -17,7 +17,14 @@ The key covers the NVRTC ``major.minor`` (:mod:`aot.runtime.progkey` lists what 
 process's NVRTC is not the build host's, or the library names its program (``ProgramOptions(name=...)``),
 the recorded keys cannot match; the keys are then derived here once, with cuda.core's own function, for
 every eligible entry (about 20 us each), so the packaged image still serves: the same bytes aot's own loader
-would serve this device. ``same_nvrtc=True`` keeps to the recorded keys only. Without a real NVRTC
+would serve this device. ``same_nvrtc=True`` keeps to the recorded keys only.
+
+A recorded key is not taken on trust (issue 37: a manifest whose ``progkey`` values were swapped between
+units served one unit's image for the other's compile): the first time a recorded key hits, cuda.core's key
+of that entry's own unit is derived again (about 20 us, once per key) and must be the key asked for; if it
+is not, one warning, and the index is rebuilt from derived keys only (with ``same_nvrtc=True``: no packaged
+keys at all). Checking the hit alone suffices (a wrong entry is only reached through a hit); deriving every
+key up front would cost a cuda.core ``ProgramOptions`` per entry on every first use. Without a real NVRTC
 (a lean install, aot's stand-in) cuda.core cannot construct a ``Program`` at all; use the lookup by
 source (:mod:`aot.runtime.bysource`), which needs none.
 """
@@ -29,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
 
-from ..core.errors import AotError
+from ..core.errors import AotError, ArgumentError
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
@@ -73,11 +80,16 @@ class PackagedProgramCache(ProgramCacheResource):
     """Hits: the registry's packaged NVRTC images, by cuda.core's key. Misses and writes: the user cache."""
 
     def __init__(self, registry: Registry, *, name: str = DEFAULT_NAME, same_nvrtc: bool = False):
+        if not isinstance(name, str) or not name:  # cuda.core hashes it into every key: refused here, at the edge
+            raise ArgumentError(f"name: {name!r:.80} is not a program name (the ProgramOptions.name the library "
+                                f"compiles with, a str)")
         self._reg = registry
         self._name = name
         self._same_nvrtc = same_nvrtc
         self._lock = threading.Lock()
         self._index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] | None = None
+        self._recorded: set[bytes] = set()  # keys of the index read from the manifest, not yet checked
+        self._trust_recorded = True
         self._payloads: dict[bytes, bytes] = {}
         self._user: FileStreamProgramCache | None | bool = False  # False: not looked for yet
         #: Lookups answered from the package, from the user cache, and not at all (for tests and status).
@@ -100,15 +112,18 @@ class PackagedProgramCache(ProgramCacheResource):
             return {}
         here = nvrtc_version()
         index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] = {}
+        recorded_keys: set[bytes] = set()
         derived = 0
         for e in manifest.artifacts:
             unit = manifest.built.get(e["name"])
             if not isinstance(unit, NvrtcUnit) or e["payload_kind"] not in ("cubin", "ptx"):
                 continue
             recorded = e.get("progkey")
-            if isinstance(recorded, str) and e.get("progkey_nvrtc") == here and self._name == DEFAULT_NAME:
+            if isinstance(recorded, str) and e.get("progkey_nvrtc") == here and self._name == DEFAULT_NAME \
+                    and self._trust_recorded and eligible(unit):
                 try:
                     index[bytes.fromhex(recorded)] = (unit, e)
+                    recorded_keys.add(bytes.fromhex(recorded))
                 except ValueError:
                     log.debug("%s: progkey of %s is not hex; ignored", unit.name, e["path"])
                 continue
@@ -121,7 +136,31 @@ class PackagedProgramCache(ProgramCacheResource):
                 log.debug("%s: cuda.core keys no compile of it: %s", unit.name, err)
         log.debug("program cache of %s: %d packaged keys (%d derived for NVRTC %s)", manifest.root, len(index),
                   derived, here)
+        self._recorded = recorded_keys
         return index
+
+    def _packaged_hit(self, key: bytes) -> tuple[NvrtcUnit, Mapping[str, Any]] | None:
+        """The packaged entry cuda.core's ``key`` names, a recorded key checked against its own unit first
+        (see the module doc)."""
+        hit = self.packaged_keys().get(key)
+        if hit is None or key not in self._recorded:
+            return hit
+        unit, entry = hit
+        try:
+            right = program_cache_key(unit, entry["sm"], entry["payload_kind"], self._name) == key
+        except (ValueError, TypeError):
+            right = False
+        if right:
+            self._recorded.discard(key)
+            return hit
+        self._reg._warn(f"aot: {self._reg.root}: the manifest's progkey of {entry['path']} (unit {unit.name}) is "
+                        f"not cuda.core's key of that unit; deriving every key from the definitions (run "
+                        f"'aot verify' on this set)")
+        with self._lock:
+            self._trust_recorded = False
+            self._payloads.clear()
+            self._index = self._build_index()
+        return self._index.get(key)
 
     def _packaged_payload(self, key: bytes, unit: NvrtcUnit, entry: Mapping[str, Any]) -> bytes | None:
         data = self._payloads.get(key)
@@ -158,7 +197,7 @@ class PackagedProgramCache(ProgramCacheResource):
     # ------------------------------------------------------------------ ProgramCacheResource
     def __getitem__(self, key: bytes | str) -> bytes:
         k = _key_bytes(key)
-        hit = self.packaged_keys().get(k)
+        hit = self._packaged_hit(k)
         if hit is not None:
             data = self._packaged_payload(k, *hit)
             if data is not None:

@@ -1,7 +1,9 @@
 """Verification: integrity of an artifact set (CPU), and correctness of every artifact on a GPU.
 
 ``verify_integrity`` is what ``aot verify DIR|WHEEL`` runs anywhere: every manifest entry present, sizes
-and sha256 right, headers well-formed and consistent with their entries, one producer for the set.
+and sha256 right, headers well-formed and consistent with their entries, one producer for the set, and
+each NVRTC entry's lookup keys (``source_key``, ``progkey``) computed again from its own unit
+(:mod:`aot.verify.keys`).
 ``verify_gpu`` executes each artifact this GPU can load (not only the loader's first choice: a PTX
 fallback is checked too) against the numpy references of :mod:`aot.verify.reference`.
 """
@@ -16,6 +18,7 @@ from typing import Callable, Iterable
 from ..core import format as fmt
 from ..core.errors import ArtifactError
 from ..core.manifest import load_manifest, verify_files
+from .keys import key_problems
 
 
 def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
@@ -43,6 +46,7 @@ def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
             if str(h["producer"].get(k)) != str(m.producer.get(k)):
                 problems.append(f"{entry['path']}: produced by {k} {h['producer'].get(k)}, the set by "
                                 f"{m.producer.get(k)}")
+    problems += key_problems(m)
     return len(m.artifacts), problems
 
 
