@@ -38,7 +38,7 @@ def _packages(args) -> list[str]:  # noqa: ANN001
 
 
 def cmd_record(args) -> int:  # noqa: ANN001
-    from ..build.record import record
+    from ..build.record import comment, record
     command = list(args.argv)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -48,17 +48,23 @@ def cmd_record(args) -> int:  # noqa: ANN001
         from ..build.toolchain import choose_driver
         stand_in = choose_driver().path  # None where a real driver is present: it wins
     rec = record(command, args.out, packages, stand_in)
+    if rec.interrupted:
+        print(f"aot record: interrupted ({rec.interrupted}, passed on to the command); the command "
+              f"{rec.describe_exit()}; nothing written")
+        return rec.exit_code or 130
     units = sum(len(e["params"]) if isinstance(e.get("params"), list) else
                 max((len(v) for v in e.get("params", {}).values() if isinstance(v, list)), default=1)
                 for e in rec.nvrtc)
-    print(f"aot record: {rec.compiles} NVRTC compiles, {rec.builds} cuda.compute builds seen; wrote {args.out}: "
-          f"{len(rec.nvrtc)} NVRTC entries ({units} units), {len(rec.cccl)} CCCL specs")
+    numba = sum(len(e["signatures"]) for e in rec.numba)
+    print(f"aot record: {rec.compiles} NVRTC compiles, {rec.seen.get('numba', 0)} numba-cuda kernel compiles, "
+          f"{rec.builds} cuda.compute builds seen; wrote {args.out}: {len(rec.nvrtc)} NVRTC entries ({units} units), "
+          f"{len(rec.numba)} numba entries ({numba} signatures), {len(rec.cccl)} CCCL specs")
     if rec.unnamed:
         print(f"not named ({len(rec.unnamed)}; listed at the top of {args.out}):")
         for line in rec.unnamed:
-            print(f"  - {line}")
+            print(f"  - {comment(line)}")
     for note in rec.notes[:20]:
-        print(f"note: {note}")
+        print(f"note: {comment(note)}")
     if rec.returncode:
-        print(f"aot record: the command exited with {rec.returncode}")
-    return rec.returncode
+        print(f"aot record: the command {rec.describe_exit()}")
+    return rec.exit_code
