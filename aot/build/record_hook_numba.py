@@ -23,6 +23,11 @@ from typing import Any
 TARGETS = ("numba.cuda.dispatcher",)
 
 
+#: (dispatcher id, argument types) recorded in this process: a compile that failed (no GPU here) and is asked
+#: for again at the next launch is one compile, as it is where the first one succeeds.
+_seen: set = set()
+
+
 class Unwritable(Exception):
     """An argument type the matrix's signature syntax cannot say."""
 
@@ -61,8 +66,9 @@ def describe(dispatcher: Any, sig: Any, packages: tuple) -> dict | None:
         return None
     from numba.cuda.core import sigutils  # numba-cuda is loaded: this compile is its own
     argtypes, _ = sigutils.normalize_signature(sig)
-    if argtypes in dispatcher.overloads:
+    if argtypes in dispatcher.overloads or (id(dispatcher), argtypes) in _seen:
         return None
+    _seen.add((id(dispatcher), argtypes))
     py = dispatcher.py_func
     module, qual = getattr(py, "__module__", None) or "", getattr(py, "__qualname__", "?")
     rec: dict[str, Any] = {"kind": "numba", "module": module, "qualname": qual}
