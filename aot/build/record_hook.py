@@ -23,13 +23,11 @@ The records file is bounded (:data:`MAX_RECORDS` lines of at most :data:`MAX_LIN
 
 from __future__ import annotations
 
-import ast
+import functools
 import hashlib
-import importlib
 import importlib.abc
 import importlib.util
 import json
-import functools
 import os
 import re
 import sys
@@ -47,8 +45,7 @@ _ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
 
 _local = threading.local()
 _lock = threading.Lock()
-_state: dict[str, Any] = {"count": 0, "fd": None, "packages": (), "renders": {}, "pending": {}, "mine": {},
-                          "asts": {}}
+_state: dict[str, Any] = {"count": 0, "fd": None, "packages": (), "renders": {}, "pending": {}, "mine": {}}
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -309,7 +306,7 @@ def _patch_nvrtc(mod: Any) -> None:
 
 
 def _ok(result: Any) -> bool:
-    err = result[0] if isinstance(result, tuple) else result
+    err: Any = result[0] if isinstance(result, tuple) else result
     return int(getattr(err, "value", err)) == 0
 
 
@@ -439,43 +436,7 @@ def install() -> None:
         threading.setprofile(_profile)
 
 
-def parse_cached(path: str) -> Any:
-    """A source file's AST, parsed once per process (lambda sources are found in it)."""
-    tree = _state["asts"].get(path)
-    if tree is None:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        _state["asts"][path] = tree
-    return tree
-
-
 #: What a family hook is given: the writer, the recorder's guards and helpers (see :data:`FAMILY_HOOKS`).
-API = types.SimpleNamespace(write=_write, sites=_sites, quiet=_Quiet, busy=_busy, parse=parse_cached,
-                            packages=(), load_beside=_load_beside)
+API = types.SimpleNamespace(write=_write, sites=_sites, quiet=_Quiet, busy=_busy, packages=(),
+                            load_beside=_load_beside)
 
-
-def rerender_main(jobs_path: str, out_path: str) -> None:
-    """In a process of its own, after the recorded command (:mod:`aot.build.record`): call each job's function
-    with its plain arguments, in the recorded process's folder and ``sys.path``, and say whether the text's
-    hash is the one recorded. Writes one result per job to ``out_path`` (JSON)."""
-    with open(jobs_path, encoding="utf-8") as f:
-        jobs = json.load(f)
-    out = []
-    for job in jobs:
-        where = f"{job['module']}:{job['function']}"
-        try:
-            os.chdir(job["cwd"])
-            sys.path[:] = list(job["path"])
-            fn = getattr(importlib.import_module(job["module"]), job["function"])
-            text = fn(**job["params"])
-        except BaseException as e:  # noqa: BLE001 - the library's function refused the plain spelling
-            out.append({"why": f"it raised {type(e).__name__} ({where} in a fresh process)"})
-            continue
-        if not isinstance(text, str):
-            out.append({"why": f"it returns a {type(text).__name__}, not the text"})
-        elif _sha(text) != job["sha1"]:
-            out.append({"why": "it returns another text (it depends on more than its arguments)"})
-        else:
-            out.append({"ok": True})
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump(out, f)

@@ -35,8 +35,15 @@ def patch(name: str, mod: Any, api: Any) -> None:
             if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False) and \
                     str(getattr(fn, "__module__", "")).startswith("cuda.compute.algorithms"):
                 if id(fn) not in wrapped:
-                    wrapped[id(fn)] = wrap(fn, attr, api.write, api.sites, api.quiet, api.busy, api.parse)
+                    wrapped[id(fn)] = wrap(fn, attr, api.write, api.sites, api.quiet, api.busy, parse_cached)
                 setattr(m, attr, wrapped[id(fn)])
+
+
+@functools.lru_cache(maxsize=64)
+def parse_cached(path: str) -> Any:
+    """A source file's syntax tree, parsed once per process (lambda sources are found in it)."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
 
 
 def wrap(fn: Callable, factory: str, write: Callable, sites: Callable, quiet: Any, busy: Callable,

@@ -34,9 +34,9 @@ class Unwritable(Exception):
 
 def patch(name: str, mod: Any, api: Any) -> None:
     """``CUDADispatcher.compile`` records each new (kernel, argument types) before compiling."""
-    cls = getattr(mod, "CUDADispatcher", None)
+    cls: Any = getattr(mod, "CUDADispatcher", None)
     original = getattr(cls, "compile", None)
-    if original is None or getattr(original, "_aot_recorded", False):
+    if cls is None or original is None or getattr(original, "_aot_recorded", False):
         return
 
     @functools.wraps(original)
