@@ -67,7 +67,7 @@ class Run:
 def _private_name(work: Path) -> str:
     """A name for ``work`` that nobody else can recreate: this process's descriptor of it under ``/proc``
     (kept open: once the folder is removed, nothing can be created in it), else the path itself."""
-    fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(work, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     name = f"/proc/{os.getpid()}/fd/{fd}"
     try:
         if os.path.samefile(name, work):
@@ -111,26 +111,28 @@ def _run(command: Sequence[str], env: dict, cwd: Path | None) -> tuple[int, str 
     """The command's exit status. SIGINT, SIGTERM and SIGHUP sent to this process are passed on to the
     command, which is then waited for (its own cleanup runs; it is never killed from here); a Ctrl-C the
     terminal already sent to the whole foreground group is not sent a second time."""
-    try:
-        proc = subprocess.Popen(list(command), env=env, cwd=cwd)
-    except FileNotFoundError:
-        raise UsageError(f"aot record: command not found: {shlex.quote(command[0])}") from None
     got: list[str] = []
+    procs: list[subprocess.Popen] = []
 
     def forward(signum: int, frame: Any) -> None:
         got.append(signal.Signals(signum).name)
-        if signum == signal.SIGINT and _terminal_sent_it(proc.pid):
-            return
-        try:
-            proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        if procs and not (signum == signal.SIGINT and _terminal_sent_it(procs[0].pid)):
+            try:
+                procs[0].send_signal(signum)
+            except ProcessLookupError:
+                pass
 
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handled = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, forward) for s in handled} if main else {}
+    old = {s: signal.signal(s, forward) for s in handled} if main else {}  # before the start: none is missed
     try:
-        rc = proc.wait()
+        try:
+            procs.append(subprocess.Popen(list(command), env=env, cwd=cwd))
+        except FileNotFoundError:
+            raise UsageError(f"aot record: command not found: {shlex.quote(command[0])}") from None
+        if got:  # a signal before the command existed: it gets it now
+            procs[0].send_signal(getattr(signal, got[0]))
+        rc = procs[0].wait()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -143,7 +145,7 @@ def _terminal_sent_it(pid: int) -> bool:
         try:
             if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgid(pid):
                 return True
-        except OSError:
+        except (OSError, AttributeError):  # no terminal there; no process groups on this system
             continue
     return False
 
