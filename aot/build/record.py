@@ -14,6 +14,7 @@ comments at the top of the matrix. Running the command is :mod:`aot.build.record
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 import yaml
 
 from ..core.errors import NothingRecordedError
+from ..core.fs import atomic_write
 from ..core.numbaspec import variant_names
 from ..core.nvsource import fill, flags_to_options, short_value, suggest_name, variant_name
 from ..core.text import SpecError
@@ -49,6 +51,9 @@ class Recording:
     processes: int = 0
     notes: list[str] = field(default_factory=list)
     interrupted: str | None = None
+    #: The kept launches (spec -> its index entry) and their folder's name, beside the matrix.
+    launches: dict[str, dict] = field(default_factory=dict)
+    launches_folder: str = ""
 
     @property
     def compiles(self) -> int:
@@ -268,6 +273,9 @@ def render_matrix(rec: Recording, command: Sequence[str]) -> str:
     counts = "; ".join(f"{rec.seen.get(kind, 0)} {what} seen, {len(getattr(rec, kind))} "
                        f"{'specs' if kind == 'cccl' else 'entries'}" for kind, what in FAMILIES)
     lines = [f"# Written by `aot record` from: {said}", f"# {counts}."]
+    if rec.launches:
+        lines.append(f"# {len(rec.launches)} launch(es) kept in {rec.launches_folder}/ (one per numba kernel "
+                     f"signature; aot verify --gpu --launches replays them)")
     if rec.unnamed:
         lines.append(f"# Not named ({len(rec.unnamed)}; not in this matrix):")
         lines += [f"#   - {u}" for u in rec.unnamed]
@@ -326,16 +334,69 @@ def nothing_seen(rec: Recording, command: Sequence[str], packages: Sequence[str]
             f"for package(s) {', '.join(packages)}); likely {why}{ran}; nothing written")
 
 
-def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in: str | None = None) -> Recording:
+def launches_folder(out: Path) -> Path:
+    """Where the kept launches of the matrix ``out`` live: ``build_matrix.yaml`` -> ``build_matrix.launches/``."""
+    return out.with_name(f"{out.stem}.launches")
+
+
+def kept_launches(rec: Recording, records: list[dict], files: dict[str, bytes]) -> dict[str, tuple[dict, bytes]]:
+    """For each numba spec of ``rec`` (``axpy.0``) its first kept launch: (index entry, ``.npz`` bytes). A
+    launch that could not be kept is a note saying why."""
+    specs: dict[tuple[str, str], str] = {}
+    for e in rec.numba:
+        for spec, sig in zip(variant_names(e["name"], len(e["signatures"])), e["signatures"]):
+            specs[(e["kernel"], sig)] = spec
+    kept: dict[str, tuple[dict, bytes]] = {}
+    for r in records:
+        ref = f"{r.get('module')}:{r.get('qualname')}"
+        name = specs.get((ref, str(r.get("signature"))))
+        if r.get("kind") != "launch" or name is None or name in kept:
+            continue
+        data = files.get(str(r.get("file")))
+        if r.get("why") or data is None:
+            rec.notes.append(f"the launch of {name} was not kept: {r.get('why') or 'its file is missing'}")
+            continue
+        kept[name] = ({"kernel": ref, "signature": r["signature"], "grid": r.get("grid"), "block": r.get("block"),
+                       "sharedmem": r.get("sharedmem", 0), "args": r.get("args"), "file": f"{name}.npz",
+                       "sha256": hashlib.sha256(data).hexdigest()}, data)
+    return kept
+
+
+def write_launches(kept: dict[str, tuple[dict, bytes]], folder: Path) -> None:
+    """One ``<spec>.npz`` per kept launch, then ``launches.json`` (the index, written last); files an earlier
+    index named and this one does not are removed."""
+    index_path = folder / "launches.json"
+    try:
+        old = json.loads(index_path.read_text(encoding="utf-8")).get("launches", {})
+    except (OSError, ValueError, AttributeError):
+        old = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for meta, data in kept.values():
+        atomic_write(folder / meta["file"], data)
+    index = {"version": 1, "launches": {name: meta for name, (meta, _) in kept.items()}}
+    atomic_write(index_path, (json.dumps(index, indent=1, sort_keys=True) + "\n").encode())
+    for name, meta in old.items() if isinstance(old, dict) else ():
+        f = meta.get("file") if isinstance(meta, dict) else None
+        if name not in kept and isinstance(f, str) and f == f"{name}.npz":
+            (folder / f).unlink(missing_ok=True)
+
+
+def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in: str | None = None,
+           launches: bool = True) -> Recording:
     """Run ``command`` recorded and write the matrix to ``out``; the command's exit code is in the result.
     Nothing is written when no compile was seen (:class:`NothingRecordedError`) or when this process was
     interrupted (the result says by what)."""
-    run = run_recorded(command, packages, stand_in)
+    run = run_recorded(command, packages, stand_in, launches=launches)
     rec = matrix_of(run.records, run.returncode)
     rec.interrupted = run.interrupted
     if run.interrupted:
         return rec
     if not any(rec.seen.values()):
         raise NothingRecordedError(nothing_seen(rec, command, packages, stand_in is not None))
+    kept = kept_launches(rec, run.records, run.launches)
+    rec.launches = {name: meta for name, (meta, _) in kept.items()}
+    rec.launches_folder = launches_folder(out).name
     write_matrix(render_matrix(rec, command), out)
+    if kept:
+        write_launches(kept, launches_folder(out))
     return rec

@@ -11,16 +11,28 @@ The record names the kernel where it lives (``pkg.mod:attr``, the module-level n
 dispatcher, inside the recorded packages) and writes the signature in the matrix's syntax
 (``void(float32[::1], float64, int64)``), read back through numba's own parser and compared with the
 argument types; what cannot be written so is said by name and :mod:`aot.build.record` lists it.
+
+With ``AOT_RECORD_LAUNCHES`` (a private folder; ``aot record`` sets it unless ``--no-launches``), the first
+launch of each (kernel, argument types) in a process is also kept (issue 36.3): grid, block, shared memory,
+each argument before the launch and each array after it (the device synchronized), at most
+:data:`MAX_LAUNCH_BYTES` in all, in one ``.npz``. It costs that launch a synchronization and the copies; it
+changes no value the command sees. Aliased arrays (one array passed twice) and arguments that are neither
+arrays nor numbers are not kept (the record says why).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import Any
 
 #: The modules whose import triggers :func:`patch` (see ``record_hook.FAMILY_HOOKS``).
 TARGETS = ("numba.cuda.dispatcher",)
+#: Largest launch kept: every argument before it and every array after it, in bytes.
+MAX_LAUNCH_BYTES = 8 * 1024 * 1024
+#: (py_func id, argument types) whose launch this process has kept (or refused to keep).
+_launched: set = set()
 
 
 #: (dispatcher id, argument types) recorded in this process: a compile that failed (no GPU here) and is asked
@@ -57,6 +69,119 @@ def patch(name: str, mod: Any, api: Any) -> None:
 
     compile._aot_recorded = True  # type: ignore[attr-defined]
     cls.compile = compile
+    kernel_cls: Any = getattr(mod, "_Kernel", None)
+    folder = os.environ.get("AOT_RECORD_LAUNCHES")
+    if kernel_cls is not None and folder and not getattr(kernel_cls.launch, "_aot_recorded", False):
+        kernel_cls.launch = _keeping(kernel_cls.launch, folder, api)
+
+
+def _keeping(original: Any, folder: str, api: Any) -> Any:
+    """``_Kernel.launch`` keeping the first launch of each (kernel, argument types) in ``folder``."""
+
+    @functools.wraps(original)
+    def launch(self, args, griddim, blockdim, stream=0, sharedmem=0):  # noqa: ANN001, ANN202 - numba's own
+        key = (id(self.py_func), tuple(self.argument_types))
+        if api.busy() or key in _launched:
+            return original(self, args, griddim, blockdim, stream, sharedmem)
+        _launched.add(key)
+        state: list[str] = []
+
+        def run() -> None:
+            state.append("started")
+            original(self, args, griddim, blockdim, stream, sharedmem)
+            state.append("done")
+
+        try:
+            with api.quiet():
+                rec = keep_launch(self.py_func, self.argument_types, list(args), griddim, blockdim, sharedmem,
+                                  run, _synchronize, folder)
+        except Exception as e:
+            if state == ["started"]:
+                raise  # the launch itself failed: the command's own error, unchanged
+            # keeping the launch failed: that never changes the command's result
+            rec = {"kind": "skipped", "why": f"keeping a numba-cuda launch failed: {type(e).__name__}: {e}"[:300]}
+            if not state:
+                original(self, args, griddim, blockdim, stream, sharedmem)
+        api.write(rec)
+
+    launch._aot_recorded = True  # type: ignore[attr-defined]
+    return launch
+
+
+def _synchronize() -> None:
+    sys.modules["numba.cuda"].synchronize()
+
+
+def keep_launch(py: Any, argtypes: Any, args: list, grid: Any, block: Any, sharedmem: int, run: Any,
+                sync: Any, folder: str) -> dict:
+    """Run the launch (``run()``), keeping its arguments before and its arrays after: the record saying
+    where the ``.npz`` is (or why none was kept). ``run``'s exceptions are the command's and pass through."""
+    np = sys.modules["numpy"]
+    rec: dict[str, Any] = {"kind": "launch", "module": getattr(py, "__module__", ""),
+                           "qualname": getattr(py, "__qualname__", "?"), "grid": _dims(grid), "block": _dims(block),
+                           "sharedmem": int(sharedmem or 0)}
+    try:
+        rec["signature"] = "void(" + ", ".join(type_text(t) for t in argtypes) + ")"
+    except Unwritable as e:
+        rec["why"] = str(e)
+    before, why = _host_copies(args, argtypes, np)
+    if why or "why" in rec:
+        run()
+        rec.setdefault("why", why)
+        return rec
+    run()
+    sync()
+    after, why = _host_copies(args, argtypes, np, arrays_only=True)
+    if why:
+        rec["why"] = why
+        return rec
+    name = f"{os.getpid()}-{len(_launched)}.npz"
+    arrays = {f"in{i}": a for i, a in enumerate(before)}
+    arrays.update({f"out{i}": a for i, a in after.items()})
+    with open(os.path.join(folder, name), "xb") as f:
+        np.savez(f, **arrays)
+    rec["file"] = name
+    rec["args"] = [{"array": i in after, "dtype": str(before[i].dtype), "shape": list(before[i].shape)}
+                   for i in range(len(before))]
+    return rec
+
+
+def _dims(d: Any) -> list[int]:
+    return [int(x) for x in (d if isinstance(d, (tuple, list)) else (d,))]
+
+
+def _host_copies(args: list, argtypes: Any, np: Any, arrays_only: bool = False) -> tuple[Any, str | None]:
+    """Each argument on the host (a list; with ``arrays_only``, ``{index: array}``), or why it is not kept."""
+    out: list = []
+    arrays: dict[int, Any] = {}
+    seen: set[int] = set()
+    total = 0
+    for i, (a, t) in enumerate(zip(args, argtypes)):
+        if type(t).__name__ == "Array":
+            if id(a) in seen:
+                return None, "an array passed twice (aliased arguments are not replayed)"
+            seen.add(id(a))
+            if isinstance(a, np.ndarray):
+                host = np.array(a, copy=True)
+            elif hasattr(a, "copy_to_host"):
+                host = a.copy_to_host()
+            elif hasattr(a, "__cuda_array_interface__"):
+                host = sys.modules["numba.cuda"].as_cuda_array(a).copy_to_host()
+            else:
+                return None, f"argument {i} is a {type(a).__name__}, not an array it can copy"
+            arrays[i] = host
+        elif isinstance(a, (bool, int, float, complex, np.generic)):
+            try:
+                host = np.asarray(a, dtype=np.dtype(str(t)))
+            except TypeError:
+                return None, f"argument {i}'s type {t} is not a numpy scalar type"
+        else:
+            return None, f"argument {i} is a {type(a).__name__}, neither an array nor a number"
+        total += host.nbytes
+        if total > MAX_LAUNCH_BYTES:
+            return None, f"its arguments pass {MAX_LAUNCH_BYTES} bytes"
+        out.append(host)
+    return (arrays if arrays_only else out), None
 
 
 def describe(dispatcher: Any, sig: Any, packages: tuple) -> dict | None:

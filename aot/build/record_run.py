@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -62,6 +62,8 @@ class Run:
     returncode: int
     records: list[dict]
     interrupted: str | None = None
+    #: The kept launches' files (``.npz`` name -> bytes), read before the private folder goes.
+    launches: dict[str, bytes] = field(default_factory=dict)
 
 
 def _private_name(work: Path) -> str:
@@ -80,7 +82,7 @@ def _private_name(work: Path) -> str:
 
 
 def run_recorded(command: Sequence[str], packages: Sequence[str], stand_in: str | None = None,
-                 cwd: Path | None = None) -> Run:
+                 cwd: Path | None = None, launches: bool = True) -> Run:
     """Run ``command`` with the hook in its Python processes; its exit status and the records (the
     re-rendering checks of the library's functions done, after the command)."""
     if not command:
@@ -98,11 +100,14 @@ def run_recorded(command: Sequence[str], packages: Sequence[str], stand_in: str 
                    AOT_RECORD_PACKAGES=",".join(packages))
         if stand_in:
             env["AOT_RECORD_STUB"] = stand_in
+        if launches:  # numba-cuda launches kept (record_hook_numba), one small one per kernel signature
+            (work / "launches").mkdir(mode=0o700)
+            env["AOT_RECORD_LAUNCHES"] = f"{name}/launches"
         rc, got = _run(command, env, cwd)
         records = list(_read_records(work / "records.jsonl"))
         if got is None:
             _rerender(records, work, base)
-        return Run(rc, records, got)
+        return Run(rc, records, got, _read_launches(work / "launches", records))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -191,6 +196,25 @@ def _rerender(records: list[dict], work: Path, env: dict) -> None:
             res = results.get(json.dumps(job, sort_keys=True), {})
             if not res.get("ok"):
                 rec["why"] = f"rendered by {rec.get('ref')}; called again with {job.get('params')} {res.get('why')}"
+
+
+def _read_launches(folder: Path, records: list[dict]) -> dict[str, bytes]:
+    """The launch files the records name (plain files of the private folder, bounded in all)."""
+    out: dict[str, bytes] = {}
+    total = 0
+    for rec in records:
+        name = rec.get("file")
+        if rec.get("kind") != "launch" or not isinstance(name, str) or "/" in name or name.startswith("."):
+            continue
+        try:
+            data = (folder / name).read_bytes()
+        except OSError:
+            continue
+        total += len(data)
+        if total > MAX_RECORDS_BYTES:
+            break
+        out[name] = data
+    return out
 
 
 def _read_records(path: Path) -> Iterator[dict]:
