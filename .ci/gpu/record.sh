@@ -2,7 +2,8 @@
 # `aot record` on a GPU (issues 36, 37): the command's launches really run under the hook, give numpy's results,
 # and the recorded matrix names every kernel: numba-cuda kernels of examples/numba-mypkg with the signatures
 # launched, NVRTC kernels read from the compiled image (__launch_bounds__(N, M), a macro-wrapped __global__,
-# templates by name expression), each launched through cuda.core.
+# templates by name expression), each launched through cuda.core; the numba launches kept beside the matrix
+# (issue 36.3) replay right through each kernel's dispatcher and catch a mutant.
 #   bash .ci/gpu/record.sh            (from the repository root; aot importable, e.g. after prepare.sh's wheels)
 # Prints "record-gpu: ok" and exits 0 when every check passed. Logs under $OUT.
 set -uo pipefail

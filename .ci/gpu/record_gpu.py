@@ -71,8 +71,49 @@ def check(matrix: str, rc: int) -> int:
     nvrtc = {e["source"]: e["kernels"] for e in doc.get("nvrtc", [])}
     if nvrtc != {"klib:LB": ["scale_lb"], "klib:MACRO": ["macro_kernel"], "klib:TEMPLATE": ["fill<int, 64>"]}:
         problems.append(f"nvrtc kernels {nvrtc}")
+    problems += replay(Path(matrix).with_name(Path(matrix).stem + ".launches"))
     print("record-gpu:", "ok" if not problems else "FAILED: " + "; ".join(problems))
     return 1 if problems else 0
+
+
+def replay(folder: Path) -> list:
+    """The kept launches (issue 36.3) replayed through each kernel's own dispatcher (numba-cuda JIT here), and
+    axpy.0's through a mutant kernel, which must fail."""
+    import types
+    from numba import cuda
+    from aot.verify.launches import LaunchMismatch, launch_check, read_index
+    from aot.verify.numba_gate import NumbaCheckContext
+    from numba_mypkg import kernels as k
+    problems = []
+    try:
+        index = read_index(folder)
+    except Exception as e:  # noqa: BLE001
+        return [f"launches: {e}"]
+    if sorted(index) != ["axpy.0", "axpy.1", "block_sum", "scale_inplace", "smooth"]:
+        problems.append(f"launches kept: {sorted(index)}")
+    for name, entry in index.items():
+        kernel = getattr(k, entry["kernel"].split(":")[1])
+        ctx = NumbaCheckContext(kernel, types.SimpleNamespace(signature=entry["signature"]), None, "jit")
+        try:
+            launch_check(folder, entry)(ctx)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"replay of {name}: {type(e).__name__}: {e}")
+
+    @cuda.jit
+    def axpy_mutant(out, x, y, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] - y[i]
+    if "axpy.0" in index:
+        ctx = NumbaCheckContext(axpy_mutant, types.SimpleNamespace(signature=index["axpy.0"]["signature"]), None,
+                                "jit")
+        try:
+            launch_check(folder, index["axpy.0"])(ctx)
+            problems.append("the mutant passed the replay of axpy.0")
+        except LaunchMismatch as e:
+            print(f"mutant caught: {e}")
+    print(f"replayed {len(index)} kept launches")
+    return problems
 
 
 if __name__ == "__main__":
