@@ -160,3 +160,46 @@ def test_floats_compare_within_the_documented_tolerance_and_integers_bit_for_bit
         compare("i", np.array([1, 3], np.int32), np.array([1, 2], np.int32))
     with pytest.raises(LaunchMismatch, match="recorded"):
         compare("i", np.array([1, 2], np.int64), np.array([1, 2], np.int32))
+
+
+class _Api:
+    def __init__(self):
+        self.written = []
+        self.packages = ()
+
+    def write(self, rec):
+        self.written.append(rec)
+
+    def busy(self):
+        return False
+
+    def quiet(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def test_the_launch_wrapper_never_changes_what_the_launch_does(hook, tmp_path):
+    """The launch's own error passes through unchanged; a capture that fails runs the launch once anyway."""
+    calls = []
+
+    class Boom(Exception):
+        pass
+
+    def failing(self, args, griddim, blockdim, stream=0, sharedmem=0):
+        calls.append("launch")
+        raise Boom("the command's own error")
+
+    api = _Api()
+    k = type("K", (), {"py_func": axpy_py, "argument_types": [_Types.Array("float32")]})()
+    with pytest.raises(Boom, match="the command's own error"):
+        hook._keeping(failing, str(tmp_path), api)(k, [np.zeros(2, np.float32)], (1,), (1,))
+    assert calls == ["launch"] and api.written == []
+
+    def fine(self, args, griddim, blockdim, stream=0, sharedmem=0):
+        calls.append("launch")
+    k2 = type("K", (), {"py_func": fine, "argument_types": None})()  # not a kernel object it knows
+    hook._keeping(fine, str(tmp_path), api)(k2, [1], (1,), (1,))
+    assert calls == ["launch", "launch"] and api.written == []
+    k3 = type("K", (), {"py_func": fine, "argument_types": [_Types.Array("float32")]})()
+    hook._keeping(fine, str(tmp_path), api)(k3, [np.zeros(2, np.float32)], "not dims", (1,))  # capture fails
+    assert calls == ["launch"] * 3 and api.written[0]["kind"] == "skipped"

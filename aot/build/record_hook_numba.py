@@ -80,8 +80,11 @@ def _keeping(original: Any, folder: str, api: Any) -> Any:
 
     @functools.wraps(original)
     def launch(self, args, griddim, blockdim, stream=0, sharedmem=0):  # noqa: ANN001, ANN202 - numba's own
-        key = (id(self.py_func), tuple(self.argument_types))
-        if api.busy() or key in _launched:
+        try:
+            key = (id(self.py_func), tuple(self.argument_types))
+        except Exception:  # noqa: BLE001 - a kernel object this does not know: launched, not kept
+            key = None
+        if key is None or api.busy() or key in _launched:
             return original(self, args, griddim, blockdim, stream, sharedmem)
         _launched.add(key)
         state: list[str] = []
