@@ -10,7 +10,7 @@ calls the original with the same arguments, whose result (or exception) the call
   ``RawModule``/``RawKernel``. Each is named where it lives, in the recorded process (the modules are
   loaded there): a ``str`` of the library's modules with the same text, or a call of one of its
   module-level functions that returned it, with its plain arguments (whether they give the same text again
-  is checked after the command, in a process of its own: :mod:`aot.build.record`). Calls of the library's
+  is checked after the command, in a process of its own: :mod:`aot.build.record_run`). Calls of the library's
   functions are seen through ``sys.setprofile``, limited to code whose module belongs to the recorded
   packages; only the plain values of their arguments are kept, never the objects. The kernels are read from
   the compiled image (:mod:`aot.build.image_symbols`) and the name expressions the compile was given.
@@ -136,7 +136,7 @@ def name_source(text: str) -> dict:
     """Where ``text`` lives in the library: ``{"ref": "pkg.mod:ATTR"}``, ``{"ref": "pkg.mod:fn", "params":
     {...}, "rerender": {...}}``, or ``{"why": ...}`` saying why it cannot be named. The function is not
     called again here (that would run its side effects a second time in the command): ``rerender`` says how
-    :mod:`aot.build.record` calls it in a process of its own (this one's interpreter, ``sys.path`` and
+    :mod:`aot.build.record_run` calls it in a process of its own (this one's interpreter, ``sys.path`` and
     folder) and compares the text's hash."""
     with _Quiet():
         consts = sorted((attr.startswith("_"), len(mod), mod, attr) for mod, m in _library_modules()
@@ -436,7 +436,8 @@ def install() -> None:
         threading.setprofile(_profile)
 
 
-#: What a family hook is given: the writer, the recorder's guards and helpers (see :data:`FAMILY_HOOKS`).
+#: What a family hook is given: the writer, the recorder's guards and helpers (see :data:`FAMILY_HOOKS`); an
+#: NVRTC-compiling family (CuPy's) records through ``record_nvrtc`` with the compiled image, if it has one.
 API = types.SimpleNamespace(write=_write, sites=_sites, quiet=_Quiet, busy=_busy, packages=(),
-                            load_beside=_load_beside)
+                            load_beside=_load_beside, record_nvrtc=record_nvrtc, flags=_flags)
 
