@@ -131,7 +131,11 @@ def _verify_gpu(root: Path, args) -> int:
             else:
                 progress.update(task, description=name)
 
-        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
+        launches = None
+        if getattr(args, "launches", None) is not None:
+            from ..verify.launches import read_index
+            launches = (args.launches, read_index(args.launches))
+        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec, launches=launches)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
     for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
@@ -143,9 +147,16 @@ def _verify_gpu(root: Path, args) -> int:
     Console().print(t)
     bad = [r for r in rows if not r.ok]
     print(gpu_failure_report(rows))
+    unchecked = sorted({r.spec for r in rows if r.status == "loaded, not executed"}) if launches is not None else []
+    if unchecked:
+        print(printable(f"{len(unchecked)} unchecked (neither a check nor a recorded launch): {', '.join(unchecked)}"))
     if args.json:
         from ..core.fs import atomic_write
         atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
+    if unchecked and not bad and not args.allow_unchecked:
+        raise VerificationError(f"{len(unchecked)} spec(s) unchecked: neither a check ([tool.aot] checks) nor a "
+                                f"launch kept by aot record in {args.launches} ({', '.join(unchecked[:6])}"
+                                f"{', ...' if len(unchecked) > 6 else ''}); pass --allow-unchecked to accept them")
     if bad:
         names = sorted({r.spec for r in bad})
         raise VerificationError(f"{len(bad)} of {len(rows)} GPU checks FAILED ({', '.join(names[:6])}"

@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--sm", default=None, help="with --for-wheel: require these SMs (default: the SM list the "
                      "set records)")
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
+    ver.add_argument("--launches", type=Path, default=None, help="with --gpu --package: replay the launches "
+                     "`aot record` kept (DIR: build_matrix.launches) for kernels without a check; a kernel with "
+                     "neither is 'unchecked' and fails the run unless --allow-unchecked")
+    ver.add_argument("--allow-unchecked", action="store_true", help="with --launches: exit 0 with unchecked kernels")
 
     ins = sub.add_parser("inspect", parents=[verbose],
                          help="table of specs x SMs, sizes, versions of an artifact set")

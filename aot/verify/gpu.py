@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..core import format as fmt
 from ..core.errors import ArtifactError
@@ -128,7 +128,8 @@ class GpuRow:
 
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
-               package: str | None = None, on_spec: Callable[[str, bool], None] | None = None) -> list[GpuRow]:
+               package: str | None = None, on_spec: Callable[[str, bool], None] | None = None,
+               launches: tuple[Any, dict[str, dict]] | None = None) -> list[GpuRow]:
     """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
 
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
@@ -136,7 +137,9 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok".
     numba-cuda kernels run their package's check through a copy of their dispatcher
     (:mod:`aot.verify.numba_gate`); without one, or without ``package``, they are loaded, not executed.
-    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
+    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar).
+    ``launches`` (folder, index: :mod:`aot.verify.launches`): a numba kernel without a check replays the launch
+    ``aot record`` kept for it, if any."""
     progress = on_spec or (lambda name, done: None)
     from .context import check_cccl
     from .compare import Mismatch, NoReference
@@ -160,6 +163,9 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     if entry is None:
                         source, kind = "jit", "numba-cuda"
                     fn = resolve_check(checks[name], package) if checks and name in checks and package else None
+                    if fn is None and launches is not None and name in launches[1]:
+                        from .launches import launch_check
+                        fn = launch_check(launches[0], launches[1][name])
                     status, detail = check_numba_artifact(registry, spec, entry, sm, kind, device_sm, fn, package)
                     rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3,
                                        detail, status=status))
