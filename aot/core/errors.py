@@ -78,7 +78,6 @@ class ArgumentError(AotError, TypeError):
     return_code = 2
 
 
-
 class NothingRecordedError(AotError):
     """``aot record`` saw no compile in the command (its GPU paths need a device, or no Python ran)."""
 
