@@ -35,7 +35,8 @@ from typing import Any
 MAX_RECORDS = 20000
 MAX_LINE = 64 * 1024
 #: Modules whose import triggers a patch, and the patch.
-_TARGETS = ("cuda.core", "cuda.core.experimental", "cuda.bindings.nvrtc", "cuda.compute", "cupy")
+_TARGETS = ("cuda.core", "cuda.core.experimental", "cuda.bindings.nvrtc", "cuda.compute", "cupy",
+            "cupy.cuda.compiler")
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
 _ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
 
@@ -314,7 +315,8 @@ def _load_beside(name: str) -> Any:
 
 
 _PATCHES = {"cuda.core": _patch_cuda_core, "cuda.core.experimental": _patch_cuda_core,
-            "cuda.bindings.nvrtc": _patch_nvrtc, "cuda.compute": _patch_compute, "cupy": _patch_cupy}
+            "cuda.bindings.nvrtc": _patch_nvrtc, "cuda.compute": _patch_compute, "cupy": _patch_cupy,
+            "cupy.cuda.compiler": lambda m: _load_beside("record_hook_cupy").patch(m, _write, _sites, _Quiet, _busy)}
 
 
 def _apply(name: str, mod: Any) -> None:
