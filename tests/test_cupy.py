@@ -343,3 +343,21 @@ def test_a_matrix_with_a_missing_source_is_one_line_naming_the_field(tmp_path):
     from aot.build.matrix import load_matrix
     with pytest.raises(MatrixError, match=r"spec 'k': field 'source': cannot read"):
         load_matrix(m)
+
+
+def test_aot_record_writes_the_cupy_section_and_its_sources(compiler, tmp_path):
+    from conftest import repo_env
+    from aot.build.matrix import load_matrix
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text(
+        "from cupy._core import core\n\ndef scale():\n    try:\n"
+        f"        core.compile_with_cache({CODE!r})\n    except Exception:\n        pass\n")
+    out = tmp_path / "rec" / "build_matrix.yaml"
+    r = subprocess.run([sys.executable, "-m", "aot", "record", "--out", str(out), "--package", "mylib", "--",
+                        sys.executable, "-c", "import mylib; mylib.scale()"], cwd=tmp_path, env=repo_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    specs = load_matrix(out).specs
+    assert [(s.name, s.family) for s in specs] == [("aot_scale.0", "cupy")], out.read_text()
+    assert "mylib:scale" in specs[0].what
+    assert (out.parent / "cupy" / "aot_scale.0.cu").read_text() == HEADER + CODE

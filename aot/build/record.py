@@ -27,6 +27,7 @@ import yaml
 from ..core.errors import UsageError
 from ..core.nvsource import flags_to_options, short_value, suggest_name, variant_name
 from ..core.text import SpecError
+from .cupy_build import entries_from_records
 from .record_cccl import Unnamed, spec_fields, spec_name
 
 #: Largest records file read back (the hook bounds its lines and their number; this bounds the whole).
@@ -57,6 +58,8 @@ class Recording:
     returncode: int
     nvrtc: list[dict] = field(default_factory=list)
     cccl: list[dict] = field(default_factory=list)
+    cupy: list[dict] = field(default_factory=list)
+    cupy_files: dict[str, str] = field(default_factory=dict)  # the sources cupy: entries name, beside the matrix
     unnamed: list[str] = field(default_factory=list)
     compiles: int = 0
     builds: int = 0
@@ -210,6 +213,8 @@ def matrix_of(records: list[dict], returncode: int = 0) -> Recording:
     out.notes = [str(r.get("why"))[:300] for r in records if r.get("kind") in ("skipped", "overflow")]
     _nvrtc_entries(nvrtc, out)
     _cccl_entries(cccl, out)
+    out.cupy, out.cupy_files, unnamed = entries_from_records(records)  # CuPy's compiles (record_hook_cupy)
+    out.unnamed += unnamed
     return out
 
 
@@ -222,12 +227,12 @@ def render_matrix(rec: Recording, command: Sequence[str]) -> str:
     said = " ".join(shlex.quote(c) for c in command).replace("\n", " ")[:300]
     lines = [f"# Written by `aot record` from: {said}",
              f"# {rec.compiles} NVRTC compiles seen, {len(rec.nvrtc)} entries; {rec.builds} cuda.compute builds "
-             f"seen, {len(rec.cccl)} specs."]
+             f"seen, {len(rec.cccl)} specs." + (f" {len(rec.cupy)} CuPy kernels." if rec.cupy else "")]
     if rec.unnamed:
         lines.append(f"# Not named ({len(rec.unnamed)}; not in this matrix):")
         lines += [f"#   - {u}".replace("\n", " ") for u in rec.unnamed]
     lines.append("version: 1")
-    for section, entries in (("cccl", rec.cccl), ("nvrtc", rec.nvrtc)):
+    for section, entries in (("cccl", rec.cccl), ("nvrtc", rec.nvrtc), ("cupy", rec.cupy)):
         if entries:
             lines.append(f"{section}:")
             lines += [f"  - {_flow(e)}" for e in entries]
@@ -251,5 +256,7 @@ def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in:
     """Run ``command`` recorded and write the matrix to ``out``; the command's exit code is in the result."""
     rc, records = run_recorded(command, packages, stand_in)
     rec = matrix_of(records, rc)
+    for rel, text in rec.cupy_files.items():  # before the matrix that names them
+        write_matrix(text, out.parent / rel)
     write_matrix(render_matrix(rec, command), out)
     return rec
