@@ -361,3 +361,25 @@ def test_aot_record_writes_the_cupy_section_and_its_sources(compiler, tmp_path):
     assert [(s.name, s.family) for s in specs] == [("aot_scale.0", "cupy")], out.read_text()
     assert "mylib:scale" in specs[0].what
     assert (out.parent / "cupy" / "aot_scale.0.cu").read_text() == HEADER + CODE
+
+
+def test_another_install_path_gives_the_same_bytes_and_aot_key_but_another_cupy_name(cupy_build, tmp_path,
+                                                                                     monkeypatch):
+    """Why aot keys CuPy's kernels itself: CuPy's own name hashes its install's paths (so a name computed on the
+    build host never matches a user's), while the bytes and aot's key do not depend on them."""
+    from aot.build import cupy_build as cb
+    from aot.runtime.cupy_attach import host_paths
+    tmp, m, out, recs = cupy_build
+    spec = cb.parse_cupy({"source": "cupy/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}, "a",
+                         m.parent)
+    here = host_paths()
+    payload, extra = cb.compile_cupy_item(spec, 90)
+    there = {}
+    for ph, path in here.items():   # the same files under other paths: another venv
+        link = tmp_path / ph.strip("{}")
+        link.symlink_to(path, target_is_directory=True)
+        there[ph] = str(link)
+    monkeypatch.setattr(cb, "host_paths", lambda: there)
+    payload2, extra2 = cb.compile_cupy_item(spec, 90)
+    assert payload2 == payload and extra2["cupy_key"] == extra["cupy_key"]
+    assert extra2["cupy_name"] != extra["cupy_name"]
