@@ -383,3 +383,14 @@ def test_another_install_path_gives_the_same_bytes_and_aot_key_but_another_cupy_
     payload2, extra2 = cb.compile_cupy_item(spec, 90)
     assert payload2 == payload and extra2["cupy_key"] == extra["cupy_key"]
     assert extra2["cupy_name"] != extra["cupy_name"]
+
+
+def test_the_example_imports_without_a_gpu_and_its_workload_calls_every_public_function(compiler):
+    from conftest import ROOT, repo_env
+    example = ROOT / "examples" / "cupy-mypkg"
+    code = ("import cupy_mypkg, inspect; from cupy_mypkg import ops, workload; "
+            "src = inspect.getsource(workload.calls); "
+            "print(all(f'ops.{n}(' in src for n in ops.PUBLIC), hasattr(cupy_mypkg, 'registry'))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=example, env=repo_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["True", "False"], r.stdout + r.stderr  # no artifacts yet
