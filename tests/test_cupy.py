@@ -394,3 +394,20 @@ def test_the_example_imports_without_a_gpu_and_its_workload_calls_every_public_f
     r = subprocess.run([sys.executable, "-c", code], cwd=example, env=repo_env(), capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.split() == ["True", "False"], r.stdout + r.stderr  # no artifacts yet
+
+
+def test_what_recording_cannot_name_is_listed():
+    import importlib.util
+    from aot.build.cupy_build import entries_from_records
+    spec = importlib.util.spec_from_file_location(
+        "_aot_record_hook_cupy_t2", Path(__file__).parents[1] / "aot" / "build" / "record_hook_cupy.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    long = "// " + "x" * hook.MAX_SOURCE + "\n" + CODE
+    recs = [hook.describe(long, (), {}, ["mylib.ops:big:1"]), hook.describe(CODE, (), {"backend": "nvcc"}, []),
+            hook.describe(HEADER + CODE, ("--std=c++17",), {}, ["mylib.ops:scale:3"]),
+            hook.describe(HEADER + CODE, ("--std=c++17",), {}, ["mylib.ops:scale:9"])]   # the same compile again
+    entries, files, unnamed = entries_from_records(recs)
+    assert [e["name"] for e in entries] == ["aot_scale.0"] and list(files) == ["cupy/aot_scale.0.cu"]
+    assert len(unnamed) == 2 and "aot_scale" in unnamed[0] and "mylib.ops:big:1" in unnamed[0]
+    assert "'nvcc'" in unnamed[1]

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Any, Callable
 
 #: The module whose import installs the patch.
 TARGET = "cupy.cuda.compiler"
+#: Longest source a record carries (a record line is at most 64 KiB: record_hook.MAX_LINE); a longer one is
+#: recorded without its text, by its kernels' names, and listed as not named.
+MAX_SOURCE = 56 * 1024
+_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
 
 
 def _paths() -> dict[str, str]:
@@ -84,8 +89,11 @@ def describe(source: Any, options: Any, kwargs: dict, site: list[str]) -> dict[s
                            "jitify": bool(kwargs.get("jitify", False)), "to_ltoir": bool(kwargs.get("to_ltoir")),
                            "name_expressions": [str(n) for n in names] if names else None,
                            "arch": None if kwargs.get("arch") is None else str(kwargs.get("arch"))}
-    if isinstance(source, str):
+    if isinstance(source, str) and len(source) <= MAX_SOURCE:
         rec["source"] = source
+    elif isinstance(source, str):
+        rec["why"] = (f"a source of {len(source)} bytes ({', '.join(_KERNEL.findall(source)[:4]) or 'no kernel'}) is "
+                      f"over the records' limit of {MAX_SOURCE}")
     else:
         rec["why"] = f"source is a {type(source).__name__}"
     return rec
