@@ -48,7 +48,7 @@ _CUDART_VERSION = re.compile(rb"#define\s+CUDART_VERSION\s+(\d+)")
 
 _lock = threading.Lock()
 #: aot key -> (registry, spec, manifest entry), for every attached registry; the held payloads by CuPy's name.
-_state: dict[str, Any] = {"table": {}, "pending": {}, "installed": None, "paths": None, "registries": []}
+_state: dict[str, Any] = {"table": {}, "pending": {}, "installed": None, "paths": None, "cuda_headers": None}
 
 
 def installed_version() -> str:
@@ -119,7 +119,7 @@ class _Backend:
 
     def load(self, name: str) -> bytes | None:
         got = self.inner.load(name)
-        held = _state["pending"].pop(name.rpartition(".")[0], None)
+        held = _state["pending"].get(name.rpartition(".")[0])  # kept: another thread or device may ask again
         if got is None and held is not None:
             log.debug("cupy: %s served from a packaged kernel", name)
             return held
@@ -135,7 +135,7 @@ class _Backend:
 def _observe(original: Any) -> Any:
     def _hash_hexdigest(value: bytes) -> str:
         name = original(value)
-        if _state["table"]:
+        if _state["table"] and name not in _state["pending"]:
             try:
                 _consider(value, name)
             except Exception as e:  # noqa: BLE001 - serving never breaks CuPy's compile: it compiles
@@ -147,8 +147,7 @@ def _observe(original: Any) -> Any:
 
 def _consider(key_src: bytes, name: str) -> None:
     """Hold the packaged payload whose aot key is this compile's, if one passes every check."""
-    paths = _state["paths"]
-    key = lookup_key(key_src, paths, _state["installed"], cuda_headers_version(paths))
+    key = lookup_key(key_src, _state["paths"], _state["installed"], _state["cuda_headers"])
     hit = _state["table"].get(key)
     if hit is None:
         return
@@ -183,7 +182,9 @@ def attach_cupy(registry: Any) -> dict[str, str]:
         return {}
     installed = installed_version()
     why = None
-    if installed not in VERIFIED:
+    if installed == "missing":
+        why = "aot: CuPy is not installed: the packaged CuPy kernels are not attached"
+    elif installed not in VERIFIED:
         why = (f"aot: CuPy {installed} is not one aot was checked against ({', '.join(VERIFIED)}): packaged CuPy "
                f"kernels are not attached; CuPy compiles them")
     elif any(s.cupy != installed for s in specs):
@@ -197,6 +198,7 @@ def attach_cupy(registry: Any) -> dict[str, str]:
     with _lock:
         if _state["paths"] is None:
             _state["paths"] = host_paths()
+            _state["cuda_headers"] = cuda_headers_version(_state["paths"])
         _state["installed"] = installed
         for s in specs:
             for entry in registry.manifest.entries_for(s.name):
