@@ -197,8 +197,8 @@ def attach_cupy(registry: Any) -> dict[str, str]:
     from cupy.cuda import compiler  # CuPy: only for a package that ships CuPy kernels
     with _lock:
         if _state["paths"] is None:
-            _state["paths"] = host_paths()
-            _state["cuda_headers"] = cuda_headers_version(_state["paths"])
+            paths = host_paths()
+            _state["paths"], _state["cuda_headers"] = paths, cuda_headers_version(paths)
         _state["installed"] = installed
         for s in specs:
             for entry in registry.manifest.entries_for(s.name):
