@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CuPy's own kernels shipped ahead of time (issue 35), on a GPU host with CuPy (14.2.0) and aot importable
 # (`python3 -m aot` works: the aot wheel, PyYAML, rich; see /work/shared/gpu/README.md):
-#   bash .ci/gpu/cupy_check.sh [N]
+#   bash .ci/gpu/cupy_check.sh [N]      (N: benchmark processes per mode, default 3; 0: no benchmark)
 # 1. records what CuPy compiles for examples/cupy-mypkg's public calls on float32 and float64
 #    (`aot record`, an empty CUPY_CACHE_DIR), 2. builds that matrix for this GPU's SM with this host's CuPy and
 #    NVRTC, 3. checks in fresh processes with an empty CuPy cache: packaged calls 0 CuPy compiles and results equal
 #    to CuPy's own; int32 (not packaged) compiles as before, results equal, 4. benchmarks the first call of each
-#    public function, N fresh processes per mode (default 5; 0: skipped).
+#    public function, N fresh processes per mode.
 # Logs, the recorded matrix and JSON under $OUT. Exit 0 only when every check passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,8 +42,8 @@ timeout 900 python3 "$here/cupy_check.py" check "$work/site" "$work/jit" "$out" 
 rc=${PIPESTATUS[0]}
 
 # 4. the benchmark
-if [ "${1:-5}" != 0 ]; then
-  timeout 900 python3 "$repo/benchmarks/cupy_first_call.py" --site "$work/site" --jit "$work/jit" --runs "${1:-5}" \
+if [ "${1:-3}" != 0 ]; then
+  timeout 900 python3 "$repo/benchmarks/cupy_first_call.py" --site "$work/site" --jit "$work/jit" --runs "${1:-3}" \
     --json "$out/cupy_first_call.json" 2>&1 | tee "$out/cupy-bench.log"
 fi
 exit "$rc"
