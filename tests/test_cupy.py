@@ -164,7 +164,7 @@ def test_recording_names_the_compile_cupy_is_handed(cupy_build):
     specs = load_matrix(m).specs
     assert [s.name for s in specs] == ["aot_scale.0", "aot_twice.0"] and all(s.family == "cupy" for s in specs)
     assert specs[0].what == "aot_scale from mylib.ops:scale:3" and specs[0].cupy == recs[0]["cupy"]
-    assert (m.parent / "cupy" / "aot_scale.0.cu").read_text() == HEADER + CODE
+    assert (m.parent / "cupy-kernels" / "aot_scale.0.cu").read_text() == HEADER + CODE
 
 
 def test_the_build_on_the_driverless_host_gives_cupys_own_payload_per_sm(cupy_build):
@@ -192,10 +192,10 @@ def test_the_build_on_the_driverless_host_gives_cupys_own_payload_per_sm(cupy_bu
 def test_keys_change_with_the_source_and_the_options(cupy_build):
     from aot.build.cupy_build import compile_cupy_item, parse_cupy
     tmp, m, out, recs = cupy_build
-    base = {"source": "cupy/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}
+    base = {"source": "cupy-kernels/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}
     spec = parse_cupy(base, "a", m.parent)
-    (m.parent / "cupy" / "edited.cu").write_text(HEADER + CODE.replace("*= a", "+= a"))
-    edited = parse_cupy({**base, "source": "cupy/edited.cu"}, "b", m.parent)
+    (m.parent / "cupy-kernels" / "edited.cu").write_text(HEADER + CODE.replace("*= a", "+= a"))
+    edited = parse_cupy({**base, "source": "cupy-kernels/edited.cu"}, "b", m.parent)
     flagged = parse_cupy({**base, "options": [*OPTIONS, "-DAOT_X=1"]}, "c", m.parent)
     keys = [compile_cupy_item(s, 90)[1]["cupy_key"] for s in (spec, edited, flagged)]
     assert len(set(keys)) == 3
@@ -207,7 +207,7 @@ def test_keys_change_with_the_source_and_the_options(cupy_build):
 def test_another_cupy_release_is_refused_by_the_build(cupy_build):
     from aot.build.cupy_build import compile_cupy_item, parse_cupy
     tmp, m, out, recs = cupy_build
-    spec = parse_cupy({"source": "cupy/aot_scale.0.cu", "options": OPTIONS, "cupy": "13.6.0"}, "a", m.parent)
+    spec = parse_cupy({"source": "cupy-kernels/aot_scale.0.cu", "options": OPTIONS, "cupy": "13.6.0"}, "a", m.parent)
     with pytest.raises(Exception, match="recorded with CuPy 13.6.0"):
         compile_cupy_item(spec, 90)
 
@@ -360,7 +360,7 @@ def test_aot_record_writes_the_cupy_section_and_its_sources(compiler, tmp_path):
     specs = load_matrix(out).specs
     assert [(s.name, s.family) for s in specs] == [("aot_scale.0", "cupy")], out.read_text()
     assert "mylib:scale" in specs[0].what
-    assert (out.parent / "cupy" / "aot_scale.0.cu").read_text() == HEADER + CODE
+    assert (out.parent / "cupy-kernels" / "aot_scale.0.cu").read_text() == HEADER + CODE
 
 
 def test_another_install_path_gives_the_same_bytes_and_aot_key_but_another_cupy_name(cupy_build, tmp_path,
@@ -370,7 +370,7 @@ def test_another_install_path_gives_the_same_bytes_and_aot_key_but_another_cupy_
     from aot.build import cupy_build as cb
     from aot.runtime.cupy_attach import host_paths
     tmp, m, out, recs = cupy_build
-    spec = cb.parse_cupy({"source": "cupy/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}, "a",
+    spec = cb.parse_cupy({"source": "cupy-kernels/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}, "a",
                          m.parent)
     here = host_paths()
     payload, extra = cb.compile_cupy_item(spec, 90)
@@ -408,6 +408,6 @@ def test_what_recording_cannot_name_is_listed():
             hook.describe(HEADER + CODE, ("--std=c++17",), {}, ["mylib.ops:scale:3"]),
             hook.describe(HEADER + CODE, ("--std=c++17",), {}, ["mylib.ops:scale:9"])]   # the same compile again
     entries, files, unnamed = entries_from_records(recs)
-    assert [e["name"] for e in entries] == ["aot_scale.0"] and list(files) == ["cupy/aot_scale.0.cu"]
+    assert [e["name"] for e in entries] == ["aot_scale.0"] and list(files) == ["cupy-kernels/aot_scale.0.cu"]
     assert len(unnamed) == 2 and "aot_scale" in unnamed[0] and "mylib.ops:big:1" in unnamed[0]
     assert "'nvcc'" in unnamed[1]

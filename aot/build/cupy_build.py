@@ -125,7 +125,7 @@ def normalize_options(options: Iterable[str], paths: Mapping[str, str]) -> list[
     return out
 
 
-def entries_from_records(records: Iterable[Mapping[str, Any]], folder: str = "cupy"
+def entries_from_records(records: Iterable[Mapping[str, Any]], folder: str = "cupy-kernels"
                          ) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
     """``cupy:`` entries of the ``cupy-compile`` records (one per distinct compile, in the order seen), the
     source files they name (relative path -> text, under ``folder``) and what could not be made an entry."""
