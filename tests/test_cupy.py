@@ -163,7 +163,7 @@ def test_recording_names_the_compile_cupy_is_handed(cupy_build):
     assert recs[1]["name_expressions"] == ["aot_twice<float>"]
     specs = load_matrix(m).specs
     assert [s.name for s in specs] == ["aot_scale.0", "aot_twice.0"] and all(s.family == "cupy" for s in specs)
-    assert specs[0].what == "aot_scale from mylib.ops:scale:3" and specs[0].cupy == recs[0]["cupy"]
+    assert specs[0].what == "aot_scale(float* x, float a) from mylib.ops:scale:3" and specs[0].cupy == recs[0]["cupy"]
     assert (m.parent / "cupy-kernels" / "aot_scale.0.cu").read_text() == HEADER + CODE
 
 

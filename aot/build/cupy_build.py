@@ -152,12 +152,14 @@ def entries_from_records(records: Iterable[Mapping[str, Any]], folder: str = "cu
         seen.add(ident)
         kernels = _KERNEL.findall(source)
         base = (kernels[0] if kernels else "cupy_kernel")[:64]
+        m = _KERNEL.search(source)
+        params = " ".join(source[m.end():source.find(")", m.end())].split()) if m else ""
         n = taken.get(base, 0)
         taken[base] = n + 1
         name = f"{base}.{n}"
         rel = f"{folder}/{name}.cu"
         files[rel] = source
-        entries.append({"name": name, "what": f"{', '.join(kernels) or 'kernel'} from {where}"[:512],
+        entries.append({"name": name, "what": f"{base}({params[:300]}) from {where}"[:512],
                         "source": rel, "options": list(options), "name_expressions": names,
                         "jitify": bool(rec.get("jitify")), "cupy": rec.get("cupy")})
     return entries, files, unnamed

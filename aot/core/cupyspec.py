@@ -8,7 +8,7 @@ generates), usually written by ``aot record`` (:mod:`aot.build.record_hook_cupy`
 
     cupy:
       - name: cupy_add.0
-        what: "cupy_add (float32, float32 -> float32) from mylib.ops:scale"
+        what: "cupy_add(<typed parameters>) from mylib.ops:scale:12"
         source: cupy-kernels/cupy_add.0.cu                 # the text CuPy compiles, beside the matrix
         options: ["-I{cupy_include}/cupy/_cccl/cub", "--std=c++17", "-I{cupy_include}", "-I{cuda_include}"]
         name_expressions: null                      # optional: RawModule's
