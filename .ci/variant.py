@@ -24,7 +24,7 @@ DIST = "cccl-aot"
 #: The runtime's cuda-bindings per major (cuda-cccl 1.2.1's own ranges for its cu12/cu13 extras).
 BINDINGS = {"cu12": "cuda-bindings>=12.9.1,<13", "cu13": "cuda-bindings>=13.0.0,<14"}
 #: Entries of the cuXX extra that JIT does not need: cuda-core's extra pulls the whole toolkit; build tools.
-NOT_JIT = ("cuda-core", "PyYAML", "rich", "packaging", "tomli", "numba-cuda", "numpy")
+NOT_JIT = ("cuda-core", "PyYAML", "rich", "packaging", "tomli", "numba-cuda", "numpy", "cupy-cuda")
 #: The ``numba`` extra's numba-cuda, per major (the cu12 distribution must not pull CUDA 13's toolkit).
 NUMBA = {"cu12": "numba-cuda[cu12]", "cu13": "numba-cuda[cu13]"}
 
@@ -49,6 +49,7 @@ def make_variant(text: str, variant: str) -> str:
     if n != 1:
         raise SystemExit("pyproject.toml: expected one 'jit-nvrtc = [...]' extra")
     text = re.sub(r'(?m)^(numba = \[")numba-cuda\[cu1[23]\]', lambda m: m.group(1) + NUMBA[variant], text)
+    text = re.sub(r'(?m)^(cupy = \[")cupy-cuda1[23]x', lambda m: m.group(1) + f"cupy-cuda{variant[2:]}x", text)
     for other in MAJORS:
         if other != variant:
             text, n = re.subn(rf"(?m)^{other} = \[.*\]\n", "", text)

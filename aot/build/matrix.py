@@ -26,9 +26,10 @@ from ..core.opref import OpRefError, source_digest
 from .codeimport import CodeImports, ImportFailure
 from .pysource import code_units
 from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
+from .cupy_build import parse_cupy_entry as _parse_cupy  # the CuPy family (imports CuPy only when used)
 from .yamlread import Map, load_yaml
 
-TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba", "cupy")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
@@ -194,7 +195,8 @@ def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code
     seen: dict[str, int] = {}
     unreadable: list[Unreadable] = []
     code: list[tuple[str, tuple[str, ...]]] = []
-    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba)):
+    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba),
+                               ("cupy", _parse_cupy)):
         entries = doc.get(section, [])
         if entries is None:
             entries = []

@@ -31,11 +31,13 @@ from ..core.fs import atomic_write
 from ..core.numbaspec import variant_names
 from ..core.nvsource import fill, flags_to_options, short_value, suggest_name, variant_name
 from ..core.text import SpecError
+from .cupy_build import entries_from_records
 from .record_cccl import Unnamed, spec_fields, spec_name
 from .record_run import run_recorded
 
 #: The families a recording reports, in the header's order: (record kind, what one is called).
-FAMILIES = (("nvrtc", "NVRTC compiles"), ("numba", "numba-cuda kernel compiles"), ("cccl", "cuda.compute builds"))
+FAMILIES = (("nvrtc", "NVRTC compiles"), ("numba", "numba-cuda kernel compiles"), ("cccl", "cuda.compute builds"),
+            ("cupy", "CuPy compiles"))
 
 
 @dataclass
@@ -46,6 +48,8 @@ class Recording:
     nvrtc: list[dict] = field(default_factory=list)
     cccl: list[dict] = field(default_factory=list)
     numba: list[dict] = field(default_factory=list)
+    cupy: list[dict] = field(default_factory=list)
+    cupy_files: dict[str, str] = field(default_factory=dict)  # the sources cupy: entries name, beside the matrix
     unnamed: list[str] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
     processes: int = 0
@@ -239,6 +243,9 @@ def matrix_of(records: list[dict], returncode: int = 0) -> Recording:
     _nvrtc_entries(by_kind["nvrtc"], out, taken)
     _cccl_entries(by_kind["cccl"], out, taken)
     _numba_entries(by_kind["numba"], out, taken)
+    out.cupy, out.cupy_files, unnamed = entries_from_records(records)  # CuPy's compiles (record_hook_cupy)
+    out.seen["cupy"] = sum(1 for r in records if r.get("kind") == "cupy-compile")
+    out.unnamed += unnamed
     return out
 
 
@@ -253,7 +260,7 @@ def _flow(entry: dict) -> str:
                           allow_unicode=False).strip()
 
 
-SECTIONS = ("cccl", "nvrtc", "numba")
+SECTIONS = ("cccl", "nvrtc", "numba", "cupy")
 
 
 def matrix_document(rec: Recording) -> dict:
@@ -396,6 +403,8 @@ def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in:
     kept = kept_launches(rec, run.records, run.launches)
     rec.launches = {name: meta for name, (meta, _) in kept.items()}
     rec.launches_folder = launches_folder(out).name
+    for rel, text in rec.cupy_files.items():  # before the matrix that names them
+        write_matrix(text, out.parent / rel)
     write_matrix(render_matrix(rec, command), out)
     if kept:
         write_launches(kept, launches_folder(out))
