@@ -120,12 +120,13 @@ def tmp_verdict(system: Path, before: set[str], redirected: Path) -> tuple[list[
     except OSError:
         ours = []
     unknown = []
+    system_prefix = "aot-tests-"
     for name in sorted(_tmp_listing(system) - before):
         try:
             st = os.lstat(system / name)
         except OSError:
             continue
-        if st.st_uid == os.geteuid():
+        if st.st_uid == os.geteuid() and not name.startswith(system_prefix):  # another session's own folder
             unknown.append(name)
     return ours, unknown
 

@@ -215,3 +215,20 @@ def test_a_probe_child_never_outlives_the_read(tmp_path):
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reaped already
+
+
+@pytest.mark.slow  # one CCCL compile: about 10 s idle, 30 s on a loaded 2-core host
+def test_build_workers_import_an_operator_from_the_matrix_folder(tmp_path):
+    """The matrix's folder is not on ``sys.path``: a ``spawn``ed build worker still imports the named package
+    from it (its ``sys.path`` carries the named roots' entries; it installs their finder itself)."""
+    proj = tmp_path / "proj"
+    (proj / "cfglib_op" / "ops").mkdir(parents=True)
+    (proj / "cfglib_op" / "__init__.py").write_text("")
+    (proj / "cfglib_op" / "ops" / "__init__.py").write_text("")
+    (proj / "cfglib_op" / "ops" / "fns.py").write_text("def add3(a, b):\n    return a + b + 3\n")
+    (proj / "build_matrix.yaml").write_text('version: 1\ncccl:\n  - {name: red_code, algorithm: reduce, dtype: int32, '
+                                            'op: "cfglib_op.ops.fns:add3", init: 0}\n')
+    r = aot("build", "--matrix", str(proj / "build_matrix.yaml"), "--sm", "90", "--jobs", "1", "-q", "--out",
+            str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "manifest.json").is_file()

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -199,7 +198,7 @@ IMPORT_TIMEOUT_S = 300.0
 #: The probe's entry point. ``-I``: neither the current folder (the matrix's, often) nor ``PYTHON*`` variables
 #: decide what the bootstrap imports; the parent's ``sys.path`` is then set as it is.
 _BOOT = ("import sys, json; r = json.loads(sys.stdin.readline()); sys.path[:] = r['path']; "
-         "from aot.build.codeimport import _probe_main; _probe_main(r)")
+         "from aot.build.codeprobe import main; main(r)")
 
 
 class _Probe:
@@ -210,8 +209,8 @@ class _Probe:
 
     ``parents``: the child imports with the parents' ``__init__`` (:meth:`CodeImports.with_parents`)."""
 
-    def __init__(self, parents: bool, driver: str | None, timeout: float):
-        self.parents, self.driver, self.timeout = parents, driver, timeout
+    def __init__(self, parents: bool, prepare: bool, timeout: float):
+        self.parents, self.prepare, self.timeout = parents, prepare, timeout
         self._proc: subprocess.Popen | None = None
         self._buf = b""
 
@@ -247,7 +246,8 @@ class _Probe:
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ))
         self._buf = b""
         request = {"path": [p for p in sys.path if isinstance(p, str)], "parents": self.parents,
-                   "driver": self.driver, "ppid": os.getpid()}
+                   "prepare": self.prepare, "driver": _prepare_process() if self.prepare else None,
+                   "ppid": os.getpid()}
         assert self._proc.stdin is not None
         self._proc.stdin.write((json.dumps(request) + "\n").encode())
 
@@ -293,36 +293,6 @@ class _Probe:
         self._reap()
 
 
-def _probe_main(request: dict[str, Any]) -> None:
-    """The probe child (:class:`_Probe`): answers one JSON line per request line until its input ends."""
-    from .workers import worker_start  # the child's own set-up: no SIGINT, dies with its parent
-    worker_start(int(request["ppid"]))
-    answers = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # what the modules print goes where stderr goes: fd 1 carries the answers only
-    _install_root_hook()
-    if request.get("driver"):
-        from .toolchain import worker_setup
-        try:
-            worker_setup(request["driver"])
-        except ToolchainError:
-            pass
-    imports = CodeImports(None, import_parents=bool(request["parents"]), driver=False)
-    for line in sys.stdin:
-        answers.write(json.dumps(_probe_answer(imports, json.loads(line))) + "\n")
-
-
-def _probe_answer(imports: CodeImports, q: dict[str, Any]) -> dict[str, Any]:
-    from .pysource import render  # the probe renders as the reader does (pysource imports this module)
-    try:
-        if "import" in q:
-            imports.module(q["import"])
-            return {"ok": True}
-        texts = [r.text for r in render(q["render"], q.get("psets"), imports)]
-        return {"keys": [hashlib.sha256(t.encode()).hexdigest() for t in texts]}
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - the parent decides what a failure means
-        return {"why": str(e) if isinstance(e, SpecError) else _why(str(q.get("import", q)), e)}
-
-
 class CodeImports:
     """The modules one matrix names, imported for it (their top-level packages from the matrix's folder and
     its ``src/``, see :func:`make_project_importable`); each failure is remembered, so a module that cannot be
@@ -345,8 +315,7 @@ class CodeImports:
     def _probe(self, parents: bool) -> _Probe:
         probe = self._probes.get(parents)
         if probe is None:
-            probe = self._probes[parents] = _Probe(parents, _prepare_process() if self._driver else None,
-                                                   self._timeout)
+            probe = self._probes[parents] = _Probe(parents, self._driver, self._timeout)
         return probe
 
     def close(self) -> None:
@@ -361,6 +330,7 @@ class CodeImports:
         have = sys.modules.get(mod)
         if have is not None and not getattr(have, BARE, False):
             return have
+        _install_root_hook()  # a spawned build worker has the reader's entries on sys.path, not yet the hook
         if self.root is not None:
             make_project_importable(self.root, [mod])
         if self._driver:
