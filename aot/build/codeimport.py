@@ -148,7 +148,7 @@ class _RootFinder:
         loaders = [(importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
                    (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),
                    (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES)]
-        self._files = importlib.machinery.FileFinder(folder, *loaders)  # type: ignore[arg-type]
+        self._files = importlib.machinery.FileFinder(folder, *loaders)
 
     def find_spec(self, fullname: str, target: types.ModuleType | None = None) -> Any:
         return self._files.find_spec(fullname, target) if fullname == self.name else None
