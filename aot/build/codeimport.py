@@ -195,10 +195,12 @@ def make_project_importable(root: Path, modules: Iterable[str] = ()) -> None:
 #: How long importing one module the matrix names may take (in the probe process) before it counts as hung.
 IMPORT_TIMEOUT_S = 300.0
 
-#: The probe's entry point. ``-I``: neither the current folder (the matrix's, often) nor ``PYTHON*`` variables
-#: decide what the bootstrap imports; the parent's ``sys.path`` is then set as it is.
-_BOOT = ("import sys, json; r = json.loads(sys.stdin.readline()); sys.path[:] = r['path']; "
-         "from aot.build.codeprobe import main; main(r)")
+#: The probe's entry point: the current folder (the matrix's, often) that ``-c`` puts first goes before anything
+#: is imported, then the reader's ``sys.path`` is set as it is. Not ``-I``: the child must run what the reader's
+#: start-up ran (a ``sitecustomize`` on ``PYTHONPATH`` in pip's isolated builds, the ``.pth`` files it adds).
+_BOOT = ("import sys\nif sys.path and sys.path[0] == '':\n    del sys.path[0]\nimport json\n"
+         "r = json.loads(sys.stdin.readline())\nsys.path[:] = r['path']\n"
+         "from aot.build.codeprobe import main\nmain(r)\n")
 
 
 class _Probe:
@@ -242,7 +244,7 @@ class _Probe:
         return answer if isinstance(answer, dict) else {"lost": f"{what}: no answer"}
 
     def _start(self) -> None:
-        self._proc = subprocess.Popen([sys.executable, "-I", "-c", _BOOT], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ))
         self._buf = b""
         request = {"path": [p for p in sys.path if isinstance(p, str)], "parents": self.parents,

@@ -2,7 +2,7 @@
 source) before the reading process does, so a module that ends the process (``os._exit()``), crashes the
 interpreter or never returns costs this child, and the reader names the module in one line.
 
-Started as ``python -I -c`` with the reader's ``sys.path`` (first line of its input, JSON); then one JSON
+Started as ``python -c`` with the reader's environment and ``sys.path`` (first line of its input, JSON); then one JSON
 request per line, one JSON answer per line on the stdout it had at start. What the modules print goes to
 stderr (the reader discards it). It ignores SIGINT and dies with the reader, as a build worker does."""
 
