@@ -141,7 +141,7 @@ class _RootFinder:
     """The path-entry finder of one :data:`ROOT_ENTRY`: the one top-level name, from the one folder.
 
     A path entry rather than a ``sys.meta_path`` finder because build workers are ``spawn``ed: they start with
-    the parent's ``sys.path`` (and import this module, which installs the hook again), never its meta path."""
+    the parent's ``sys.path``, never its meta path (:meth:`CodeImports.module` installs the hook there too)."""
 
     def __init__(self, entry: str):
         self.name, _, folder = entry[len(ROOT_ENTRY):].partition(":")
@@ -229,7 +229,8 @@ class _Probe:
         except OSError:  # the child is gone already (a broken pipe)
             line = b""
         if line is None:
-            self.close()
+            proc.kill()
+            self._reap()
             return {"lost": f"{what} did not return within {self.timeout:g} s (it hangs, or waits for something "
                             f"that never comes); aot imports each module a matrix names in a child process first"}
         if not line:
@@ -239,7 +240,8 @@ class _Probe:
         try:
             answer = json.loads(line)
         except ValueError:
-            self.close()
+            proc.kill()
+            self._reap()
             return {"lost": f"{what} garbled aot's child process's answer"}
         return answer if isinstance(answer, dict) else {"lost": f"{what}: no answer"}
 
@@ -284,14 +286,7 @@ class _Probe:
             return proc.wait()
 
     def close(self) -> None:
-        """End the child (it ends itself at the end of its input; a hung one is killed)."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            try:
-                proc.stdin.close()  # type: ignore[union-attr]
-                proc.wait(2)
-            except (OSError, subprocess.TimeoutExpired):
-                proc.kill()
+        """End the child: it ends itself at the end of its input (:meth:`_reap` kills one that has not after 5 s)."""
         self._reap()
 
 
