@@ -179,7 +179,17 @@ def unreadable_error(unreadable: Iterable[Unreadable]) -> MatrixError:
 
 
 def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code: bool = False) -> Matrix:
+    """:func:`load_matrix` of a text read already; the child processes that imported its code first end here."""
     ctx = _Ctx(path, None if no_code else CodeImports(path.parent, import_parents=import_parents))
+    try:
+        return _parse(ctx, text, import_parents)
+    finally:
+        if ctx.imports is not None:
+            ctx.imports.close()
+
+
+def _parse(ctx: _Ctx, text: str, import_parents: bool) -> Matrix:
+    path = ctx.path
     doc = load_yaml(text, str(ctx.path))
     if not isinstance(doc, Map):
         raise ctx.fail(1, "the matrix must be a mapping with keys 'version', 'cccl', 'nvrtc'")

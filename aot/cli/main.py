@@ -208,13 +208,27 @@ def _clip(text: str, limit: int = 300) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     with _sigterm_unwinds():
         try:
-            return _main(argv)
+            return _flushed(_main(argv))
         except Terminated:  # SIGTERM, wherever it arrived (in a command, while parsing or printing)
             print("aot: terminated", file=sys.stderr)
             return 143
         except KeyboardInterrupt:
             print("aot: interrupted", file=sys.stderr)
             return 130
+
+
+def _flushed(rc: int) -> int:
+    """``rc``, once what the command printed has left: a reader that left early (``aot doctor | head``) is
+    then met here, not by the interpreter's final flush, which printed "Exception ignored ... BrokenPipeError"
+    and exited 120 whenever the output was still buffered when the reader left (a race under load)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except (OSError, ValueError, AttributeError):  # a closed or missing stdout: nothing more to say there
+        pass
+    return rc
 
 
 def _main(argv: Sequence[str] | None) -> int:
