@@ -26,8 +26,10 @@ from aot.core.rules import spec_from_definition
 from aot.core.spec import CupyKernel
 from aot.core.text import SpecError
 
-# CuPy makes its cache folder when its compiler is imported: never the user's ~/.cupy in a test run
-os.environ.setdefault("CUPY_CACHE_DIR", tempfile.mkdtemp(prefix="cupy-cache-"))
+# CuPy makes its cache folder when its compiler is imported: never the user's ~/.cupy in a test run (conftest
+# points CUPY_CACHE_DIR into the session's folder; this covers a run without it, and makes no folder otherwise)
+if "CUPY_CACHE_DIR" not in os.environ:
+    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cupy-cache-")
 
 HEADER = ('#include <cupy/complex.cuh>\n#include <cupy/carray.cuh>\n#include <cupy/atomics.cuh>\n'
           '#include <cupy/math_constants.h>\n')
