@@ -78,6 +78,13 @@ def check(site: Path, jit: Path, out: Path) -> int:
             continue
         mine = dict(np.load(work / f"{tag}.npz"))
         equal = all(np.array_equal(mine[k], ref[k]) for k in mine) and len(mine) == 7 * len(dtypes)
+        for k in sorted(mine):  # what differs, and by how much (a served kernel must give CuPy's own bits)
+            if k not in ref or not np.array_equal(mine[k], ref[k]):
+                a, b = np.asarray(mine[k]), np.asarray(ref.get(k, np.zeros(0)))
+                diff = (f"max |diff| {float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))):.3g}, "
+                        f"{int(np.sum(a != b))} of {a.size} elements differ" if a.shape == b.shape else
+                        f"shapes {a.shape} vs {b.shape}")
+                print(f"  {tag} {k}: {diff}; mine {a.ravel()[:3]} ref {b.ravel()[:3]}")
         rows.append((tag, dtypes, got["compiles"], got["preprocess"], got["cache_files"], equal))
         ok &= equal
     ok &= not cold.get("failed") and cold.get("compiles", 0) > 0
