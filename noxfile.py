@@ -52,9 +52,10 @@ ENVS: dict[str, dict] = {
                "constraints": ["cuda-core==0.5.1", "cuda-bindings==13.0.0", "numpy==1.26.0", "platformdirs==4.2.0",
                                "numba-cuda==0.23.0", "numba==0.60.0"],
                "what": "every lower bound aot and the hook declare (numba-cuda: the hook's)"},
-    # numba < 0.66: what such a library must add itself (cuda-cccl 1.1 added it): pip picks numba 0.68 for
-    # cuda-cccl 0.6's numba>=0.60, under which numba-cuda 0.26 fails to import (numba.cuda.types.NPDatetime).
-    "cccl-0.6": {"stack": ["cuda-cccl[cu13]>=0.6,<0.7", "numba<0.66"], "constraints": [], "cccl": False,
+    # numba < 0.66 with the numba wheel: what such a library must add itself (cuda-cccl 1.1 added it): pip picks
+    # numba 0.68 for cuda-cccl 0.6's numba>=0.60, under which numba-cuda 0.26 fails to import
+    # (numba.cuda.types.NPDatetime), with or without aot.
+    "cccl-0.6": {"stack": ["cuda-cccl[cu13]>=0.6,<0.7"], "constraints": [], "cccl": False, "numba_fix": ["numba<0.66"],
                  "what": "a library pinning cuda-cccl[cu13]>=0.6,<0.7 (numba-cuda < 0.27, cuda-core < 1)"},
     "cccl-1.1": {"stack": ["cuda-cccl[cu13]>=1.1,<1.2"], "constraints": [], "cccl": False,
                  "what": "a library pinning cuda-cccl[cu13]>=1.1,<1.2"},
@@ -112,15 +113,20 @@ def _wheel(role: str) -> Path:
 @nox.session(python=PYTHON)
 @nox.parametrize("env", list(ENVS))
 def envs(session: nox.Session, env: str) -> None:
-    """One environment: pip resolves the example wheels beside the stack, pip check, then the load check."""
+    """One environment: pip resolves the NVRTC-only wheel beside the stack (``pip install <wheel> <stack>``, the
+    command a library's user runs), pip check; then the numba wheel (and the CCCL one where it fits) beside them,
+    pip check again; then the load check."""
     spec = ENVS[env]
     session.install("pip")
     roles = ["nvrtc", "numba"] + (["cccl"] if spec["cccl"] else [])
     constraints = WORK / f"constraints-{env}.txt"
     constraints.write_text("".join(c + "\n" for c in spec["constraints"]))
     pip = ["python", "-m", "pip"]
-    session.run(*pip, "install", "-q", "--find-links", str(WHEELHOUSE), "-c", str(constraints),
-                *map(str, (_wheel(r) for r in roles)), *spec["stack"], env=_pip_env())
+    install = [*pip, "install", "-q", "--find-links", str(WHEELHOUSE), "-c", str(constraints)]
+    session.run(*install, str(_wheel("nvrtc")), *spec["stack"], env=_pip_env())
+    session.run(*pip, "check", env=_pip_env())
+    session.run(*install, *map(str, (_wheel(r) for r in roles)), *spec["stack"], *spec.get("numba_fix", []),
+                env=_pip_env())
     session.run(*pip, "check", env=_pip_env())
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{env}.json"
@@ -143,18 +149,30 @@ def table(session: nox.Session) -> None:
     print(render_table(rows))
 
 
+def _short(text: str) -> str:
+    """A result cell: the JSON's line without what the features column already says."""
+    if text.startswith("JIT: "):
+        return "JIT: " + text.split(": ", 2)[-1].split(":")[0]
+    if "Failed to dlopen libcuda" in text:
+        return "not run: this cuda-core compiles only with a driver"
+    return text.split(" (aot: ")[0]
+
+
 def render_table(rows: list[dict]) -> str:
-    """One row per environment: the releases resolved, then what each example did."""
-    head = ("| environment | cuda-cccl | numba-cuda | cuda-core | cuda-bindings | numpy | pip check | NVRTC wheel "
-            "| CCCL wheel | numba wheel | cuda-core features missing |")
+    """One row per environment: what the stack asked for, the releases pip resolved, then what each example did."""
+    head = ("| environment | stack asked | cuda-cccl | numba-cuda | cuda-core | cuda-bindings | numpy | pip check "
+            "| NVRTC wheel | CCCL wheel | numba wheel | NVRTC JIT | cuda-core features missing |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
-        v = r["versions"]
-        missing = "; ".join(f"{k}: needs {m.split('needs ', 1)[1].split(' (')[0]}"
+        v, spec = r["versions"], ENVS.get(r["name"], {})
+        asked = ", ".join(f"`{s}`" for s in spec.get("stack", []) + spec.get("constraints", [])
+                          + spec.get("numba_fix", [])) or "-"
+        missing = ", ".join(f"{k} (needs {m.split('needs ', 1)[1].split(' (')[0]})"
                             for k, m in r["features"].items() if m) or "none"
-        lines.append(f"| {r['name']} | {v.get('cuda-cccl', '-')} | {v.get('numba-cuda', '-')} | {v['cuda-core']} "
-                     f"| {v['cuda-bindings']} | {v['numpy']} | clean | {r['nvrtc']} | {r.get('cccl', 'not installed')} "
-                     f"| {r['numba']} | {missing} |")
+        lines.append(f"| {r['name']} | {asked} | {v.get('cuda-cccl', '-')} | {v.get('numba-cuda', '-')} "
+                     f"| {v['cuda-core']} | {v['cuda-bindings']} | {v['numpy']} | clean | {r['nvrtc']} "
+                     f"| {r.get('cccl', 'not installed (exact cuda-cccl 1.2.1)')} | {_short(r['numba'])} "
+                     f"| {_short(r.get('nvrtc_jit', '-'))} | {missing} |")
     return "\n".join(lines)
 
 

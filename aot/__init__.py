@@ -46,7 +46,7 @@ def __getattr__(name: str):
         from .core.versions import cuda_core_missing
         missing = cuda_core_missing("program_cache")
         if missing:
-            raise AttributeError(f"aot: {missing}; aot.by_source(...) looks packaged units up without it")
+            raise AttributeError(f"{missing}; aot.by_source(...) looks packaged units up without it")
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
