@@ -63,7 +63,9 @@ ENVS: dict[str, dict] = {
 
 
 def _pip_env() -> dict[str, str]:
-    return {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(WORK / "pip-cache")}
+    """pip's cache and temp files under build/envs (a run leaves nothing in the system temp dir)."""
+    (WORK / "tmp").mkdir(parents=True, exist_ok=True)
+    return {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(WORK / "pip-cache"), "TMPDIR": str(WORK / "tmp")}
 
 
 @nox.session(python=PYTHON)
