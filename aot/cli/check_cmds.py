@@ -117,6 +117,7 @@ def _verify_gpu(root: Path, args) -> int:
                          else f"--only {args.only!r} names no spec")
     info = read_info(root) or {}
     checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
+    launches = _launch_store(args)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     err = Console(stderr=True)
     todo = names if names is not None else registry.names()
@@ -131,7 +132,8 @@ def _verify_gpu(root: Path, args) -> int:
             else:
                 progress.update(task, description=name)
 
-        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec)
+        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec,
+                          launches=launches)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
     for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
@@ -143,15 +145,39 @@ def _verify_gpu(root: Path, args) -> int:
     Console().print(t)
     bad = [r for r in rows if not r.ok]
     print(gpu_failure_report(rows))
+    from ..verify.replay import unchecked, unchecked_line
+    allowed = bool(getattr(args, "allow_unchecked", False))
+    loose = unchecked(rows)
+    if loose:
+        print(printable(unchecked_line(loose, allowed)))
     if args.json:
         from ..core.fs import atomic_write
         atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
+    if loose and not bad and not allowed:
+        raise VerificationError(f"{len(loose)} of {len({r.spec for r in rows})} specs unchecked: neither a check "
+                                f"([tool.aot.checks]) nor a recorded launch (aot record; verify --launches DIR); "
+                                f"pass --allow-unchecked to accept them")
     if bad:
         names = sorted({r.spec for r in bad})
         raise VerificationError(f"{len(bad)} of {len(rows)} GPU checks FAILED ({', '.join(names[:6])}"
                                 f"{', ...' if len(names) > 6 else ''}): see the failures listed above"
                                 + (f" and in {args.json}" if args.json else ""))
     return 0
+
+
+def _launch_store(args) -> list | None:
+    """The recorded launches ``verify --gpu`` replays: ``--launches DIR``, else ``<matrix>.launches`` beside
+    ``--matrix`` when that folder exists (``aot record --out M`` writes it there), else none."""
+    from ..verify.replay import read_store
+    folder = getattr(args, "launches", None)
+    matrix = getattr(args, "matrix", None)
+    if folder is None and matrix is not None and matrix.with_name(f"{matrix.stem}.launches").is_dir():
+        folder = matrix.with_name(f"{matrix.stem}.launches")
+    if folder is None:
+        return None
+    launches = read_store(folder)
+    print(f"replaying {len(launches)} recorded launch(es) from {printable(str(folder))} for kernels without a check")
+    return launches
 
 
 def gpu_failure_report(rows) -> str:

@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--sm", default=None, help="with --for-wheel: require these SMs (default: the SM list the "
                      "set records)")
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
+    ver.add_argument("--launches", type=Path, default=None, help="with --gpu: replay the kernel launches `aot "
+                     "record` kept (DIR: <matrix>.launches; default: the one beside --matrix, if any) for kernels "
+                     "without a check")
+    ver.add_argument("--allow-unchecked", action="store_true", help="with --gpu: exit 0 even when kernels have "
+                     "neither a check nor a recorded launch (by default they fail the run, exit 7)")
 
     ins = sub.add_parser("inspect", parents=[verbose],
                          help="table of specs x SMs, sizes, versions of an artifact set")

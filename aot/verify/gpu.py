@@ -128,7 +128,8 @@ class GpuRow:
 
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
-               package: str | None = None, on_spec: Callable[[str, bool], None] | None = None) -> list[GpuRow]:
+               package: str | None = None, on_spec: Callable[[str, bool], None] | None = None,
+               launches: list | None = None, runner: Callable | None = None) -> list[GpuRow]:
     """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
 
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
@@ -136,7 +137,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     A unit with neither is loaded (every kernel) but not executed: its row says so, and is not "ok".
     numba-cuda kernels run their package's check through a copy of their dispatcher
     (:mod:`aot.verify.numba_gate`); without one, or without ``package``, they are loaded, not executed.
-    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar)."""
+    ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar).
+    ``launches`` (:func:`aot.verify.replay.read_store`): an NVRTC unit or numba kernel without a check replays
+    the recorded launches of its kernels against the artifact under test (``runner(device)`` runs them:
+    :class:`aot.verify.replay.CudaCoreRunner`); with none either, its row is "loaded, not executed"."""
     progress = on_spec or (lambda name, done: None)
     from .context import check_cccl
     from .compare import Mismatch, NoReference
@@ -160,6 +164,12 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     if entry is None:
                         source, kind = "jit", "numba-cuda"
                     fn = resolve_check(checks[name], package) if checks and name in checks and package else None
+                    done = _replayed(registry, spec, entry, None, launches, runner, device) \
+                        if fn is None and launches and entry is not None else None
+                    if done:
+                        rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                           (time.perf_counter() - t0) * 1e3, done))
+                        continue
                     status, detail = check_numba_artifact(registry, spec, entry, sm, kind, device_sm, fn, package)
                     rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3,
                                        detail, status=status))
@@ -195,11 +205,18 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     try:
                         check_kernel(obj.get_kernel, spec, device)
                     except NoReference:
-                        for k in spec.kernels:
-                            obj.get_kernel(k)
+                        kernels = {k: obj.get_kernel(k) for k in spec.kernels}
+                        done = _replayed(registry, spec, entry, kernels, launches, runner, device) \
+                            if launches else None
+                        if done:
+                            rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                               (time.perf_counter() - t0) * 1e3, done))
+                            continue
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, "no check for this unit "
-                                           "([tool.aot] checks)", status=UNRUN))
+                                           "([tool.aot] checks)" + (" and no recorded launch of its kernels"
+                                                                    if launches is not None else ""),
+                                           status=UNRUN))
                         continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
@@ -209,6 +226,34 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                                    failure=e.to_json() if isinstance(e, Mismatch) else None))
         progress(name, True)
     return rows
+
+
+def _replayed(registry, spec, entry, kernels: dict | None, launches: list | None, runner: Callable | None,
+              device) -> str | None:
+    """Replay the recorded launches of ``spec``'s kernels (:mod:`aot.verify.replay`) against the artifact under
+    test: ``kernels`` (an NVRTC unit's, name -> cuda.core Kernel) or, for a numba kernel, the packaged
+    ``entry``'s image loaded by its entry symbol. The row's detail, or None when no launch is of it. A
+    mismatch raises :class:`aot.verify.compare.Mismatch` (a failed row)."""
+    from .replay import CudaCoreRunner, kernel_symbol, matching, replay
+    if kernels is None:  # numba: the packaged image by its entry symbol; nothing of the package is imported
+        from cuda.core import ObjectCode
+        from ..runtime.sources import check_packaged
+        art = check_packaged(registry.manifest, spec, entry, registry.manifest.path_of(entry))
+        symbol = str(art.header.get("entry"))
+        hits = matching(launches or (), [symbol], spec)
+        if not hits:
+            return None
+        image = ObjectCode.from_cubin(art.payload) if art.kind == "cubin" else ObjectCode.from_ptx(art.payload)
+        by_symbol = {x.symbol: image.get_kernel(symbol) for x in hits}
+    else:
+        by_symbol = {kernel_symbol(k): k for k in kernels.values()}
+        hits = matching(launches or (), by_symbol)
+        if not hits:
+            return None
+    make = runner or CudaCoreRunner
+    for launch in hits:
+        replay(launch, by_symbol[launch.symbol], make(device))
+    return f"replayed {len(hits)} recorded launch(es)"
 
 
 # ------------------------------------------------------------------------------------ coverage (CPU)
