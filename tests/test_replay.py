@@ -71,12 +71,16 @@ class Device:
     def cuStreamIsCapturing(self, stream):  # noqa: N802
         return (0, 0)
 
+    def cuFuncGetParamInfo(self, f, i):  # noqa: N802
+        sizes = getattr(f, "params", None)
+        return (0, 0, sizes[i]) if sizes is not None and i < len(sizes) else (1,)
+
 
 class Kernel:
-    """A "kernel": a symbol (its ``handle``) and a Python body over the device."""
+    """A "kernel": a symbol (its ``handle``), a Python body over the device, its parameters' sizes if known."""
 
-    def __init__(self, name: str, body):
-        self.name, self.body = name, body
+    def __init__(self, name: str, body, params=None):
+        self.name, self.body, self.params = name, body, params
 
     @property
     def handle(self):
@@ -217,6 +221,39 @@ def test_the_store_round_trips_and_a_replay_passes_on_the_same_kernel_and_fails_
     assert sorted(p.name for p in folder.iterdir()) == ["0000.bin", "index.json"]
 
 
+def test_a_raw_void_star_star_launch_is_read_with_the_kernels_parameter_sizes(hook, tmp_path):
+    dev = hook.dev
+    out = dev.allocate(bytes(4 * 16))
+    holders = [np.array([out], np.uint64), np.array([16], np.int32)]  # as adopt-mypkg's ops.py passes them
+    params = np.array([h.ctypes.data for h in holders], np.uint64)
+    got = []
+
+    def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):  # noqa: N802
+        got.append(f.name)
+        count(dev, int(holders[0][0]), int(holders[1][0]))
+        return (0,)
+    k = Kernel("count", count, params=[8, 4])
+    drv = types.SimpleNamespace(cuLaunchKernel=cuLaunchKernel)
+    hook.module.patch("cuda.bindings.driver", drv, types.SimpleNamespace(write=hook.records.append,
+                                                                         busy=lambda: False, quiet=_Nothing))
+    assert drv.cuLaunchKernel(k, 1, 1, 1, 16, 1, 1, 0, 0, int(params.ctypes.data), 0) == (0,)
+    assert got == ["count"]
+    (rec,) = [r for r in hook.records if r["kind"] == "launch"]
+    assert rec["params"] == [8, 4] and rec["args"][0]["kind"] == "pointer"
+    assert rec["args"][1] == {"kind": "scalar", "type": "c_uint32", "hex": "10000000"}
+    stored(hook, tmp_path / "r.launches")
+    (launch,) = read_store(tmp_path / "r.launches")
+    assert launch.params == (8, 4) and launch.states()[0][1] == (np.arange(16, dtype=np.int32) ** 2).tobytes()
+
+
+class _Nothing:
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        pass
+
+
 def test_what_cannot_be_kept_says_why_and_still_runs_once(hook):
     dev = hook.dev
     big = dev.allocate(bytes(hook.module.MAX_BUFFER + 4))
@@ -253,7 +290,7 @@ def test_a_numba_launch_names_its_kernel_and_array_types(hook, tmp_path):
         py_func.__module__, py_func.__qualname__ = "mypkg.kernels", "fill"
 
         def launch(self, args, griddim, blockdim, stream=0, sharedmem=0):
-            hook.core.launch(stream, config(griddim, blockdim), Kernel("_ZN6mypkg4fillE", fill), 0, 0, 8, 4,
+            hook.core.launch(stream, config(griddim, blockdim), Kernel("_ZN6mypkg4fillE", fill, [8] * 7), 0, 0, 8, 4,
                              args[0].__cuda_array_interface__["data"][0], 8, 4)
 
     def fill(dev, meminfo, parent, n, itemsize, data, shape, stride):
@@ -266,10 +303,18 @@ def test_a_numba_launch_names_its_kernel_and_array_types(hook, tmp_path):
     assert [a["kind"] for a in rec["args"]] == ["scalar"] * 4 + ["pointer"] + ["scalar"] * 2
     stored(hook, tmp_path / "m.launches")
     (launch,) = read_store(tmp_path / "m.launches")
-    spec = types.SimpleNamespace(kernel="mypkg.kernels:fill", signature="void(float32[::1])")
     from aot.verify import replay as rp
     assert rp.matching([launch], ["another_symbol"]) == []
     assert rp.matching([launch], ["_ZN6mypkg4fillE"]) == [launch]
+    assert rp.matching([launch], {"_ZN6mypkg4fillE": (8,) * 7}) == [launch]
+    assert rp.matching([launch], {"_ZN6mypkg4fillE": (8, 8)}) == []  # another kernel of that name
+    pytest.importorskip("numba.cuda")
+    spec = types.SimpleNamespace(name="fill", family="numba", kernel="mypkg.kernels:fill", signature="void(float32[::1])")
+    other = types.SimpleNamespace(name="fill64", family="numba", kernel="mypkg.kernels:fill",
+                                  signature="void(float64[::1])")
+    assert rp.matching([launch], ["packaged_symbol"], spec) == [launch]  # compiled under another symbol here
+    assert rp.matching([launch], ["packaged_symbol"], other) == []
+    assert rp.claimants(launch, [spec, other]) == ["fill"]
 
 
 def test_floats_within_the_tolerance_integers_and_unknown_bytes_bit_for_bit():
@@ -417,7 +462,7 @@ def test_replayed_matches_an_nvrtc_units_kernels_by_symbol_and_fails_a_mutant(tm
     from aot.verify import gpu, replay as rp
     folder = _index(tmp_path, args=[{"kind": "pointer", "buffer": 0, "offset": 0}])
     launches = read_store(folder)
-    monkeypatch.setattr(rp, "kernel_symbol", lambda k: k.name)
+    monkeypatch.setattr(rp, "kernel_symbol", lambda k: (k.name, None))
     ran = []
 
     class Runner:
@@ -439,11 +484,19 @@ def test_replayed_matches_an_nvrtc_units_kernels_by_symbol_and_fails_a_mutant(tm
             pass
 
     same = Kernel("k", lambda buf: None)
-    assert gpu._replayed(None, None, None, {"k": same}, launches, Runner, None) == "replayed 1 recorded launch(es)"
-    assert gpu._replayed(None, None, None, {"other": Kernel("other", None)}, launches, Runner, None) is None
 
     def mutant(buf):
         buf[3] ^= 1
+    unit = types.SimpleNamespace(name="u", family="nvrtc", kernels=("k",))
+    alone = types.SimpleNamespace(names=lambda: ["u"], spec=lambda n: unit)
+    assert gpu._replayed(alone, unit, None, {"k": same}, launches, Runner, None) == \
+        ("ok", "replayed 1 recorded launch(es)")
+    assert gpu._replayed(alone, unit, None, {"other": Kernel("other", None)}, launches, Runner, None) is None
     with pytest.raises(Mismatch, match="launch 0 argument 0: 1 of 2 elements differ"):
-        gpu._replayed(None, None, None, {"k": Kernel("k", mutant)}, launches, Runner, None)
-    assert ran == ["k", "k"]
+        gpu._replayed(alone, unit, None, {"k": Kernel("k", mutant)}, launches, Runner, None)
+    # one source built twice (another macro): the launch is claimed by both; not reproducing it fails neither
+    twin = types.SimpleNamespace(name="u2", family="nvrtc", kernels=("k",))
+    both = types.SimpleNamespace(names=lambda: ["u", "u2"], spec=lambda n: unit if n == "u" else twin)
+    status, detail = gpu._replayed(both, twin, None, {"k": Kernel("k", mutant)}, launches, Runner, None)
+    assert status == "loaded, not executed" and "did not reproduce" in detail and "u name(s) that kernel" in detail
+    assert ran == ["k", "k", "k"]

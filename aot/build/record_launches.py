@@ -13,8 +13,10 @@ synchronized). A value the driver does not know as a device address is kept as a
 
 **What is not kept** (each a ``why`` in the records, listed by ``aot record``): an allocation over
 :data:`MAX_BUFFER` bytes, a launch over :data:`MAX_LAUNCH_BYTES`, an explicit buffer (a cuda.core ``Buffer``)
-the driver cannot size, an argument of a type whose bytes are not known, ``kernelParams`` given as a raw
-``void**``, and a process past :data:`MAX_PROCESS_BYTES`. CuPy's own launches happen in C (not seen here).
+the driver cannot size, an argument of a type whose bytes are not known, a structure passed by value through
+a raw ``void**`` ``kernelParams`` (whose entries are read with the sizes the driver reports for the kernel's
+parameters), a launch into a graph being captured, and a process past :data:`MAX_PROCESS_BYTES`. CuPy's own
+launches happen in C (not seen here).
 
 **Cost and safety.** A kept launch costs two context synchronizations and the copies; the launch itself runs
 once, with the caller's arguments, and its exceptions pass through unchanged. A failure of the keeping is a
@@ -25,8 +27,9 @@ file by path (``FAMILY_HOOKS``), and :func:`store` runs in ``aot record`` itself
 "launches": [...], "skipped": [...]}``, written last) and one ``<n>.bin`` per launch: each buffer's bytes
 before, then after, in buffer order (``2 * sum(size)`` bytes). An entry: ``symbol``, ``via``, ``grid``,
 ``block``, ``shmem``, ``buffers`` (``size``, ``dtype`` or null), ``args`` (``{"kind": "pointer", "buffer":
-j, "offset": k}`` or ``{"kind": "scalar", "type": T, "hex": bytes}``), ``file``, ``sha256`` and, for a
-numba-cuda launch, ``numba`` (``kernel`` ``pkg.mod:qualname``, ``argtypes``). No pickle anywhere.
+j, "offset": k}`` or ``{"kind": "scalar", "type": T, "hex": bytes}``), ``params`` (each parameter's size, as
+the driver reports it, when it does), ``file``, ``sha256`` and, for a numba-cuda launch, ``numba``
+(``kernel`` ``pkg.mod:qualname``, ``argtypes``). No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ _CTYPE_ALIAS = {"c_byte": "c_int8", "c_ubyte": "c_uint8", "c_short": "c_int16", 
 #: Element types a buffer may be compared as (from ``__cuda_array_interface__`` typestrs).
 DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
           "float64", "complex64", "complex128")
+#: A raw parameter's bytes by its size, as the ctypes type that keeps them (a float's bits travel as-is).
+_BY_SIZE = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
 _TYPESTR = re.compile(r"^[<|=]([biufc])(1|2|4|8|16)$")
 
 _state: dict[str, Any] = {"folder": None, "kept": {}, "tries": {}, "bytes": 0, "n": 0}
@@ -113,6 +118,20 @@ class Driver:
         except Exception:  # noqa: BLE001 - not a stream handle the bindings take (0, None: the legacy stream)
             return False
         return int(res[0]) == 0 and int(res[1]) != 0
+
+    def param_sizes(self, handle: Any) -> list[int] | None:
+        """The size of each of the kernel's parameters (``cu{Kernel,Func}GetParamInfo``); None if unknown."""
+        getter = getattr(self.drv, "cuKernelGetParamInfo" if type(handle).__name__ == "CUkernel"
+                         else "cuFuncGetParamInfo", None)
+        if getter is None:
+            return None
+        sizes: list[int] = []
+        while len(sizes) <= MAX_ARGS:
+            res = getter(handle, len(sizes))
+            if int(res[0]) != 0:
+                return sizes or None  # none at all: a kernel without parameters, or a driver that cannot say
+            sizes.append(int(res[2]))
+        return None
 
     def symbol(self, handle: Any) -> str:
         """The kernel's symbol (its mangled name) from a ``CUkernel`` or ``CUfunction`` handle."""
@@ -279,6 +298,7 @@ def _wrap(original: Any, api: Any, drv: Driver, via: str, unpack: Callable[..., 
             with api.quiet():
                 handle, grid, block, shmem, args = unpack(drv, *a, **k)
                 symbol = drv.symbol(handle)
+                sizes = drv.param_sizes(handle)
                 wanted = _wanted(symbol)
         except Exception as e:  # noqa: BLE001 - a launch this module cannot read is the command's, unchanged
             _note(api, f"a launch ({via}) was not kept: {type(e).__name__ + ': ' if not isinstance(e, Skip) else ''}"
@@ -296,7 +316,11 @@ def _wrap(original: Any, api: Any, drv: Driver, via: str, unpack: Callable[..., 
         try:
             with api.quiet():
                 numba, dtypes = _numba_caller() if via == "cuda.core" else (None, {})
+                if sizes is not None and len(sizes) != len(args):
+                    raise Skip(f"{len(args)} arguments for a kernel of {len(sizes)} parameters")
                 rec, blob = keep(symbol, grid, block, shmem, args, run, drv, via, numba, dtypes)
+                if sizes is not None:
+                    rec["params"] = sizes
                 _kept_one(api, symbol, rec, blob)
         except Exception as e:  # noqa: BLE001 - keeping failed; the launch's own error passes unchanged
             if state and not result:
@@ -336,6 +360,18 @@ def _driver_args(drv: Driver, f: Any, gx: Any, gy: Any, gz: Any, bx: Any, by: An
         if len(values) != len(types):
             raise Skip("kernelParams with more values than types (or fewer)")
         args = [int(v) if t is None else (v if isinstance(v, t) else t(v)) for v, t in zip(values, types)]
+    elif isinstance(params, int) and params:  # a void**: each argument's size from the kernel's parameters
+        sizes = drv.param_sizes(f)
+        if sizes is None:
+            raise Skip("kernelParams given as a raw void** and the driver does not say the parameters' sizes")
+        args = []
+        for i, size in enumerate(sizes):
+            if size not in _BY_SIZE:
+                raise Skip(f"parameter {i} is {size} bytes (a structure by value)")
+            addr = ctypes.c_void_p.from_address(params + 8 * i).value
+            args.append(_BY_SIZE[size].from_buffer_copy(ctypes.string_at(addr or 0, size)) if addr else None)
+        if None in args:
+            raise Skip("a NULL entry in kernelParams")
     else:
         raise Skip("kernelParams given as a raw void** (its argument sizes are not known)")
     if extra not in (None, 0):
@@ -390,7 +426,8 @@ def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str
             continue
         per[symbol] = per.get(symbol, 0) + 1
         name = f"{len(launches):04d}.bin"
-        entry = {k: r[k] for k in ("symbol", "via", "grid", "block", "shmem", "args", "buffers", "numba") if k in r}
+        entry = {k: r[k] for k in ("symbol", "via", "grid", "block", "shmem", "args", "buffers", "numba", "params")
+                 if k in r}
         entry.update(file=name, sha256=r["sha256"])
         launches.append(entry)
         blobs[name] = data

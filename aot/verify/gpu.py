@@ -168,7 +168,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         if fn is None and launches and entry is not None else None
                     if done:
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
-                                           (time.perf_counter() - t0) * 1e3, done))
+                                           (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
                         continue
                     status, detail = check_numba_artifact(registry, spec, entry, sm, kind, device_sm, fn, package)
                     rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3,
@@ -210,7 +210,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                             if launches else None
                         if done:
                             rows.append(GpuRow(name, spec.family, sm, kind, source, True,
-                                               (time.perf_counter() - t0) * 1e3, done))
+                                               (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
                             continue
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, "no check for this unit "
@@ -229,12 +229,14 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
 
 
 def _replayed(registry, spec, entry, kernels: dict | None, launches: list | None, runner: Callable | None,
-              device) -> str | None:
+              device) -> tuple[str, str] | None:
     """Replay the recorded launches of ``spec``'s kernels (:mod:`aot.verify.replay`) against the artifact under
     test: ``kernels`` (an NVRTC unit's, name -> cuda.core Kernel) or, for a numba kernel, the packaged
-    ``entry``'s image loaded by its entry symbol. The row's detail, or None when no launch is of it. A
-    mismatch raises :class:`aot.verify.compare.Mismatch` (a failed row)."""
-    from .replay import CudaCoreRunner, kernel_symbol, matching, replay
+    ``entry``'s image loaded by its entry symbol. The row's (status, detail), or None when no launch is of it.
+    A mismatch raises :class:`aot.verify.compare.Mismatch` (a failed row), unless another spec of the set
+    claims the launch too (:func:`aot.verify.replay.claimants`): then the row is unchecked, saying so."""
+    from .compare import Mismatch
+    from .replay import CudaCoreRunner, claimants, kernel_symbol, matching, replay
     if kernels is None:  # numba: the packaged image by its entry symbol; nothing of the package is imported
         from cuda.core import ObjectCode
         from ..runtime.sources import check_packaged
@@ -246,14 +248,25 @@ def _replayed(registry, spec, entry, kernels: dict | None, launches: list | None
         image = ObjectCode.from_cubin(art.payload) if art.kind == "cubin" else ObjectCode.from_ptx(art.payload)
         by_symbol = {x.symbol: image.get_kernel(symbol) for x in hits}
     else:
-        by_symbol = {kernel_symbol(k): k for k in kernels.values()}
-        hits = matching(launches or (), by_symbol)
+        layouts = {k: kernel_symbol(k) for k in kernels.values()}
+        by_symbol = {sym: k for k, (sym, _) in layouts.items()}
+        hits = matching(launches or (), dict(layouts.values()))
         if not hits:
             return None
     make = runner or CudaCoreRunner
+    ambiguous = []
     for launch in hits:
-        replay(launch, by_symbol[launch.symbol], make(device))
-    return f"replayed {len(hits)} recorded launch(es)"
+        try:
+            replay(launch, by_symbol[launch.symbol], make(device))
+        except Mismatch as e:
+            others = [n for n in claimants(launch, (registry.spec(n) for n in registry.names())) if n != spec.name]
+            if not others:
+                raise
+            ambiguous.append(f"launch {launch.index} of {launch.symbol} did not reproduce ({e}); "
+                             f"{', '.join(others[:3])} name(s) that kernel too")
+    if ambiguous:
+        return UNRUN, "; ".join(ambiguous)
+    return "ok", f"replayed {len(hits)} recorded launch(es)"
 
 
 # ------------------------------------------------------------------------------------ coverage (CPU)

@@ -100,6 +100,8 @@ class Launch:
     sha256: str
     folder: Path
     numba: dict = field(default_factory=dict)
+    #: Each kernel parameter's size as the recording driver reported it (None: not reported).
+    params: tuple[int, ...] | None = None
 
     def states(self) -> list[tuple[bytes, bytes]]:
         """Each buffer's (before, after) bytes, read bounded and checked against the index's sha256."""
@@ -189,8 +191,12 @@ def _launch(path: Path, i: int, e: Any) -> Launch:
     if not isinstance(numba, dict) or not isinstance(numba.get("kernel", ""), str) or not (
             isinstance(numba.get("argtypes", []), list) and all(isinstance(t, str) for t in numba.get("argtypes", []))):
         raise bad("numba", "not {kernel: text, argtypes: [text]}")
+    params = e.get("params")
+    if params is not None and not (isinstance(params, list) and len(params) <= MAX_ARGS
+                                   and all(_int(x, 1, 1 << 16) for x in params)):
+        raise bad("params", f"not a list of at most {MAX_ARGS} parameter sizes")
     return Launch(i, symbol, via, dims["grid"], dims["block"], shmem, tuple(buffers), tuple(args), file, sha,
-                  path.parent, numba)
+                  path.parent, numba, None if params is None else tuple(params))
 
 
 def _arg(a: Any, buffers: list, bad: Any) -> Arg:
@@ -292,11 +298,13 @@ def replay(launch: Launch, kernel: Any, runner: Any) -> None:
         runner.close()
 
 
-def kernel_symbol(kernel: Any) -> str:
-    """The symbol the driver reports for a cuda.core ``Kernel`` (as the recorder read it)."""
+def kernel_symbol(kernel: Any) -> tuple[str, tuple[int, ...] | None]:
+    """The symbol and parameter sizes the driver reports for a cuda.core ``Kernel`` (as the recorder read them)."""
     from cuda.bindings import driver
     from ..build.record_launches import Driver
-    return Driver(driver).symbol(getattr(kernel, "handle", kernel))
+    drv, handle = Driver(driver), getattr(kernel, "handle", kernel)
+    sizes = drv.param_sizes(handle)
+    return drv.symbol(handle), None if sizes is None else tuple(sizes)
 
 
 def numba_match(launch: Launch, spec: Any) -> bool:
@@ -310,10 +318,28 @@ def numba_match(launch: Launch, spec: Any) -> bool:
         return False
 
 
-def matching(launches: Iterable[Launch], symbols: Iterable[str], spec: Any = None) -> list[Launch]:
-    """The launches of ``symbols`` (a packaged image's kernels), or (numba) of ``spec``'s kernel and types."""
-    want = set(symbols)
-    return [x for x in launches if x.symbol in want or (spec is not None and x.numba and numba_match(x, spec))]
+def matching(launches: Iterable[Launch], symbols: dict[str, tuple[int, ...] | None] | Iterable[str],
+             spec: Any = None) -> list[Launch]:
+    """The launches of ``symbols`` (a packaged image's kernels: symbol -> parameter sizes, where known; a
+    launch whose recorded sizes differ is of another kernel of that name), or (numba) of ``spec``'s kernel at
+    its argument types."""
+    want = symbols if isinstance(symbols, dict) else dict.fromkeys(symbols)
+    return [x for x in launches
+            if (x.symbol in want and (want[x.symbol] is None or x.params is None or want[x.symbol] == x.params))
+            or (spec is not None and x.numba and numba_match(x, spec))]
+
+
+def claimants(launch: Launch, specs: Iterable[Any]) -> list[str]:
+    """The specs of a set that name ``launch``'s kernel: an NVRTC unit listing its symbol as a kernel name (an
+    ``extern "C"`` kernel), a numba kernel at its argument types. Two or more: the launch is ambiguous (one
+    source built twice with other macros), and a replay that does not reproduce it fails no one."""
+    out = []
+    for spec in specs:
+        if spec.family == "nvrtc" and launch.symbol in spec.kernels:
+            out.append(spec.name)
+        elif spec.family == "numba" and launch.numba and numba_match(launch, spec):
+            out.append(spec.name)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ gate
