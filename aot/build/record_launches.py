@@ -47,6 +47,8 @@ from typing import Any, Callable
 
 #: The modules whose import triggers :func:`patch` (``record_hook.FAMILY_HOOKS``; none is another hook's).
 TARGETS = ("cuda.core._launcher", "cuda.bindings.driver")
+#: Modules that bind the launch functions by name (``from cuda.core import launch``).
+_REBOUND = ("cuda.core", "cuda.core.experimental", "numba.cuda.dispatcher", "cuda.bindings.driver")
 #: Launches kept per kernel symbol in one process (and in the store); tries per symbol before giving up.
 MAX_PER_KERNEL = 1
 MAX_TRIES = 4
@@ -397,8 +399,14 @@ def patch(name: str, mod: Any, api: Any) -> None:
     attr, via, unpack = (("launch", "cuda.core", _core_args) if name == "cuda.core._launcher"
                          else ("cuLaunchKernel", "cuLaunchKernel", _driver_args))
     original = getattr(mod, attr, None)
-    if original is not None and not getattr(original, "_aot_recorded", False):
-        setattr(mod, attr, _wrap(original, api, drv, via, unpack))
+    if original is None or getattr(original, "_aot_recorded", False):
+        return
+    wrapped = _wrap(original, api, drv, via, unpack)
+    setattr(mod, attr, wrapped)
+    for other in _REBOUND:  # bound before the patch (a module imported before the hook): rebound too
+        m = sys.modules.get(other)
+        if m is not None and getattr(m, attr, None) is original:
+            setattr(m, attr, wrapped)
 
 
 # ------------------------------------------------------------------------------------------- the store
