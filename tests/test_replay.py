@@ -182,7 +182,7 @@ def test_the_store_round_trips_and_a_replay_passes_on_the_same_kernel_and_fails_
     assert stored(hook, folder) == []
     launches = read_store(folder)
     assert [(x.symbol, x.via) for x in launches] == [("axpy", "cuda.core"), ("count", "cuLaunchKernel")]
-    assert launches[1].args[1].value().value == 32 and isinstance(launches[1].args[1].value(), ctypes.c_int)
+    assert launches[1].args[1].value() == 32 and launches[1].args[1].value().dtype == np.int32
     assert launches[0].args[2].value() == np.float32(2.0)
 
     class Runner:  # the GPU side of a replay, on a fresh stand-in device
@@ -211,7 +211,7 @@ def test_the_store_round_trips_and_a_replay_passes_on_the_same_kernel_and_fails_
     with pytest.raises(Mismatch, match=r"launch 0 argument 0 \(bytes\): 1 of 256 elements differ from the recorded launch; first at \[30\]"):
         replay(launches[0], Kernel("axpy", axpy_mutant), Runner())
     with pytest.raises(Mismatch, match="first at"):
-        replay(launches[1], Kernel("count", lambda dev, out, n: count(dev, out, n.value - 1)), Runner())
+        replay(launches[1], Kernel("count", lambda dev, out, n: count(dev, out, _v(n) - 1)), Runner())
     (folder / launches[0].file).write_bytes(b"x" * (2 * 512))
     with pytest.raises(LaunchStoreError, match="sha256"):
         replay(launches[0], Kernel("axpy", axpy), Runner())

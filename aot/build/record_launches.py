@@ -6,10 +6,10 @@ Python-level calls, whatever compiled it: cuda.core's ``launch(stream, config, k
 compiled with ``cuda.core.Program``, and numba-cuda, whose ``_Kernel.launch`` flattens each argument into it)
 and cuda.bindings' ``cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, (values, types), extra)`` (raw
 NVRTC callers). This module wraps both (``TARGETS``: the modules that define them, patched right after they
-load) and keeps, per kernel symbol, the first :data:`MAX_PER_KERNEL` launch(es) it can replay: grid, block,
-dynamic shared memory, each argument's bytes, and for each argument that is a device address, the whole
-allocation it points into (the driver's ``cuMemGetAddressRange``) before the launch and after it (the context
-synchronized). A value the driver does not know as a device address is kept as a value.
+load) and keeps, per kernel (symbol and parameter sizes), the first :data:`MAX_PER_KERNEL` launch(es) it can
+replay: grid, block, dynamic shared memory, each argument's bytes, and for each argument that is a device
+address, the whole allocation it points into (the driver's ``cuMemGetAddressRange``) before the launch and
+after it (the context synchronized). A value the driver does not know as a device address is kept as a value.
 
 **What is not kept** (each a ``why`` in the records, listed by ``aot record``): an allocation over
 :data:`MAX_BUFFER` bytes, a launch over :data:`MAX_LAUNCH_BYTES`, an explicit buffer (a cuda.core ``Buffer``)
@@ -49,7 +49,8 @@ from typing import Any, Callable
 TARGETS = ("cuda.core._launcher", "cuda.bindings.driver")
 #: Modules that bind the launch functions by name (``from cuda.core import launch``).
 _REBOUND = ("cuda.core", "cuda.core.experimental", "numba.cuda.dispatcher", "cuda.bindings.driver")
-#: Launches kept per kernel symbol in one process (and in the store); tries per symbol before giving up.
+#: Launches kept per kernel (its symbol and parameter sizes: one source rendered per dtype is one symbol) in one
+#: process and in the store; tries per kernel before giving up.
 MAX_PER_KERNEL = 1
 MAX_TRIES = 4
 #: One allocation, one launch (before and after), one process: bytes kept at most.
@@ -269,7 +270,7 @@ def _numba_caller() -> tuple[dict | None, dict[int, str]]:
 
 
 # ----------------------------------------------------------------------------------------- the patches
-def _kept_one(api: Any, symbol: str, rec: dict, blob: bytes | None) -> None:
+def _kept_one(api: Any, key: str, rec: dict, blob: bytes | None) -> None:
     """Write the launch's file (into the private folder) and its record."""
     if blob is not None:
         _state["n"] += 1
@@ -277,14 +278,15 @@ def _kept_one(api: Any, symbol: str, rec: dict, blob: bytes | None) -> None:
         with open(os.path.join(_state["folder"], name), "xb") as f:
             f.write(blob)
         rec["file"] = name
-        _state["kept"][symbol] = _state["kept"].get(symbol, 0) + 1
+        _state["kept"][key] = _state["kept"].get(key, 0) + 1
     api.write(rec)
 
 
-def _wanted(symbol: str) -> bool:
-    if _state["kept"].get(symbol, 0) >= MAX_PER_KERNEL or _state["tries"].get(symbol, 0) >= MAX_TRIES:
+def _wanted(key: str) -> bool:
+    """Whether to keep this launch of the kernel ``key`` (its symbol and parameter sizes)."""
+    if _state["kept"].get(key, 0) >= MAX_PER_KERNEL or _state["tries"].get(key, 0) >= MAX_TRIES:
         return False
-    _state["tries"][symbol] = _state["tries"].get(symbol, 0) + 1
+    _state["tries"][key] = _state["tries"].get(key, 0) + 1
     return True
 
 
@@ -301,7 +303,8 @@ def _wrap(original: Any, api: Any, drv: Driver, via: str, unpack: Callable[..., 
                 handle, grid, block, shmem, args = unpack(drv, *a, **k)
                 symbol = drv.symbol(handle)
                 sizes = drv.param_sizes(handle)
-                wanted = _wanted(symbol)
+                key = f"{symbol}{tuple(sizes or ())}"  # one source per dtype: one symbol, other sizes
+                wanted = _wanted(key)
         except Exception as e:  # noqa: BLE001 - a launch this module cannot read is the command's, unchanged
             _note(api, f"a launch ({via}) was not kept: {type(e).__name__ + ': ' if not isinstance(e, Skip) else ''}"
                        f"{e}")
@@ -323,7 +326,7 @@ def _wrap(original: Any, api: Any, drv: Driver, via: str, unpack: Callable[..., 
                 rec, blob = keep(symbol, grid, block, shmem, args, run, drv, via, numba, dtypes)
                 if sizes is not None:
                     rec["params"] = sizes
-                _kept_one(api, symbol, rec, blob)
+                _kept_one(api, key, rec, blob)
         except Exception as e:  # noqa: BLE001 - keeping failed; the launch's own error passes unchanged
             if state and not result:
                 raise
@@ -412,7 +415,7 @@ def patch(name: str, mod: Any, api: Any) -> None:
 # ------------------------------------------------------------------------------------------- the store
 def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str]:
     """Write the kept launches of a recorded run (its ``records`` and the launch files read back, name ->
-    bytes) into ``folder`` (``<matrix>.launches/``): at most :data:`MAX_PER_KERNEL` per symbol, the ``.bin``
+    bytes) into ``folder`` (``<matrix>.launches/``): at most :data:`MAX_PER_KERNEL` per kernel, the ``.bin``
     files first, ``index.json`` last; files an earlier index named and this one does not are removed. Returns
     one note per launch not kept (symbol and why)."""
     from pathlib import Path
@@ -425,14 +428,15 @@ def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str
         if r.get("kind") != "launch" or r.get("family") != "raw":
             continue
         symbol = str(r.get("symbol"))
+        key = f"{symbol}{tuple(r.get('params') or ())}"
         data = files.get(str(r.get("file")))
         if r.get("why") or data is None:
             if len(notes) < 1000:
                 notes.append(f"a launch of {symbol[:120]} was not kept: {r.get('why') or 'its file is missing'}")
             continue
-        if per.get(symbol, 0) >= MAX_PER_KERNEL or hashlib.sha256(data).hexdigest() != r.get("sha256"):
+        if per.get(key, 0) >= MAX_PER_KERNEL or hashlib.sha256(data).hexdigest() != r.get("sha256"):
             continue
-        per[symbol] = per.get(symbol, 0) + 1
+        per[key] = per.get(key, 0) + 1
         name = f"{len(launches):04d}.bin"
         entry = {k: r[k] for k in ("symbol", "via", "grid", "block", "shmem", "args", "buffers", "numba", "params")
                  if k in r}

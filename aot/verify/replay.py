@@ -51,6 +51,10 @@ MAX_SYMBOL = 4096
 #: Largest grid dimension and total threads a stored launch may ask for (the driver's own limits).
 MAX_GRID = (1 << 31) - 1
 MAX_THREADS = 1 << 36
+#: A ctypes scalar type's numpy twin (same width, same bytes).
+_NUMPY_OF = {"c_bool": "bool", "c_int8": "int8", "c_uint8": "uint8", "c_int16": "int16", "c_uint16": "uint16",
+             "c_int32": "int32", "c_uint32": "uint32", "c_int64": "int64", "c_uint64": "uint64", "c_float": "float32",
+             "c_double": "float64", "c_void_p": "uint64"}
 #: :data:`aot.verify.gpu.UNRUN` (that module imports this one).
 _UNRUN = "loaded, not executed"
 _FILE = re.compile(r"^[0-9]{4,6}\.bin$")
@@ -70,8 +74,8 @@ class Arg:
     raw: bytes = b""
 
     def value(self) -> Any:
-        """The argument as cuda.core's ``launch`` takes it: the recorded type with the recorded bytes."""
-        import ctypes  # only a replay needs ctypes' scalar types
+        """The argument as cuda.core's ``launch`` takes it, with the recorded bytes: Python's own types as
+        themselves, a ctypes or numpy scalar as the numpy scalar of its width and kind."""
         t = self.type
         if t == "py_int":
             return int.from_bytes(self.raw, "little", signed=True)
@@ -79,9 +83,7 @@ class Arg:
             return struct.unpack("<d", self.raw)[0]
         if t == "py_bool":
             return bool(self.raw[0])
-        if t.startswith("c_"):
-            return getattr(ctypes, t).from_buffer_copy(self.raw)
-        return np.frombuffer(self.raw, dtype=np.dtype(t))[0]
+        return np.frombuffer(self.raw, dtype=np.dtype(_NUMPY_OF.get(t, t)))[0]
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,7 @@ class CudaCoreRunner:
     def alloc(self, data: bytes) -> int:
         buf = self.device.allocate(len(data))
         self._keep.append(buf)
+        self.device.sync()  # a stream-ordered allocation is usable by the synchronous copy below
         host = np.frombuffer(data, np.uint8).copy()
         self._check(self.drv.cuMemcpyHtoD(int(buf.handle), host.ctypes.data, len(data)))
         return int(buf.handle)
