@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aot.build.record_launch_store import store
 from aot.core.errors import VerificationError
 from aot.verify.compare import Mismatch
 from aot.verify.gpu import GpuRow
@@ -148,7 +149,7 @@ def config(grid=2, block=128, shmem=0):
 
 def stored(h, folder: Path) -> list:
     files = {p.name: p.read_bytes() for p in h.private.iterdir()}
-    notes = h.module.store(h.records, files, folder)
+    notes = store(h.records, files, folder)
     return notes
 
 
@@ -216,7 +217,7 @@ def test_the_store_round_trips_and_a_replay_passes_on_the_same_kernel_and_fails_
     with pytest.raises(LaunchStoreError, match="sha256"):
         replay(launches[0], Kernel("axpy", axpy), Runner())
     stored_again = [r for r in hook.records if r["kind"] == "launch"][:1]  # a new recording replaces the old one
-    hook.module.store(stored_again, {stored_again[0]["file"]: (hook.private / stored_again[0]["file"]).read_bytes()},
+    store(stored_again, {stored_again[0]["file"]: (hook.private / stored_again[0]["file"]).read_bytes()},
                       folder)
     assert sorted(p.name for p in folder.iterdir()) == ["0000.bin", "index.json"]
 

@@ -80,6 +80,7 @@ if os.environ.get("REPLAY_DIRECT"):
     import atexit, types
     from pathlib import Path
     import aot.build.record_launches as rl
+    from aot.build.record_launch_store import store
     from cuda.bindings import driver
     priv = Path(os.environ["REPLAY_DIRECT"])
     priv.mkdir()
@@ -93,7 +94,7 @@ if os.environ.get("REPLAY_DIRECT"):
         def __exit__(self, *exc):
             pass
     rl.patch("cuda.bindings.driver", driver, types.SimpleNamespace(write=recs.append, busy=lambda: False, quiet=Quiet))
-    atexit.register(lambda: print("store notes:", rl.store(recs, {p.name: p.read_bytes() for p in priv.iterdir()},
+    atexit.register(lambda: print("store notes:", store(recs, {p.name: p.read_bytes() for p in priv.iterdir()},
                                                             "m.launches")))
 from adopt_mypkg import ops
 ops.context()

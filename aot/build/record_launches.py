@@ -21,7 +21,7 @@ launches happen in C (not seen here).
 **Cost and safety.** A kept launch costs two context synchronizations and the copies; the launch itself runs
 once, with the caller's arguments, and its exceptions pass through unchanged. A failure of the keeping is a
 ``skipped`` record, never the command's error. Stdlib only (numpy is not needed): the record hook loads this
-file by path (``FAMILY_HOOKS``), and :func:`store` runs in ``aot record`` itself.
+file by path (``FAMILY_HOOKS``); :mod:`aot.build.record_launch_store` writes what it kept beside the matrix.
 
 **The store** (``<matrix>.launches/``): ``index.json`` (``{"format": "aot-launches", "version": 1,
 "launches": [...], "skipped": [...]}``, written last) and one ``<n>.bin`` per launch: each buffer's bytes
@@ -38,7 +38,6 @@ import ctypes
 import functools
 import hashlib
 import importlib
-import json
 import os
 import re
 import struct
@@ -410,65 +409,3 @@ def patch(name: str, mod: Any, api: Any) -> None:
         m = sys.modules.get(other)
         if m is not None and getattr(m, attr, None) is original:
             setattr(m, attr, wrapped)
-
-
-# ------------------------------------------------------------------------------------------- the store
-def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str]:
-    """Write the kept launches of a recorded run (its ``records`` and the launch files read back, name ->
-    bytes) into ``folder`` (``<matrix>.launches/``): at most :data:`MAX_PER_KERNEL` per kernel, the ``.bin``
-    files first, ``index.json`` last; files an earlier index named and this one does not are removed. Returns
-    one note per launch not kept (symbol and why)."""
-    from pathlib import Path
-    folder = Path(folder)
-    launches: list[dict] = []
-    blobs: dict[str, bytes] = {}
-    notes: list[str] = []
-    per: dict[str, int] = {}
-    for r in records:
-        if r.get("kind") != "launch" or r.get("family") != "raw":
-            continue
-        symbol = str(r.get("symbol"))
-        key = f"{symbol}{tuple(r.get('params') or ())}"
-        data = files.get(str(r.get("file")))
-        if r.get("why") or data is None:
-            if len(notes) < 1000:
-                notes.append(f"a launch of {symbol[:120]} was not kept: {r.get('why') or 'its file is missing'}")
-            continue
-        if per.get(key, 0) >= MAX_PER_KERNEL or hashlib.sha256(data).hexdigest() != r.get("sha256"):
-            continue
-        per[key] = per.get(key, 0) + 1
-        name = f"{len(launches):04d}.bin"
-        entry = {k: r[k] for k in ("symbol", "via", "grid", "block", "shmem", "args", "buffers", "numba", "params")
-                 if k in r}
-        entry.update(file=name, sha256=r["sha256"])
-        launches.append(entry)
-        blobs[name] = data
-    folder.mkdir(parents=True, exist_ok=True)
-    old = _old_files(folder / INDEX)
-    for name, data in blobs.items():
-        _atomic(folder / name, data)
-    doc = {"format": FORMAT, "version": VERSION, "launches": launches, "skipped": notes[:200]}
-    _atomic(folder / INDEX, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
-    for name in old - set(blobs):
-        (folder / name).unlink(missing_ok=True)
-    return notes
-
-
-def _old_files(index: Any) -> set[str]:
-    try:
-        doc = json.loads(index.read_bytes()[: 64 << 20])
-        return {e["file"] for e in doc["launches"] if re.fullmatch(r"\d{4,6}\.bin", str(e.get("file")))}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return set()
-
-
-def _atomic(path: Any, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
