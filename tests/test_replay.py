@@ -220,6 +220,9 @@ def test_the_store_round_trips_and_a_replay_passes_on_the_same_kernel_and_fails_
     store(stored_again, {stored_again[0]["file"]: (hook.private / stored_again[0]["file"]).read_bytes()},
                       folder)
     assert sorted(p.name for p in folder.iterdir()) == ["0000.bin", "index.json"]
+    assert store([], {}, folder) == [] and [p.name for p in folder.iterdir()] == ["index.json"]  # none kept now
+    assert read_store(folder) == []
+    assert store([], {}, tmp_path / "none.launches") == [] and not (tmp_path / "none.launches").exists()
 
 
 def test_a_raw_void_star_star_launch_is_read_with_the_kernels_parameter_sizes(hook, tmp_path):

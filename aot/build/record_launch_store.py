@@ -44,6 +44,8 @@ def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str
         entry.update(file=name, sha256=r["sha256"])
         launches.append(entry)
         blobs[name] = data
+    if not launches and not (folder / INDEX).is_file():
+        return notes  # nothing kept, nothing there before: no folder
     folder.mkdir(parents=True, exist_ok=True)
     old = _old_files(folder / INDEX)
     for name, data in blobs.items():
