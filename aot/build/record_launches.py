@@ -281,6 +281,21 @@ def _kept_one(api: Any, key: str, rec: dict, blob: bytes | None) -> None:
     api.write(rec)
 
 
+def _named(drv: Driver, handle: Any) -> tuple[str, list[int] | None]:
+    """The kernel's symbol and parameter sizes, asked of the driver once per handle (every launch asks)."""
+    try:
+        hkey = int(handle)  # the driver's handle value (an object's id could be another's after it is freed)
+    except (TypeError, ValueError):
+        return drv.symbol(handle), drv.param_sizes(handle)
+    names = _state.setdefault("names", {})
+    got = names.get(hkey)
+    if got is None:
+        got = (drv.symbol(handle), drv.param_sizes(handle))
+        if len(names) < 100000:
+            names[hkey] = got
+    return got
+
+
 def _wanted(key: str) -> bool:
     """Whether to keep this launch of the kernel ``key`` (its symbol and parameter sizes)."""
     if _state["kept"].get(key, 0) >= MAX_PER_KERNEL or _state["tries"].get(key, 0) >= MAX_TRIES:
@@ -300,8 +315,7 @@ def _wrap(original: Any, api: Any, drv: Driver, via: str, unpack: Callable[..., 
         try:
             with api.quiet():
                 handle, grid, block, shmem, args = unpack(drv, *a, **k)
-                symbol = drv.symbol(handle)
-                sizes = drv.param_sizes(handle)
+                symbol, sizes = _named(drv, handle)
                 key = f"{symbol}{tuple(sizes or ())}"  # one source per dtype: one symbol, other sizes
                 wanted = _wanted(key)
         except Exception as e:  # noqa: BLE001 - a launch this module cannot read is the command's, unchanged
