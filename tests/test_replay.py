@@ -504,3 +504,24 @@ def test_replayed_matches_an_nvrtc_units_kernels_by_symbol_and_fails_a_mutant(tm
     status, detail = gpu._replayed(both, twin, None, {"k": Kernel("k", mutant)}, launches, Runner, None)
     assert status == "loaded, not executed" and "did not reproduce" in detail and "u name(s) that kernel" in detail
     assert ran == ["k", "k", "k"]
+
+
+def test_the_hook_is_stdlib_only_and_asks_the_driver_once_per_kernel(hook):
+    import subprocess
+    import sys
+    code = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('h', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
+            "print(sorted(n for n in sys.modules if n.split('.')[0] in ('aot', 'numpy', 'cuda', 'numba')))")
+    r = subprocess.run([sys.executable, "-I", "-c", code, str(HOOK)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    asked = []
+
+    class Handle(Kernel):
+        def __int__(self):
+            return 0x1234
+    original = hook.dev.cuFuncGetName
+    hook.dev.cuFuncGetName = lambda f: (asked.append(f.name), original(f))[1]
+    k = Handle("k", lambda *a: None)
+    for _ in range(5):
+        hook.core.launch(None, config(), k, 1)
+    assert asked == ["k"] and hook.launched == ["k"] * 5
