@@ -525,3 +525,51 @@ def test_the_hook_is_stdlib_only_and_asks_the_driver_once_per_kernel(hook):
     for _ in range(5):
         hook.core.launch(None, config(), k, 1)
     assert asked == ["k"] and hook.launched == ["k"] * 5
+
+
+def test_a_numba_artifact_replays_by_its_entry_symbol_importing_nothing(tmp_path, monkeypatch):
+    import cuda.core
+    import aot.runtime.sources
+    from aot.verify import gpu
+    folder = _index(tmp_path, symbol="_ZN5mypkg4fillE", args=[{"kind": "pointer", "buffer": 0, "offset": 0}])
+    launches = read_store(folder)
+    loaded = []
+
+    class Image:
+        def __init__(self, payload):
+            self.payload = payload
+
+        def get_kernel(self, symbol):
+            loaded.append((self.payload, symbol))
+            return Kernel(symbol, None)
+
+    art = types.SimpleNamespace(kind="cubin", payload=b"cubin", header={"entry": "_ZN5mypkg4fillE"})
+    monkeypatch.setattr(cuda.core, "ObjectCode", types.SimpleNamespace(from_cubin=Image, from_ptx=Image))
+    monkeypatch.setattr(aot.runtime.sources, "check_packaged", lambda *a: art)
+    manifest = types.SimpleNamespace(path_of=lambda e: tmp_path / "x.aot")
+    spec = types.SimpleNamespace(name="fill.0", family="numba", kernel="mypkg:fill", signature="void(int32[::1])")
+    registry = types.SimpleNamespace(manifest=manifest, names=lambda: ["fill.0"], spec=lambda n: spec)
+    ran = []
+
+    class Runner:
+        def __init__(self, device):
+            pass
+
+        def alloc(self, data):
+            self.buf = bytearray(data)
+            return 1
+
+        def launch(self, kernel, grid, block, shmem, args):
+            ran.append((kernel.name, grid, block))
+
+        def read(self, ptr, size):
+            return bytes(self.buf)
+
+        def close(self):
+            pass
+
+    assert gpu._replayed(registry, spec, {"path": "x"}, None, launches, Runner, None) == \
+        ("ok", "replayed 1 recorded launch(es)")
+    assert loaded == [(b"cubin", "_ZN5mypkg4fillE")] and ran == [("_ZN5mypkg4fillE", (1, 1, 1), (32, 1, 1))]
+    art.header["entry"] = "_ZN5other4fillE"  # another kernel's artifact: no launch of it
+    assert gpu._replayed(registry, spec, {"path": "x"}, None, launches, Runner, None) is None
