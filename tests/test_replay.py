@@ -573,3 +573,13 @@ def test_a_numba_artifact_replays_by_its_entry_symbol_importing_nothing(tmp_path
     assert loaded == [(b"cubin", "_ZN5mypkg4fillE")] and ran == [("_ZN5mypkg4fillE", (1, 1, 1), (32, 1, 1))]
     art.header["entry"] = "_ZN5other4fillE"  # another kernel's artifact: no launch of it
     assert gpu._replayed(registry, spec, {"path": "x"}, None, launches, Runner, None) is None
+
+
+def test_a_launches_folder_that_is_not_one_is_a_usage_error(tmp_path, fake_gpu):
+    from aot.cli.check_cmds import _verify_gpu
+    from aot.core.errors import UsageError
+    with pytest.raises(UsageError, match="not a folder"):
+        _verify_gpu(tmp_path, _args(tmp_path, launches=tmp_path / "nope.launches", allow_unchecked=True))
+    (tmp_path / "empty.launches").mkdir()
+    with pytest.raises(LaunchStoreError, match="index.json: not a readable launch index"):
+        _verify_gpu(tmp_path, _args(tmp_path, launches=tmp_path / "empty.launches", allow_unchecked=True))

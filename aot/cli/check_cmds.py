@@ -175,6 +175,11 @@ def _launch_store(args) -> list | None:
         folder = matrix.with_name(f"{matrix.stem}.launches")
     if folder is None:
         return None
+    if not folder.is_dir():
+        raise UsageError(f"--launches {folder}: not a folder (aot record --out M writes M's stem + .launches/)")
+    from ..build.record_launches import INDEX
+    if not (folder / INDEX).is_file() and (folder / "launches.json").is_file():
+        return []  # only the numba-only store of an earlier aot record: nothing for this reader
     launches = read_store(folder)
     print(f"replaying {len(launches)} recorded launch(es) from {printable(str(folder))} for kernels without a check")
     return launches
