@@ -21,6 +21,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
   || { cat "$OUT/pip.log"; exit 1; }
 python3 -m compileall -q /tmp/site >/dev/null 2>&1  # as pip does for an end user: no timing includes compiling aot
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+# numpy >= 2.5 there dropped np.row_stack, which numba-cuda 0.30.4's JIT overloads (every JIT compile fails without it):
+# a user's sitecustomize aliases it in every Python process (aot record's hook chains to it, as to any user's own).
+mkdir -p /tmp/npfix && printf '%s\n' 'try:' '    import numpy as _np' '    if not hasattr(_np, "row_stack"): _np.row_stack = _np.vstack' \
+  'except ImportError: pass' > /tmp/npfix/sitecustomize.py
+export PYTHONPATH=/tmp/npfix:$PYTHONPATH
 export AOT_CACHE_DIR=$(mktemp -d)  # a private, empty user cache: every fallback is observed from scratch
 summary=()
 step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, remember the exit code
@@ -73,6 +78,15 @@ step lib-example bash .ci/gpu/lib_example.sh
 step adopt bash .ci/gpu/adopt.sh
 # Issue 37 item 2: a compiled-in value edited after the build is refused at attach and JIT-compiled (writes B, not A).
 [ -d .gpu/numba_digest ] && step numba-digest python3 .ci/gpu/numba_digest.py check .gpu/numba_digest
+# Issue 37 item 1: flags as iterators, generators, bytes, ProgramOptions, ... select the unit built with them (writes 2).
+[ -d .gpu/redteam37 ] && step redteam37-flags python3 .ci/gpu/redteam37_flags.py check .gpu/redteam37
+# Issue 37 item 3: a parent __init__ that changes a kernel module's text: the running text is served (JIT), not the cubin.
+step redteam37-live python3 .ci/gpu/live_text.py
+# Issue 36: `aot record` on a GPU: numba kernels with their launched signatures, NVRTC names from the image, launches kept
+# and replayed (a mutant caught).
+step record-gpu bash .ci/gpu/record.sh
+# Issue 35: CuPy's own kernels packaged: 0 CuPy compiles with an empty CUPY_CACHE_DIR; the first-call benchmark.
+step cupy bash .ci/gpu/cupy_check.sh "${AOT_CUPY_RUNS:-3}"
 # Issue 36.3: kernels without a written check replayed from the launches aot record kept; a mutant fails.
 [ -d .gpu/replay ] && step replay bash .ci/gpu/replay_check.sh
 # Issue 30: a foreign set's code never imported by verify --gpu; compile errors without tracebacks.

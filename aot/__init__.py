@@ -40,7 +40,13 @@ _LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", 
 
 
 def __getattr__(name: str):
-    """Lazy re-exports: importing the loader (and, later, CUDA) only when first used."""
+    """Lazy re-exports: importing the loader (and, later, CUDA) only when first used. ``program_cache`` exists
+    only where the installed cuda-core has the interface it implements (``ProgramCacheResource``, 1.0+)."""
+    if name == "program_cache":
+        from .core.versions import cuda_core_missing
+        missing = cuda_core_missing("program_cache")
+        if missing:
+            raise AttributeError(f"{missing}; aot.by_source(...) looks packaged units up without it")
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)

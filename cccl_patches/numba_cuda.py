@@ -70,6 +70,8 @@ def installed_version() -> str:
 def check_version() -> str:
     """The installed numba-cuda version, if :data:`VERIFIED` holds it; else :class:`NumbaCudaError`."""
     version = installed_version()
+    if version == "missing":
+        raise NumbaCudaError("numba-cuda is not installed")
     if version not in VERIFIED:
         raise NumbaCudaError(f"numba-cuda {version} is not one aot's numba support was checked against "
                              f"({', '.join(VERIFIED)})")

@@ -5,11 +5,16 @@ The session build is rebuilt every session (about 10 s on 2 cores) rather than r
 runs: reuse would make the tests depend on whatever an older checkout left behind, and the build driver
 itself is what is under test.
 
-A run leaves nothing in the system temp dir: :func:`pytest_configure` makes one folder there for the session
-(pytest's ``tmp_path`` folders and ``TMPDIR`` of this process and every subprocess) and removes it at the end;
-then :func:`pytest_sessionfinish` fails the run if anything new of ours appeared beside it. (Before, one run
-left 3.0 GB in ``pytest-of-<user>`` and 138 ``numba_cuda_mlir_error_*.log`` files.) ``--basetemp DIR`` keeps
-pytest's folders in DIR after the run, for a failure's leftovers.
+A run leaves nothing in the system temp dir, nor in ``~/.cache``: :func:`pytest_configure` makes one folder
+there for the session (pytest's ``tmp_path`` folders, ``TMPDIR`` of this process and every subprocess, and the
+caches of pip, uv, numba, CuPy and anything following ``XDG_CACHE_HOME``) and removes it at the end. Before
+that, :func:`pytest_sessionfinish` fails the run if the redirected ``TMPDIR`` still holds anything: what a test
+or a process it started left there is what it would leave in a user's ``/tmp``. New entries in the system temp
+dir itself are named, never failed: other runs of the same user make the same names (``tmp.*``, pip's build
+folders, ``numba_cuda_mlir_error_*.log``) and nothing says which process made one. (Before, one run left
+3.0 GB in ``pytest-of-<user>`` and 138 ``numba_cuda_mlir_error_*.log`` files; then a green run failed on another
+job's files, and left 5 example wheels in ``~/.cache/pip/wheels``.) ``--basetemp DIR`` keeps pytest's folders
+in DIR after the run, for a failure's leftovers.
 """
 
 from __future__ import annotations
@@ -61,8 +66,11 @@ def repo_env(**extra: str) -> dict:
 # ------------------------------------------------------------------------------------------ temp files
 #: The system temp dir as this run found it, what it held then, and the session's own folder in it.
 _SYSTEM_TMP: dict = {}
-#: Set to "warn" on a host where other runs share the temp dir (their files would look like ours).
+#: "warn": name what the run left in its redirected TMPDIR instead of failing the run.
 TMP_CHECK = os.environ.get("AOT_TESTS_TMP_CHECK", "fail")
+#: Cache folders the suite's processes would otherwise fill under ``~/.cache``: each points into the session.
+CACHE_VARS = {"XDG_CACHE_HOME": "xdg", "PIP_CACHE_DIR": "pip", "UV_CACHE_DIR": "uv", "NUMBA_CACHE_DIR": "numba",
+              "CUPY_CACHE_DIR": "cupy"}
 
 
 def _tmp_listing(root: Path) -> set[str]:
@@ -90,8 +98,8 @@ def pytest_configure(config):
     tmp = session / "tmp"
     tmp.mkdir()
     tmp.chmod(stat.S_IMODE(system.stat().st_mode))  # a stand-in for /tmp: the same mode (1777 there)
-    _SYSTEM_TMP.update(root=system, before=_tmp_listing(system) | {session.name}, session=session,
-                       saved={k: os.environ.get(k) for k in ("TMPDIR", "NUMBA_CUDA_MLIR_ICE_FULL_TB")})
+    _SYSTEM_TMP.update(root=system, before=_tmp_listing(system) | {session.name}, session=session, tmp=tmp,
+                       saved={k: os.environ.get(k) for k in ("TMPDIR", "NUMBA_CUDA_MLIR_ICE_FULL_TB", *CACHE_VARS)})
     if config.option.basetemp is None:
         config.option.basetemp = str(session / "pytest")
     os.environ["TMPDIR"] = str(tmp)  # inherited by every subprocess: pip, build workers, compilers
@@ -100,26 +108,44 @@ def pytest_configure(config):
     # it for ~1100 typings, ~140 of which it cannot lower) to a new numba_cuda_mlir_error_*.log in the temp dir
     # (numba_cuda_mlir/errors.py, handle_lowering_error) unless this is 1: then it raises the original error.
     os.environ["NUMBA_CUDA_MLIR_ICE_FULL_TB"] = "1"
+    for var, sub in CACHE_VARS.items():  # pip's wheel cache (5 example wheels a run), uv's, numba's, CuPy's
+        os.environ[var] = str(session / "cache" / sub)
+
+
+def tmp_verdict(system: Path, before: set[str], redirected: Path) -> tuple[list[str], list[str]]:
+    """What a run left: (in its redirected ``TMPDIR``: the run's own, fails it; new in the system temp dir and
+    this user's: not attributable to the run, named only)."""
+    try:
+        ours = sorted(os.listdir(redirected))
+    except OSError:
+        ours = []
+    unknown = []
+    system_prefix = "aot-tests-"
+    for name in sorted(_tmp_listing(system) - before):
+        try:
+            st = os.lstat(system / name)
+        except OSError:
+            continue
+        if st.st_uid == os.geteuid() and not name.startswith(system_prefix):  # another session's own folder
+            unknown.append(name)
+    return ours, unknown
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when it left something new in the system temp dir (our own session folder aside)."""
+    """Fail the run when it left something in its redirected TMPDIR; name what appeared in the system temp dir."""
     if not _SYSTEM_TMP:
         return
-    root = _SYSTEM_TMP["root"]
-    left = []
-    for name in sorted(_tmp_listing(root) - _SYSTEM_TMP["before"]):
-        try:
-            st = os.lstat(root / name)
-        except OSError:
-            continue
-        if st.st_uid == os.geteuid():
-            left.append(name)
-    if not left:
-        return
-    msg = f"the test run left {len(left)} new {'entry' if len(left) == 1 else 'entries'} in {root}: {', '.join(left[:10])}"
+    ours, unknown = tmp_verdict(_SYSTEM_TMP["root"], _SYSTEM_TMP["before"], _SYSTEM_TMP["tmp"])
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and unknown:
+        reporter.write_line(f"note: {len(unknown)} new {'entry' if len(unknown) == 1 else 'entries'} of this user in "
+                            f"{_SYSTEM_TMP['root']} during the run, not made through its TMPDIR (another run's?): "
+                            f"{', '.join(unknown[:10])}")
+    if not ours:
+        return
+    msg = (f"the test run left {len(ours)} {'entry' if len(ours) == 1 else 'entries'} in its TMPDIR "
+           f"({_SYSTEM_TMP['tmp']}; a user's /tmp): {', '.join(ours[:10])}")
     if reporter is not None:
         reporter.write_line(("ERROR: " if TMP_CHECK == "fail" else "warning: ") + msg, red=True)
     if TMP_CHECK == "fail" and session.exitstatus == 0:

@@ -71,8 +71,8 @@ def recorded(tmp_path_factory):
 @pytest.mark.slow
 def test_recording_the_example_gives_its_committed_matrix(recorded):
     project, out, stdout = recorded
-    assert "40 NVRTC compiles, 5 cuda.compute builds seen" in stdout, stdout
-    assert "32 NVRTC entries (39 units), 4 CCCL specs" in stdout, stdout
+    assert "40 NVRTC compiles, 0 numba-cuda kernel compiles, 5 cuda.compute builds seen" in stdout, stdout
+    assert "32 NVRTC entries (39 units), 0 numba entries (0 signatures), 4 CCCL specs" in stdout, stdout
     got = out.read_text().splitlines()[1:]  # the first line quotes the command as it was typed
     assert got == (EXAMPLE / "build_matrix.yaml").read_text().splitlines()[1:]
 
@@ -191,9 +191,11 @@ def test_cuda_core_cupy_and_functions_are_named_and_results_unchanged(tmp_path):
 
 def test_the_exit_code_is_passed_on_and_the_matrix_written(tmp_path, capsys):
     from aot.cli.main import main
+    project = _tiny(tmp_path)
     out = tmp_path / "m.yaml"
-    rc = main(["record", "--package", "nothing", "--out", str(out), "--", sys.executable, "-c",
-               "import sys; sys.exit(3)"])
+    script = ("import sys; sys.path.insert(0, %r); import cupy; "
+              "cupy.RawKernel('extern \"C\" __global__ void k() {}', 'k'); sys.exit(3)" % str(project))
+    rc = main(["record", "--package", "nothing", "--out", str(out), "--", sys.executable, "-c", script])
     assert rc == 3
     assert "the command exited with 3" in capsys.readouterr().out
     assert out.read_text().startswith("# Written by `aot record` from: ") and "version: 1" in out.read_text()

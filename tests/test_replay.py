@@ -435,7 +435,7 @@ def test_unchecked_kernels_fail_the_run_by_default_and_say_how_many(tmp_path, fa
     assert _verify_gpu(tmp_path, _args(tmp_path, allow_unchecked=True)) == 0
     assert "1 unchecked (neither a check nor a recorded launch): scale_f32; allowed (--allow-unchecked)" in \
         capsys.readouterr().out
-    assert fake_gpu["launches"] is None
+    assert fake_gpu["replays"] is None
 
 
 def test_the_launches_beside_the_matrix_are_replayed_and_a_bad_store_stops_first(tmp_path, fake_gpu, capsys,
@@ -447,7 +447,7 @@ def test_the_launches_beside_the_matrix_are_replayed_and_a_bad_store_stops_first
     folder.rename(tmp_path / "build_matrix.launches")
     args = _args(tmp_path, matrix=tmp_path / "build_matrix.yaml", allow_unchecked=True)
     assert _verify_gpu(tmp_path, args) == 0
-    assert [x.symbol for x in fake_gpu["launches"]] == ["k"]
+    assert [x.symbol for x in fake_gpu["replays"]] == ["k"]
     assert "replaying 1 recorded launch(es) from" in capsys.readouterr().out
     (tmp_path / "build_matrix.launches" / "index.json").write_text("{}")
     with pytest.raises(LaunchStoreError) as e:

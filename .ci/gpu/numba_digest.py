@@ -130,7 +130,7 @@ def run(site: Path, variant: str) -> None:
             before = len(compiles)
             getattr(k, name)[1, 1](out)
             cuda.synchronize()
-            rows[name] = {"attach": attached.get(name, "?")[:160], "value": float(out.copy_to_host()[0]),
+            rows[name] = {"attach": attached.get(name, "?")[:400], "value": float(out.copy_to_host()[0]),
                           "compiles": len(compiles) - before}
     print(json.dumps({"rows": rows, "warnings": [str(w.message)[:200] for w in caught], "at_attach": warned}))
 

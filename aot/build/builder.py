@@ -125,6 +125,8 @@ def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | Non
     for spec in specs:
         if isinstance(spec, CcclSpec):
             items += [Item(spec, sm, "cccl-blob") for sm in sms]
+        elif spec.family == "cupy":  # CuPy caches a cubin per SM and keys it by the SM: no PTX serves it
+            items += [Item(spec, sm, "cubin") for sm in sms]
         else:
             items += [Item(spec, sm, "cubin") for sm in sms]
             items.append(Item(spec, min(sms), "ptx"))
@@ -319,6 +321,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         unit = spec_of[e["path"]]
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
+        elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (aot.runtime.cupy_attach)
+            e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
     names = {e["name"] for e in entries}
     specs = manifest_definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:

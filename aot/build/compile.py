@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..core.errors import without_frames
 from ..core.spec import CcclSpec, NvrtcUnit
+from .image_symbols import kernel_symbols
 
 def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
     """The spec's ``init`` as a 1-element numpy array of ``dtype`` ('inf', '-inf', 'min', 'max' allowed)."""
@@ -191,10 +192,30 @@ def compile_nvrtc_item(unit: NvrtcUnit, sm: int, kind: str) -> tuple[bytes, dict
             from .normalize import normalize_internal_symbols
             code = compile_program(unit.source, program_options(unit, f"sm_{sm}", hdr), "cubin", exprs)
             symbols = {e: _as_str(code.symbol_mapping[e]) for e in exprs}
-            return normalize_internal_symbols(bytes(code.code), os.getpid())[0], symbols
+            image = bytes(code.code)
+            check_kernels(unit, image, symbols)
+            return normalize_internal_symbols(image, os.getpid())[0], symbols
         if kind == "ptx":
-            return _nvrtc_ptx(unit, sm, hdr, exprs)
+            ptx, symbols = _nvrtc_ptx(unit, sm, hdr, exprs)
+            check_kernels(unit, ptx, symbols)
+            return ptx, symbols
     raise ValueError(f"unknown NVRTC payload kind {kind!r}")
+
+
+class KernelNotDefined(ValueError):
+    """A unit lists a kernel its compiled image does not define: the artifact would load and then fail at the
+    library's lookup, on the user's GPU. The build refuses it instead, in one line naming the unit and kernel."""
+
+
+def check_kernels(unit: NvrtcUnit, image: bytes, symbols: Mapping[str, str]) -> None:
+    """Every kernel ``unit`` lists is an entry of ``image`` (a plain name as itself, a name expression as its
+    lowered name), read from the image's symbol table or PTX entries (:mod:`aot.build.image_symbols`)."""
+    defined = kernel_symbols(image)
+    for k in unit.kernels:
+        if symbols.get(k, k) not in defined:
+            have = ", ".join(defined[:8]) + (", ..." if len(defined) > 8 else "") or "none"
+            raise KernelNotDefined(f"{unit.name}: kernel {k!r} is not defined by the compiled {unit.source_path} "
+                                   f"(its kernels: {have})")
 
 
 def _as_str(v: str | bytes) -> str:

@@ -26,9 +26,10 @@ from ..core.opref import OpRefError, source_digest
 from .codeimport import CodeImports, ImportFailure
 from .pysource import code_units
 from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
+from .cupy_build import parse_cupy_entry as _parse_cupy  # the CuPy family (imports CuPy only when used)
 from .yamlread import Map, load_yaml
 
-TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba", "cupy")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
@@ -178,7 +179,17 @@ def unreadable_error(unreadable: Iterable[Unreadable]) -> MatrixError:
 
 
 def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code: bool = False) -> Matrix:
+    """:func:`load_matrix` of a text read already; the child processes that imported its code first end here."""
     ctx = _Ctx(path, None if no_code else CodeImports(path.parent, import_parents=import_parents))
+    try:
+        return _parse(ctx, text, import_parents)
+    finally:
+        if ctx.imports is not None:
+            ctx.imports.close()
+
+
+def _parse(ctx: _Ctx, text: str, import_parents: bool) -> Matrix:
+    path = ctx.path
     doc = load_yaml(text, str(ctx.path))
     if not isinstance(doc, Map):
         raise ctx.fail(1, "the matrix must be a mapping with keys 'version', 'cccl', 'nvrtc'")
@@ -194,7 +205,8 @@ def parse_matrix(text: str, path: Path, *, import_parents: bool = False, no_code
     seen: dict[str, int] = {}
     unreadable: list[Unreadable] = []
     code: list[tuple[str, tuple[str, ...]]] = []
-    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba)):
+    for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba),
+                               ("cupy", _parse_cupy)):
         entries = doc.get(section, [])
         if entries is None:
             entries = []

@@ -30,7 +30,7 @@ def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any
     try:
         nc.check_version()
     except nc.NumbaCudaError as e:
-        raise SpecError(f"{e} (pip install 'cccl-aot[numba]')", "kernel") from None
+        raise SpecError(f"{e} (pip install 'cccl-aot-cu13[numba]' or 'cccl-aot-cu12[numba]')", "kernel") from None
     if imports is not None:
         imports.module(ref.partition(":")[0])  # ImportFailure: this spec's error alone
     else:

@@ -15,6 +15,7 @@ holds its kernels' names, so everything but the text itself is still validated.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import types
 from dataclasses import dataclass
@@ -78,7 +79,9 @@ def render(ref: str, psets: list[dict[str, Any]] | None, imports: CodeImports) -
         if callable(value):
             raise SpecError(f"{ref!r} is a function; give its arguments in 'params' (one unit per parameter "
                             f"set), or name a str constant", "source")
-        return [_checked(ref, ref, value)]
+        one = [_checked(ref, ref, value)]
+        _same_with_parents(ref, None, one, imports)
+        return one
     if not callable(value):
         raise SpecError(f"{ref!r} is {_a(type(value).__name__)}, not a function; 'params' needs a function that "
                         f"returns the source", "params")
@@ -93,7 +96,23 @@ def render(ref: str, psets: list[dict[str, Any]] | None, imports: CodeImports) -
         except Exception as e:  # noqa: BLE001 - the library's own function failed: say which call, one line
             raise SpecError(f"{short(label)} raised {type(e).__name__}: {str(e)[:200]}", "params") from None
         out.append(_checked(ref, label, text))
+    _same_with_parents(ref, psets, out, imports)
     return out
+
+
+def _same_with_parents(ref: str, psets: list[dict[str, Any]] | None, rendered: list[Rendered],
+                       imports: CodeImports) -> None:
+    """Refuse a text the bare parents changed: rendered again where the parents' ``__init__`` run (as they do
+    wherever the library is imported), each text must be the same (:meth:`CodeImports.with_parents`)."""
+    answer = imports.with_parents({"render": ref, "psets": psets})
+    if answer is None:
+        return
+    for r, key in zip(rendered, answer["keys"]):
+        if hashlib.sha256(r.text.encode()).hexdigest() != key:
+            raise SpecError(f"{short(r.label)} gives another text when the __init__ of its parent packages runs, "
+                            f"as it does wherever the library is imported: aot's bare import would build a text the "
+                            f"library never compiles; set import-parents = true under [tool.aot], or set the value "
+                            f"in the module itself", "source")
 
 
 def code_units(e: Mapping[str, Any], name: str, ref: str, imports: CodeImports | None,

@@ -9,19 +9,21 @@ calls the original with the same arguments, whose result (or exception) the call
   ``cuda.bindings.nvrtc.nvrtcCreateProgram``/``nvrtcAddNameExpression``/``nvrtcCompileProgram``, CuPy's
   ``RawModule``/``RawKernel``. Each is named where it lives, in the recorded process (the modules are
   loaded there): a ``str`` of the library's modules with the same text, or a call of one of its
-  module-level functions that returned it, with plain arguments that give the same text again
-  (re-rendered and compared here). Calls of the library's functions are seen through ``sys.setprofile``,
-  limited to code whose module belongs to the recorded packages.
-* cuda.compute algorithms: every ``make_*`` factory (the one-shot functions call them) gets its keyword
-  arguments described as data (dtypes, iterators, operators: built-ins, functions with their module and a
-  lambda's source); :mod:`aot.build.record_cccl` turns them into matrix specs.
+  module-level functions that returned it, with its plain arguments (whether they give the same text again
+  is checked after the command, in a process of its own: :mod:`aot.build.record_run`). Calls of the library's
+  functions are seen through ``sys.setprofile``, limited to code whose module belongs to the recorded
+  packages; only the plain values of their arguments are kept, never the objects. The kernels are read from
+  the compiled image (:mod:`aot.build.image_symbols`) and the name expressions the compile was given.
+* The other families, each a module of this folder listed in :data:`FAMILY_HOOKS`: cuda.compute's ``make_*``
+  factories (:mod:`aot.build.record_hook_cccl`), numba-cuda's dispatcher compiles
+  (:mod:`aot.build.record_hook_numba`).
 
 The records file is bounded (:data:`MAX_RECORDS` lines of at most :data:`MAX_LINE` bytes each).
 """
 
 from __future__ import annotations
 
-import ast
+import functools
 import hashlib
 import importlib.abc
 import importlib.util
@@ -30,19 +32,20 @@ import os
 import re
 import sys
 import threading
+import types
 from typing import Any
 
 MAX_RECORDS = 20000
 MAX_LINE = 64 * 1024
-#: Modules whose import triggers a patch, and the patch.
-_TARGETS = ("cuda.core", "cuda.core.experimental", "cuda.bindings.nvrtc", "cuda.compute", "cupy")
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
+#: The families' hooks: stdlib-only modules of this folder, loaded by path beside this one. Each has
+#: ``TARGETS`` (the modules whose import triggers it) and ``patch(name, module, api)`` (``api``: :data:`API`).
+#: A new family adds its module's name here and nothing else.
+FAMILY_HOOKS = ("record_hook_cccl", "record_hook_numba", "record_hook_cupy")
 _ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
 
 _local = threading.local()
 _lock = threading.Lock()
-_state: dict[str, Any] = {"count": 0, "fd": None, "packages": (), "renders": {}, "pending": {}, "mine": {},
-                          "asts": {}}
+_state: dict[str, Any] = {"count": 0, "fd": None, "packages": (), "renders": {}, "pending": {}, "mine": {}}
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -92,7 +95,8 @@ def _profile(frame: Any, event: str, arg: Any) -> None:
         if not _busy() and _is_mine(frame):
             code = frame.f_code
             names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-            _state["pending"][id(frame)] = {n: frame.f_locals.get(n) for n in names}
+            local = frame.f_locals
+            _state["pending"][id(frame)] = {n: _note_arg(local.get(n)) for n in names}
     elif event == "return":
         args = _state["pending"].pop(id(frame), None)
         if args is not None and isinstance(arg, str) and arg and len(_state["renders"]) < 100000:
@@ -110,6 +114,13 @@ def _library_modules() -> list[tuple[str, Any]]:
             and any(n == p or n.startswith(p + ".") for p in _state["packages"])]
 
 
+def _note_arg(value: Any) -> tuple[bool, Any]:
+    """An argument as kept: ``(True, plain value)`` or ``(False, its type's name)``; never the object, which
+    the command may expect to be freed (a weak reference, a file closed by its finalizer)."""
+    plain = _plain(value)
+    return (True, plain) if plain is not None else (False, type(value).__name__)
+
+
 def _plain(value: Any) -> Any:
     """An argument as the matrix can write it (str, int, float, bool), or ``None``: a numpy dtype or scalar
     type becomes its name (the re-rendering check decides whether the function accepts that)."""
@@ -123,7 +134,10 @@ def _plain(value: Any) -> Any:
 
 def name_source(text: str) -> dict:
     """Where ``text`` lives in the library: ``{"ref": "pkg.mod:ATTR"}``, ``{"ref": "pkg.mod:fn", "params":
-    {...}}``, or ``{"why": ...}`` saying why it cannot be named."""
+    {...}, "rerender": {...}}``, or ``{"why": ...}`` saying why it cannot be named. The function is not
+    called again here (that would run its side effects a second time in the command): ``rerender`` says how
+    :mod:`aot.build.record_run` calls it in a process of its own (this one's interpreter, ``sys.path`` and
+    folder) and compares the text's hash."""
     with _Quiet():
         consts = sorted((attr.startswith("_"), len(mod), mod, attr) for mod, m in _library_modules()
                         for attr, v in list(vars(m).items()) if isinstance(v, str) and v == text)
@@ -141,19 +155,14 @@ def name_source(text: str) -> dict:
         fn = getattr(sys.modules.get(mod), qual, None)
         if not callable(fn):
             return {"why": f"rendered by {where}, which is not a module-level name of {mod}"}
-        params = {k: _plain(v) for k, v in args.items()}
-        bad = [k for k, v in params.items() if v is None]
+        bad = [k for k, (ok, _) in args.items() if not ok]
         if bad:
             return {"why": f"rendered by {where} from arguments that are not plain values: "
-                           f"{', '.join(f'{k}={args[k]!r}'[:80] for k in bad)}"}
-        try:
-            again = fn(**params)
-        except Exception as e:  # noqa: BLE001 - the library's function refused the plain spelling
-            return {"why": f"rendered by {where}; called again with {params} it raised {type(e).__name__}"}
-        if again != text:
-            return {"why": f"rendered by {where}; called again with {params} it returns another text (it "
-                           f"depends on more than its arguments)"}
-        return {"ref": where, "params": params}
+                           f"{', '.join(f'{k}=<{args[k][1]}>'[:80] for k in bad)}"}
+        params = {k: v for k, (_, v) in args.items()}
+        return {"ref": where, "params": params, "rerender": {
+            "executable": sys.executable, "cwd": os.getcwd(), "path": [p for p in sys.path if isinstance(p, str)][:200],
+            "module": mod, "function": qual, "params": params, "sha1": _sha(text)}}
 
 
 def _sites() -> list[str]:
@@ -168,23 +177,41 @@ def _sites() -> list[str]:
     return out
 
 
-def _kernels_in(text: str) -> list[str]:
-    return list(dict.fromkeys(_KERNEL.findall(text))) if 'extern "C"' in text else []
+def _text(v: Any) -> str:
+    return bytes(v).decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
 
 
-def record_nvrtc(via: str, text: Any, options: Any, kernels: Any, headers: int = 0) -> None:
-    """One NVRTC compile: the source's name in the library (or why none), its kernels and options."""
+def kernels_of(text: str, names: list[str], image: Any, lowered: dict) -> list[str]:
+    """The unit's kernels: its name expressions as given, then every other entry symbol the compiled
+    ``image`` defines (an ``extern "C"`` name, or a C++ kernel's mangled one), in the order the source text
+    first mentions them (image order for the rest). The image is the truth; the text only orders."""
+    if image is None:
+        return list(names)
+    symbols = _load_beside("image_symbols").kernel_symbols(bytes(image))
+    covered = {_text(v) for v in lowered.values()} | set(names)
+    rest = [s for s in symbols if s not in covered]
+    order = {s: (text.find(s) if text.find(s) >= 0 else len(text) + i) for i, s in enumerate(rest)}
+    return list(names) + sorted(rest, key=order.__getitem__)
+
+
+def record_nvrtc(via: str, text: Any, options: Any, kernels: Any, headers: int = 0, image: Any = None,
+                 lowered: Any = None, failed: str | None = None) -> None:
+    """One NVRTC compile: the source's name in the library (or why none), its kernels (``kernels``: the name
+    expressions given; ``image``: the compiled cubin or PTX, whose entries are the others; ``lowered``: each
+    name expression's symbol) and options; ``failed``: why the compile itself failed."""
     if _busy():
         return
     try:
         with _Quiet():
-            if isinstance(text, (bytes, bytearray)):
-                text = bytes(text).decode("utf-8", "replace")
+            text = _text(text)
             rec: dict[str, Any] = {"kind": "nvrtc", "via": via, "sha1": _sha(text), "len": len(text),
                                    "head": next((ln.strip()[:100] for ln in text.splitlines() if ln.strip()), ""),
-                                   "site": _sites(), "headers": headers, "options": options}
-            rec["kernels"] = [k.decode() if isinstance(k, bytes) else str(k) for k in kernels or ()] or \
-                _kernels_in(text)
+                                   "site": _sites(), "headers": headers, "options": options,
+                                   "image": image is not None}
+            names = [_text(k) for k in kernels or ()]
+            rec["kernels"] = kernels_of(text, names, image, dict(lowered or {}))
+            if failed:
+                rec["failed"] = failed
             rec.update(name_source(text))
         _write(rec)
     except Exception as e:  # noqa: BLE001 - a recording problem must never change the command's result
@@ -216,15 +243,24 @@ def _patch_cuda_core(mod: Any) -> None:
 
         def compile(self, target_type, name_expressions=(), *args, **kwargs):
             code, code_type, options = self._aot_note
-            if str(code_type).lower() in ("c++", "cpp", "cu", "cuda"):
-                opts: dict[str, Any] = {}
-                if options is not None and dataclasses.is_dataclass(options):
-                    opts = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)
-                            if getattr(options, f.name) is not None and f.name not in ("arch", "name")}
-                record_nvrtc("cuda.core", code, {k: (list(v) if isinstance(v, tuple) else v)
-                                                 for k, v in opts.items()}, list(name_expressions or ()))
-            with _Quiet():  # what cuda.core calls underneath is this compile, not another
-                return super().compile(target_type, name_expressions, *args, **kwargs)
+            if _busy() or str(code_type).lower() not in ("c++", "cpp", "cu", "cuda"):
+                with _Quiet():
+                    return super().compile(target_type, name_expressions, *args, **kwargs)
+            opts: dict[str, Any] = {}
+            if options is not None and dataclasses.is_dataclass(options):
+                opts = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)
+                        if getattr(options, f.name) is not None and f.name not in ("arch", "name")}
+            note = ("cuda.core", code, {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()},
+                    list(name_expressions or ()))
+            try:
+                with _Quiet():  # what cuda.core calls underneath is this compile, not another
+                    result = super().compile(target_type, name_expressions, *args, **kwargs)
+            except BaseException as e:
+                record_nvrtc(*note, failed=type(e).__name__)
+                raise
+            image = getattr(result, "code", None) if str(target_type).lower() in ("cubin", "ptx") else None
+            record_nvrtc(*note, image=image, lowered=getattr(result, "symbol_mapping", None) or {})
+            return result
 
     Program.__name__ = Program.__qualname__ = "Program"
     Program.__module__ = base.__module__
@@ -257,13 +293,47 @@ def _patch_nvrtc(mod: Any) -> None:
 
     def nvrtcCompileProgram(prog, numOptions, options):  # noqa: N802, N803
         note = progs.pop(key(prog), None)
+        result = compile_(prog, numOptions, options)
         if note is not None:
-            record_nvrtc("nvrtc", note["src"], _flags(options), note["names"], note["headers"])
-        return compile_(prog, numOptions, options)
+            image, lowered, failed = _nvrtc_image(mod, prog, note["names"], result)
+            record_nvrtc("nvrtc", note["src"], _flags(options), note["names"], note["headers"], image, lowered,
+                         failed)
+        return result
 
     mod.nvrtcCreateProgram, mod.nvrtcAddNameExpression = nvrtcCreateProgram, nvrtcAddNameExpression
     mod.nvrtcCompileProgram = nvrtcCompileProgram
     mod._aot_recorded = True
+
+
+def _ok(result: Any) -> bool:
+    err: Any = result[0] if isinstance(result, tuple) else result
+    return int(getattr(err, "value", err)) == 0
+
+
+def _nvrtc_image(mod: Any, prog: Any, names: list, result: Any) -> tuple[Any, dict, str | None]:
+    """After a raw NVRTC compile: its cubin (or PTX, for a ``compute_XX`` target) and each name expression's
+    lowered name, read through NVRTC's getters (which change nothing the library reads afterwards)."""
+    if not _ok(result):
+        return None, {}, "the compile failed"
+    try:
+        with _Quiet():
+            image = None
+            size = mod.nvrtcGetCUBINSize(prog)
+            if _ok(size) and size[1]:
+                buf = b" " * size[1]
+                image = buf if _ok(mod.nvrtcGetCUBIN(prog, buf)) else None
+            if image is None:
+                size = mod.nvrtcGetPTXSize(prog)
+                buf = b" " * size[1] if _ok(size) else b""
+                image = buf.rstrip(b"\0") if buf and _ok(mod.nvrtcGetPTX(prog, buf)) else None
+            lowered = {}
+            for n in names:
+                got = mod.nvrtcGetLoweredName(prog, n)
+                if _ok(got):
+                    lowered[_text(n)] = _text(got[1])
+            return image, lowered, None
+    except Exception as e:  # noqa: BLE001 - an API we do not know: the name expressions alone
+        return None, {}, f"its image could not be read ({type(e).__name__})"
 
 
 def _patch_cupy(mod: Any) -> None:
@@ -285,22 +355,6 @@ def _patch_cupy(mod: Any) -> None:
         setattr(mod, cls_name, sub)
 
 
-def _patch_compute(mod: Any) -> None:
-    """Every ``make_*`` of cuda.compute's modules, wherever it is bound (the one-shot functions look theirs
-    up in their own module, so they are recorded through it)."""
-    cccl = _load_beside("record_hook_cccl")
-    wrapped: dict[int, Any] = {}
-    for name, m in list(sys.modules.items()):
-        if m is None or not (name == "cuda.compute" or name.startswith("cuda.compute.")):
-            continue
-        for attr, fn in list(vars(m).items()):
-            if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False) and \
-                    str(getattr(fn, "__module__", "")).startswith("cuda.compute.algorithms"):
-                if id(fn) not in wrapped:
-                    wrapped[id(fn)] = cccl.wrap(fn, attr, _write, _sites, _Quiet, _busy, parse_cached)
-                setattr(m, attr, wrapped[id(fn)])
-
-
 def _load_beside(name: str) -> Any:
     """A stdlib-only module of this folder, loaded by path like this one (not as part of the aot package)."""
     full = f"_aot_{name}"
@@ -313,8 +367,20 @@ def _load_beside(name: str) -> Any:
     return sys.modules[full]
 
 
-_PATCHES = {"cuda.core": _patch_cuda_core, "cuda.core.experimental": _patch_cuda_core,
-            "cuda.bindings.nvrtc": _patch_nvrtc, "cuda.compute": _patch_compute, "cupy": _patch_cupy}
+_PATCHES: dict[str, Any] = {"cuda.core": _patch_cuda_core, "cuda.core.experimental": _patch_cuda_core,
+                            "cuda.bindings.nvrtc": _patch_nvrtc, "cupy": _patch_cupy}
+
+
+def _family_patches() -> None:
+    """Each family hook's targets, into :data:`_PATCHES` (``patch(name, module, API)``)."""
+    for hook in FAMILY_HOOKS:
+        module = _load_beside(hook)
+        for target in module.TARGETS:
+            _PATCHES[target] = functools.partial(_family_patch, module.patch, target)
+
+
+def _family_patch(patch: Any, target: str, mod: Any) -> None:
+    patch(target, mod, API)
 
 
 def _apply(name: str, mod: Any) -> None:
@@ -354,12 +420,15 @@ def install() -> None:
         return
     _state["packages"] = tuple(p for p in os.environ.get("AOT_RECORD_PACKAGES", "").split(",") if p)
     _state["fd"] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    _write({"kind": "process", "pid": os.getpid(), "executable": sys.executable})
+    API.packages = _state["packages"]
+    _family_patches()
     stub = os.environ.get("AOT_RECORD_STUB")
     if stub:  # --stand-in-driver: cuda.compute builds (for a given compute capability) without a driver
         import ctypes
         ctypes.CDLL(stub, mode=ctypes.RTLD_GLOBAL)
     sys.meta_path.insert(0, _AfterImport())
-    for name in _TARGETS:
+    for name in list(_PATCHES):
         if name in sys.modules:
             _apply(name, sys.modules[name])
     if _state["packages"]:
@@ -367,11 +436,8 @@ def install() -> None:
         threading.setprofile(_profile)
 
 
-def parse_cached(path: str) -> Any:
-    """A source file's AST, parsed once per process (lambda sources are found in it)."""
-    tree = _state["asts"].get(path)
-    if tree is None:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        _state["asts"][path] = tree
-    return tree
+#: What a family hook is given: the writer, the recorder's guards and helpers (see :data:`FAMILY_HOOKS`); an
+#: NVRTC-compiling family (CuPy's) records through ``record_nvrtc`` with the compiled image, if it has one.
+API = types.SimpleNamespace(write=_write, sites=_sites, quiet=_Quiet, busy=_busy, packages=(),
+                            load_beside=_load_beside, record_nvrtc=record_nvrtc, flags=_flags)
+

@@ -20,6 +20,32 @@ _ENUMS = ("SortOrder", "Determinism")
 _OPKINDS = ("OpKind", "cccl_op_kind_t")
 
 
+#: The modules whose import triggers :func:`patch` (see ``record_hook.FAMILY_HOOKS``).
+TARGETS = ("cuda.compute",)
+
+
+def patch(name: str, mod: Any, api: Any) -> None:
+    """Every ``make_*`` of cuda.compute's modules, wherever it is bound (the one-shot functions look theirs
+    up in their own module, so they are recorded through it)."""
+    wrapped: dict[int, Any] = {}
+    for modname, m in list(sys.modules.items()):
+        if m is None or not (modname == name or modname.startswith(name + ".")):
+            continue
+        for attr, fn in list(vars(m).items()):
+            if attr.startswith("make_") and callable(fn) and not getattr(fn, "_aot_recorded", False) and \
+                    str(getattr(fn, "__module__", "")).startswith("cuda.compute.algorithms"):
+                if id(fn) not in wrapped:
+                    wrapped[id(fn)] = wrap(fn, attr, api.write, api.sites, api.quiet, api.busy, parse_cached)
+                setattr(m, attr, wrapped[id(fn)])
+
+
+@functools.lru_cache(maxsize=64)
+def parse_cached(path: str) -> Any:
+    """A source file's syntax tree, parsed once per process (lambda sources are found in it)."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
 def wrap(fn: Callable, factory: str, write: Callable, sites: Callable, quiet: Any, busy: Callable,
          parse: Callable) -> Callable:
     """``fn`` recording each outermost call (a factory called by another records once)."""

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.versions import dist_version, producer_versions, stub_digest
+from ..core.versions import INSTALL_TOOLKIT, dist_version, producer_versions, stub_digest
 from ..runtime.driver import STUB_MARKER, native_sm, real_driver_present
 from ..core.fs import trust_problem
 from ..core.errors import ToolchainError
@@ -29,7 +29,7 @@ def cuda_major() -> int:
     """The CUDA major of the installed cuda-bindings (what cuda-cccl picks its extension by)."""
     v = dist_version("cuda-bindings")
     if v == "missing":
-        raise ToolchainError("cuda-bindings is not installed (pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
+        raise ToolchainError(f"cuda-bindings is not installed ({INSTALL_TOOLKIT})")
     return int(v.split(".")[0])
 
 

@@ -117,7 +117,7 @@ def _verify_gpu(root: Path, args) -> int:
                          else f"--only {args.only!r} names no spec")
     info = read_info(root) or {}
     checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
-    launches = _launch_store(args)
+    numba_launches, replays = _launch_stores(args)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     err = Console(stderr=True)
     todo = names if names is not None else registry.names()
@@ -133,7 +133,7 @@ def _verify_gpu(root: Path, args) -> int:
                 progress.update(task, description=name)
 
         rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec,
-                          launches=launches)
+                          launches=numba_launches, replays=replays)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
     for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
@@ -165,24 +165,31 @@ def _verify_gpu(root: Path, args) -> int:
     return 0
 
 
-def _launch_store(args) -> list | None:
-    """The recorded launches ``verify --gpu`` replays: ``--launches DIR``, else ``<matrix>.launches`` beside
-    ``--matrix`` when that folder exists (``aot record --out M`` writes it there), else none."""
+def _launch_stores(args) -> tuple[tuple | None, list | None]:
+    """The recorded launches ``verify --gpu`` replays for kernels without a check: ``--launches DIR``, else
+    ``<matrix>.launches`` beside ``--matrix`` when that folder exists (``aot record --out M`` writes it there).
+    Two stores may live there: numba-cuda launches per spec (``launches.json``, :mod:`aot.verify.launches`,
+    replayed through the kernel's dispatcher) and every launch by kernel symbol (``index.json``,
+    :mod:`aot.verify.replay`, replayed against the packaged image). (numba's, raw's); None where absent."""
+    from ..build.record_launches import INDEX
     from ..verify.replay import read_store
     folder = getattr(args, "launches", None)
     matrix = getattr(args, "matrix", None)
     if folder is None and matrix is not None and matrix.with_name(f"{matrix.stem}.launches").is_dir():
         folder = matrix.with_name(f"{matrix.stem}.launches")
     if folder is None:
-        return None
+        return None, None
     if not folder.is_dir():
         raise UsageError(f"--launches {folder}: not a folder (aot record --out M writes M's stem + .launches/)")
-    from ..build.record_launches import INDEX
-    if not (folder / INDEX).is_file() and (folder / "launches.json").is_file():
-        return []  # only the numba-only store of an earlier aot record: nothing for this reader
-    launches = read_store(folder)
-    print(f"replaying {len(launches)} recorded launch(es) from {printable(str(folder))} for kernels without a check")
-    return launches
+    numba = raw = None
+    if (folder / "launches.json").is_file():
+        from ..verify.launches import read_index
+        numba = (folder, read_index(folder))
+    if (folder / INDEX).is_file() or numba is None:
+        raw = read_store(folder)  # neither index there: this reader's one-line error names index.json
+    count = len(numba[1] if numba else ()) + len(raw or ())
+    print(f"replaying {count} recorded launch(es) from {printable(str(folder))} for kernels without a check")
+    return numba, raw
 
 
 def gpu_failure_report(rows) -> str:

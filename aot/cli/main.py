@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
     ver.add_argument("--launches", type=Path, default=None, help="with --gpu: replay the kernel launches `aot "
                      "record` kept (DIR: <matrix>.launches; default: the one beside --matrix, if any) for kernels "
-                     "without a check")
+                     "without a check (numba kernels through their dispatcher need --package)")
     ver.add_argument("--allow-unchecked", action="store_true", help="with --gpu: exit 0 even when kernels have "
                      "neither a check nor a recorded launch (by default they fail the run, exit 7)")
 
@@ -209,13 +209,27 @@ def _clip(text: str, limit: int = 300) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     with _sigterm_unwinds():
         try:
-            return _main(argv)
+            return _flushed(_main(argv))
         except Terminated:  # SIGTERM, wherever it arrived (in a command, while parsing or printing)
             print("aot: terminated", file=sys.stderr)
             return 143
         except KeyboardInterrupt:
             print("aot: interrupted", file=sys.stderr)
             return 130
+
+
+def _flushed(rc: int) -> int:
+    """``rc``, once what the command printed has left: a reader that left early (``aot doctor | head``) is
+    then met here, not by the interpreter's final flush, which printed "Exception ignored ... BrokenPipeError"
+    and exited 120 whenever the output was still buffered when the reader left (a race under load)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except (OSError, ValueError, AttributeError):  # a closed or missing stdout: nothing more to say there
+        pass
+    return rc
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -19,6 +19,9 @@ def record_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers 
     r.add_argument("--stand-in-driver", action="store_true", help="on a host without a driver, load aot's "
                    "stand-in libcuda into the command's processes (cuda.compute then builds algorithms for a "
                    "compute_capability it is given)")
+    r.add_argument("--no-launches", action="store_true", help="keep no numba-cuda launches (by default, on a "
+                   "GPU, one small launch per kernel signature is kept beside the matrix, in NAME.launches/, "
+                   "for aot verify --gpu --launches)")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="the command to record and its arguments")
 
@@ -38,7 +41,7 @@ def _packages(args) -> list[str]:  # noqa: ANN001
 
 
 def cmd_record(args) -> int:  # noqa: ANN001
-    from ..build.record import record
+    from ..build.record import comment, record
     command = list(args.argv)
     if command[:1] == ["--"]:
         command = command[1:]
@@ -47,18 +50,27 @@ def cmd_record(args) -> int:  # noqa: ANN001
     if args.stand_in_driver:
         from ..build.toolchain import choose_driver
         stand_in = choose_driver().path  # None where a real driver is present: it wins
-    rec = record(command, args.out, packages, stand_in)
+    rec = record(command, args.out, packages, stand_in, launches=not args.no_launches)
+    if rec.interrupted:
+        print(f"aot record: interrupted ({rec.interrupted}, passed on to the command); the command "
+              f"{rec.describe_exit()}; nothing written")
+        return rec.exit_code or 130
     units = sum(len(e["params"]) if isinstance(e.get("params"), list) else
                 max((len(v) for v in e.get("params", {}).values() if isinstance(v, list)), default=1)
                 for e in rec.nvrtc)
-    print(f"aot record: {rec.compiles} NVRTC compiles, {rec.builds} cuda.compute builds seen; wrote {args.out}: "
-          f"{len(rec.nvrtc)} NVRTC entries ({units} units), {len(rec.cccl)} CCCL specs")
+    numba = sum(len(e["signatures"]) for e in rec.numba)
+    print(f"aot record: {rec.compiles} NVRTC compiles, {rec.seen.get('numba', 0)} numba-cuda kernel compiles, "
+          f"{rec.builds} cuda.compute builds seen; wrote {args.out}: {len(rec.nvrtc)} NVRTC entries ({units} units), "
+          f"{len(rec.numba)} numba entries ({numba} signatures), {len(rec.cccl)} CCCL specs"
+          + (f", {len(rec.cupy)} CuPy entries ({rec.seen['cupy']} CuPy compiles seen)" if rec.seen.get("cupy") else ""))
+    if rec.launches:
+        print(f"kept {len(rec.launches)} launch(es) in {args.out.with_name(rec.launches_folder)}/")
     if rec.unnamed:
         print(f"not named ({len(rec.unnamed)}; listed at the top of {args.out}):")
         for line in rec.unnamed:
-            print(f"  - {line}")
+            print(f"  - {comment(line)}")
     for note in rec.notes[:20]:
-        print(f"note: {note}")
+        print(f"note: {comment(note)}")
     if rec.returncode:
-        print(f"aot record: the command exited with {rec.returncode}")
-    return rec.returncode
+        print(f"aot record: the command {rec.describe_exit()}")
+    return rec.exit_code

@@ -78,6 +78,12 @@ class ArgumentError(AotError, TypeError):
     return_code = 2
 
 
+class NothingRecordedError(AotError):
+    """``aot record`` saw no compile in the command (its GPU paths need a device, or no Python ran)."""
+
+    return_code = 9
+
+
 class AotWarning(UserWarning):
     """An artifact or cache entry was skipped (the next source served instead), or a manifest is unusable.
 

@@ -388,6 +388,9 @@ def spec_from_definition(d: Any) -> Spec:
         raise SpecError(f"the definition is a {type(d).__name__}, not an object")
     if "algorithm" in d:
         return check_cccl(d)
+    if "cupy" in d:  # the CuPy family
+        from .cupyspec import check_cupy  # only for a set that ships one
+        return check_cupy(d, check_name(d.get("name")))
     if "kernel" in d:  # the numba-cuda family
         from .numbaspec import check_numba  # only for a set that ships one: the runtime closure stays as pinned
         return check_numba(d, check_name(d.get("name")))

@@ -1,4 +1,5 @@
-"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit, a numba-cuda kernel) and their content keys.
+"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit, a numba-cuda kernel, a CuPy kernel) and their
+content keys.
 
 Plain data (no CUDA imports): the runtime reads specs back from a manifest cheaply. What a spec may
 say is checked by :mod:`aot.core.rules`, the one validator the matrix and manifests share.
@@ -145,7 +146,39 @@ class NumbaKernel:
         return _key(("family", "numba"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
 
 
-Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel]
+@dataclass(frozen=True)
+class CupyKernel:
+    """One kernel CuPy compiles with NVRTC (:mod:`aot.core.cupyspec` checks it): the source and options CuPy's
+    compiler is handed (``cupy.cuda.compiler._compile_module_with_cache``), install paths in the options written
+    as placeholders (``{cupy_include}``, ``{cuda_include}``), and the CuPy release that generated and compiles it.
+    ``what`` says what produced it (``cupy_add`` from ``mylib.ops:scale``), for people. The source's digest, not its
+    text, is the definition (the loader never needs the text: the artifact's header carries CuPy's own key)."""
+
+    name: str
+    what: str
+    source_sha256: str
+    options: tuple[str, ...]
+    name_expressions: tuple[str, ...] | None
+    jitify: bool
+    cupy: str
+    source: str = field(default="", compare=False, repr=False)
+    family: str = field(default="cupy", init=False)
+    kernels: tuple[str, ...] = field(default=(), init=False)
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "what": self.what, "source_sha256": self.source_sha256,
+                "options": list(self.options),
+                "name_expressions": None if self.name_expressions is None else list(self.name_expressions),
+                "jitify": self.jitify, "cupy": self.cupy}
+
+    def content_key(self) -> str:
+        d = self.definition()
+        d.pop("name")
+        d.pop("what")  # a label: the same compile under another description builds the same bytes
+        return _key(("family", "cupy"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
+
+
+Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel]
 
 
 #: Toolchain versions that cannot change a family's bytes, left out of its item keys: an NVRTC cubin or a
@@ -153,7 +186,7 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel]
 #: which cuda-cccl provides: :meth:`NvrtcUnit.includes_installed_headers`), so building one beside another
 #: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another
 #: cuda-cccl adopts its NVRTC units).
-_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"})}
+_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}), "cupy": frozenset({"cuda_cccl"})}
 
 
 def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str]) -> str:

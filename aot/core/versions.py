@@ -14,6 +14,49 @@ from typing import Any, Mapping
 
 from .errors import ArtifactError, ToolchainError
 
+#: What a CLI message or a doc tells a developer to install, per purpose: distributions that exist (aot's own
+#: are one per CUDA major, made by .ci/variant.py; "cccl-aot" is only the source tree's name).
+INSTALL_TOOLKIT = "pip install 'cccl-aot-cu13[cu13]' or 'cccl-aot-cu12[cu12]'"
+
+#: What a wheel carrying numba-cuda kernels requires to load them (the hatch hook and ``aot bundle`` add it): the
+#: kernels are the library's own ``@cuda.jit`` dispatchers, so numba-cuda itself, as a range, never the release
+#: that built them (another one JIT-compiles them, said in one warning). The lower bound is cuda-cccl 0.6's own
+#: (its cu13 extra asks numba-cuda>=0.23); the environment matrix loads a numba wheel under 0.23, 0.26 and 0.30.
+NUMBA_CUDA_REQUIREMENT = "numba-cuda>=0.23,<1"
+
+#: cuda-core features the runtime uses beyond loading (the packaged NVRTC path goes through the driver with
+#: ctypes and needs only ``cuda.core.Device``): the module and attribute each needs, and the first release
+#: that has it (each release installed and probed: docs/dependencies.md). Where one is missing, that feature
+#: says so in one line (:func:`cuda_core_missing`); the rest works.
+CUDA_CORE_FEATURES: dict[str, tuple[str, str, str, str]] = {
+    "kernel": ("a cuda.core.Kernel handle (Registry.kernel, aot.kernel)", "cuda.core", "Kernel.from_handle",
+               "0.6.0"),
+    "jit_cache": ("the per-user cache of JIT-compiled NVRTC units", "cuda.core.utils", "FileStreamProgramCache",
+                  "1.0.0"),
+    "program_cache": ("aot.program_cache", "cuda.core.utils", "ProgramCacheResource", "1.0.0"),
+}
+
+
+def cuda_core_missing(feature: str) -> str | None:
+    """``None`` where the installed cuda-core has what ``feature`` (a :data:`CUDA_CORE_FEATURES` key) needs;
+    else one line naming the feature, the cuda-core release that brings it and the installed one. Imports
+    ``cuda.core`` (only features that are about to use it ask)."""
+    label, module, attr, first = CUDA_CORE_FEATURES[feature]
+    return _cuda_core_missing(label, module, attr, first)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_core_missing(label: str, module: str, attr: str, first: str) -> str | None:
+    import importlib
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return (f"{label} needs cuda-core>={first} ({module}.{attr}); installed is cuda-core "
+                f"{dist_version('cuda-core')}")
+    return None
+
 
 def dist_version(name: str) -> str:
     """An installed distribution's version, or ``"missing"``."""
@@ -48,8 +91,7 @@ def producer_versions() -> dict[str, str]:
     cccl = dist_version("cuda-cccl")
     bindings = dist_version("cuda-bindings")
     if bindings == "missing":
-        raise ToolchainError("cuda-bindings must be installed to build "
-                             "(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]')")
+        raise ToolchainError(f"cuda-bindings must be installed to build ({INSTALL_TOOLKIT})")
     try:
         from cuda.bindings import nvjitlink, nvrtc
         err, major, minor = nvrtc.nvrtcVersion()
@@ -69,7 +111,7 @@ def require_cccl(names: list[str]) -> None:
     if names and dist_version("cuda-cccl") == "missing":
         more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
         raise ToolchainError(f"{names[0]}{more}: a cuda.compute (CCCL) spec needs cuda-cccl, which is not installed "
-                             f"(pip install 'cccl-aot[cu13]' or 'cccl-aot[cu12]'); NVRTC units build without it")
+                             f"({INSTALL_TOOLKIT}); NVRTC units build without it")
 
 
 def stub_digest() -> str:

@@ -31,6 +31,7 @@ from ..core.errors import AotError, ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import MANIFEST_NAME, load_manifest
 from ..core.text import short
+from ..core.versions import NUMBA_CUDA_REQUIREMENT
 
 log = get_logger(__name__)
 
@@ -75,6 +76,13 @@ def has_cccl(artifacts: Iterable[Mapping[str, Any]]) -> bool:
     """Whether a set's manifest entries hold a cuda.compute (CCCL) artifact: only then does a wheel carrying
     it need cuda-cccl (a blob loads only under the exact cuda-cccl that built it)."""
     return any(a.get("family") == "cccl" for a in artifacts)
+
+
+def numba_requirement(artifacts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``[numba-cuda range]`` where a set's manifest entries hold a numba-cuda kernel, else ``[]``: they load
+    through the library's own ``@cuda.jit`` dispatchers, so the wheel needs numba-cuda, any release of the
+    range (:data:`aot.core.versions.NUMBA_CUDA_REQUIREMENT`; one the kernels were not built by JIT-compiles them)."""
+    return [NUMBA_CUDA_REQUIREMENT] if any(a.get("family") == "numba" for a in artifacts) else []
 
 
 def required_pins(producer: Mapping[str, Any], *, cccl: bool = True) -> list[str]:
@@ -208,9 +216,11 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
     _raise_pin_problems(cfg, m.producer, require_pins, cccl)  # a prebuilt set's own producer decides the pins
     cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
+    numba = numba_requirement(a for a in m.artifacts if a["name"] in names)
     info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
             **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer, cccl=cccl), "jit": jit_requirement(m.producer, cccl=cccl)}
+            "requires": required_pins(m.producer, cccl=cccl) + numba,
+            "jit": jit_requirement(m.producer, cccl=cccl)}
     n, size = write_package_folder(Path(src), out, info, names=names)
     return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None,
                         cccl)

@@ -40,6 +40,7 @@ from ..core.errors import AotError, ArgumentError
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from ..core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
+from ..core.versions import cuda_core_missing
 from .registry import Registry, package_registry
 
 if TYPE_CHECKING:
@@ -193,10 +194,13 @@ class SourceLookup:
         except Exception as e:  # noqa: BLE001 - no NVRTC (a lean install), or options it refuses
             raise AotError(f"no packaged unit has this source with options {opts.canonical} and it cannot be "
                            f"compiled for sm_{sm}: {type(e).__name__}: {e}") from None
-        cache = self.program_cache() if not (exprs or dirs) else None  # cuda.core keys neither
+        cache = None  # cuda.core keys neither name expressions nor include directories; < 1.0 has no cache=
+        if not (exprs or dirs) and cuda_core_missing("program_cache") is None:
+            cache = self.program_cache()
         try:
             before = dict(cache.counts) if cache is not None else {}
-            code = prog.compile("cubin", name_expressions=exprs, cache=cache)
+            code = (prog.compile("cubin", name_expressions=exprs, cache=cache) if cache is not None
+                    else prog.compile("cubin", name_expressions=exprs))
         finally:
             prog.close()
         where = "jit"

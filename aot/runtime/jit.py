@@ -168,9 +168,10 @@ def nvrtc_from_cache_or_jit(unit: NvrtcUnit, sm: int, warn: Callable[[str], None
 
 def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] | None = None):
     """(ObjectCode, "jit" | "cache", cache path or None): the unit's cubin for ``sm`` from cuda.core's
-    cache, else compiled now and stored there. Needs no driver (nothing is loaded)."""
-    from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
+    cache, else compiled now and stored there. Needs no driver (nothing is loaded). A cuda-core without that
+    cache (< 1.0) compiles every time, said once per process."""
     from ..core.env import CACHE_MAX_BYTES
+    from ..core.versions import cuda_core_missing
     from ..build.compile import compile_program, headers_dir, program_options
     with headers_dir(unit) as hdr:
         opts = program_options(unit, f"sm_{sm}", hdr)
@@ -179,7 +180,14 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
         # cuda.core's cache refuses name expressions, and a unit's private header directory is a new
         # path (so a new cache key) each time: such units compile without it.
         where = nvrtc_cache_dir(warn) if not (exprs or hdr) else None
+        missing = cuda_core_missing("jit_cache") if where is not None else None
+        if missing:
+            if first_report(missing):
+                (warn or _aot_warning)(f"aot: {missing}: JIT-compiled NVRTC units are compiled again in every "
+                                       f"process")
+            where = None
         if where is not None:
+            from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
             try:
                 cache = FileStreamProgramCache(where, max_size_bytes=CACHE_MAX_BYTES.get() or None)
             except OSError:

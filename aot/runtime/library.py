@@ -34,7 +34,8 @@ import ctypes
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from ..core.errors import ArtifactError, NoDeviceError
+from ..core.errors import AotError, ArtifactError, NoDeviceError
+from ..core.versions import cuda_core_missing
 from . import cuctx, threads
 
 _P, _U = ctypes.c_void_p, ctypes.c_uint
@@ -112,6 +113,9 @@ class DriverLibrary:
             handle = self.kernel_handle(kernel_name)
             threads.IMPORTS.settle()  # a warmup's thread may be importing cuda.core right now
             from cuda.core import Kernel  # the first handle asked for imports cuda.core, not the load
+            missing = cuda_core_missing("kernel")  # cuda-core < 0.6: the unit loads, this handle does not
+            if missing:
+                raise AotError(f"{self.name}/{kernel_name}: {missing}; aot.cufunction(...) gives a CUfunction")
             with self._lock:
                 k = self._wrapped.get(kernel_name)
                 if k is None:

@@ -66,7 +66,12 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
     try:
         installed = nc.check_version()
     except nc.NumbaCudaError as e:
-        registry._warn(f"aot: {e}: packaged numba kernels are not attached; numba-cuda JIT-compiles them")
+        if nc.installed_version() == "missing":  # nothing can JIT them either: say what to install
+            from ..core.versions import NUMBA_CUDA_REQUIREMENT
+            registry._warn(f"aot: {registry.root}: {e}: its numba kernels cannot run (pip install "
+                           f"'{NUMBA_CUDA_REQUIREMENT}')")
+        else:
+            registry._warn(f"aot: {e}: packaged numba kernels are not attached; numba-cuda JIT-compiles them")
         return {s.name: str(e) for s in specs}
     by_kernel: dict[str, list[NumbaKernel]] = {}
     for s in specs:

@@ -102,7 +102,8 @@ class Registry:
         self._prechecked: dict[str, tuple[Any, Any, Any]] = {}  # path -> (spec, entry, Artifact or error)
 
     @classmethod
-    def from_package(cls, package: str, folder: str = "artifacts", *, numba: bool = True, **kw) -> "Registry":
+    def from_package(cls, package: str, folder: str = "artifacts", *, numba: bool = True, cupy: bool = True,
+                     **kw) -> "Registry":
         """The artifacts an installed package ships as data in ``<package>/<folder>/`` (what ``aot bundle``
         and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
 
@@ -110,6 +111,8 @@ class Registry:
         dispatchers here (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
         ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
         kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
+        Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
+        (:func:`aot.runtime.cupy_attach.attach_cupy`; ``cupy=False``: not).
 
         A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
         wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
@@ -121,9 +124,13 @@ class Registry:
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
             reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
-        elif numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
-            from .numba_attach import attach_numba  # numba-cuda: only for a package that ships its kernels
-            attach_numba(reg)
+        else:
+            if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
+                from .numba_attach import attach_numba  # numba-cuda: only for a package that ships its kernels
+                attach_numba(reg)
+            if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
+                from .cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
+                attach_cupy(reg)
         return reg
 
     # ------------------------------------------------------------------ introspection

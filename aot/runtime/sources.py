@@ -25,7 +25,7 @@ from ..core.arch import Candidate, rank
 from ..core.errors import AotError, ArtifactError, NoDeviceError
 from ..core.log import get_logger
 from ..core.manifest import Manifest
-from ..core.spec import CcclSpec, NumbaKernel, NvrtcUnit, Spec
+from ..core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec
 from ..core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
@@ -59,14 +59,21 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     device_sm = host.device_sm()
     if isinstance(spec, NumbaKernel):  # served through its own dispatcher (Registry.attach_numba), not from here
         raise AotError(f"{spec.name!r} is a numba-cuda kernel: Registry.attach_numba() serves it to its dispatcher")
+    if isinstance(spec, CupyKernel):  # served at CuPy's own compile call (aot.runtime.cupy_attach), not from here
+        raise AotError(f"{spec.name!r} is a CuPy kernel: Registry.from_package serves it at CuPy's compile call")
+    live = None
     if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
         require_driver(f"loading NVRTC unit {spec.name!r}")
+        spec, live = live_unit(spec, getattr(host, "_owner", None))
+        if live is not None:  # the library's own text differs: its packaged artifacts are of another text
+            host._warn(live)
+            st.errors.append(live)
     refusal = None
     if isinstance(spec, CcclSpec):  # no cuda-cccl: neither a packaged blob nor JIT can serve it
         require_cuda_cccl(spec.name, host.manifest)
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
-    cands = host.packaged_candidates(spec, device_sm)
+    cands = host.packaged_candidates(spec, device_sm) if live is None else []
     foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if cands and spec.family == "cccl" else None
     if foreign is not None:  # another cuda-cccl built the package: one warning for it, not one per file
         host._warn(foreign.warning)
@@ -112,6 +119,43 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         raise AotError(f"{spec.name}: no packaged artifact fits sm_{device_sm} and JIT failed "
                        f"({type(e).__name__}: {e})" + (f"; earlier: {'; '.join(st.errors[:-1])}"
                                                        if len(st.errors) > 1 else "")) from e
+
+
+def live_unit(spec: NvrtcUnit, owner: str | None) -> tuple[NvrtcUnit, str | None]:
+    """A unit from code (``source_path`` ``pkg.mod:ATTR``, or ``pkg.mod:fn(k=v, ...)``) as the running library
+    holds it: the library's text is the truth. Where ``pkg.mod`` is imported in this process and its text is not
+    the one packaged (the build read it with bare parents, or from an older tree), returns the unit with the
+    live text and one warning line: its packaged artifacts are then never served, JIT compiles the live text.
+    Nothing is imported: a module not in ``sys.modules`` is not checked. A ``str`` is read from the module's
+    namespace (no code runs); a function is called, with the arguments its label records, only when it lies
+    in ``owner`` (the package that owns the artifacts), the way the library itself would call it."""
+    import sys
+    ref, _, args = spec.source_path.partition("(")
+    mod, _, attr = ref.partition(":")
+    module = sys.modules.get(mod)
+    if module is None or getattr(module, "__aot_bare__", False):
+        return spec, None
+    value = vars(module).get(attr)
+    try:
+        if isinstance(value, str) and not args:
+            text = value
+        elif callable(value) and args and owner is not None and (mod == owner or mod.startswith(owner + ".")):
+            import ast  # only for a unit rendered by a function of a module imported here
+            call = ast.parse(f"f({args}", mode="eval").body
+            assert isinstance(call, ast.Call) and not call.args
+            text = value(**{kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg})
+        else:
+            return spec, None
+    except Exception as e:  # noqa: BLE001 - the library's own function failed: not checked, logged
+        log.debug("%s: the live text of %s could not be rendered (%s: %s)", spec.name, ref, type(e).__name__, e)
+        return spec, None
+    if not isinstance(text, str) or text == spec.source:
+        return spec, None
+    return (NvrtcUnit(name=spec.name, source_path=spec.source_path, source=text, kernels=spec.kernels,
+                      options=spec.options, headers=spec.headers),
+            f"aot: {spec.name}: {spec.source_path} in this process is not the text its artifacts were built from "
+            f"(built with its parent packages' __init__ not run? see docs/matrix-imports.md); compiling this "
+            f"process's text (JIT), not serving the packaged artifacts")
 
 
 def code_spec(spec: CcclSpec, *, trusted: bool, owner: str | None, root: Path | None

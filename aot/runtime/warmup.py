@@ -351,6 +351,10 @@ class WarmPool:
                 tls.since = time.perf_counter()
 
         try:
+            if host.spec(name).family == "cupy":  # CuPy loads its own module at its compile call: nothing here
+                with self._lock:
+                    self._status_of(name).kernels = 0
+                return
             if host.spec(name).family == "numba":  # numba-cuda: attached to its own @cuda.jit dispatcher
                 from .numba_attach import warm_spec  # numba-cuda: only for a set that ships its kernels
                 n = warm_spec(host, name)  # no CUDA and no numba in this thread (warm_spec says why)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..core import format as fmt
 from ..core.errors import ArtifactError
@@ -129,7 +129,8 @@ class GpuRow:
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
                package: str | None = None, on_spec: Callable[[str, bool], None] | None = None,
-               launches: list | None = None, runner: Callable | None = None) -> list[GpuRow]:
+               launches: tuple[Any, dict[str, dict]] | None = None, replays: list | None = None,
+               runner: Callable | None = None) -> list[GpuRow]:
     """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
 
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
@@ -138,8 +139,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     numba-cuda kernels run their package's check through a copy of their dispatcher
     (:mod:`aot.verify.numba_gate`); without one, or without ``package``, they are loaded, not executed.
     ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar).
-    ``launches`` (:func:`aot.verify.replay.read_store`): an NVRTC unit or numba kernel without a check replays
-    the recorded launches of its kernels against the artifact under test (``runner(device)`` runs them:
+    ``launches`` (folder, index: :mod:`aot.verify.launches`): a numba kernel without a check replays the launch
+    ``aot record`` kept for it through its dispatcher (with ``package``). ``replays``
+    (:func:`aot.verify.replay.read_store`): an NVRTC unit or numba kernel with neither replays the recorded
+    launches of its kernels against the artifact under test, importing nothing (``runner(device)`` runs them:
     :class:`aot.verify.replay.CudaCoreRunner`); with none either, its row is "loaded, not executed"."""
     progress = on_spec or (lambda name, done: None)
     from .context import check_cccl
@@ -159,13 +162,20 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
             t0 = time.perf_counter()
             source = "packaged"
             try:
+                if spec.family == "cupy":  # served at CuPy's own compile call: CuPy's calls check it (docs/cupy.md)
+                    rows.append(GpuRow(name, spec.family, sm, kind, source, True, 0.0,
+                                       "served at CuPy's compile call, not loaded here", status=UNRUN))
+                    continue
                 if isinstance(spec, NumbaKernel):  # through a copy of its own @cuda.jit dispatcher
                     from .numba_gate import check_numba_artifact
                     if entry is None:
                         source, kind = "jit", "numba-cuda"
                     fn = resolve_check(checks[name], package) if checks and name in checks and package else None
-                    done = _replayed(registry, spec, entry, None, launches, runner, device) \
-                        if fn is None and launches and entry is not None else None
+                    if fn is None and launches is not None and name in launches[1] and package is not None:
+                        from .launches import launch_check
+                        fn = launch_check(launches[0], launches[1][name])
+                    done = _replayed(registry, spec, entry, None, replays, runner, device) \
+                        if fn is None and replays and entry is not None else None
                     if done:
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
@@ -206,8 +216,8 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         check_kernel(obj.get_kernel, spec, device)
                     except NoReference:
                         kernels = {k: obj.get_kernel(k) for k in spec.kernels}
-                        done = _replayed(registry, spec, entry, kernels, launches, runner, device) \
-                            if launches else None
+                        done = _replayed(registry, spec, entry, kernels, replays, runner, device) \
+                            if replays else None
                         if done:
                             rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                                (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
@@ -215,7 +225,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, "no check for this unit "
                                            "([tool.aot] checks)" + (" and no recorded launch of its kernels"
-                                                                    if launches is not None else ""),
+                                                                    if replays is not None else ""),
                                            status=UNRUN))
                         continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
