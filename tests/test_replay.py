@@ -72,6 +72,12 @@ class Device:
     def cuStreamIsCapturing(self, stream):  # noqa: N802
         return (0, 0)
 
+    CUpointer_attribute = types.SimpleNamespace(CU_POINTER_ATTRIBUTE_MEMORY_TYPE=2)
+    host: set = set()
+
+    def cuPointerGetAttribute(self, attr, ptr):  # noqa: N802
+        return (0, 1) if int(ptr) in self.host else (1, 0)
+
     def cuFuncGetParamInfo(self, f, i):  # noqa: N802
         sizes = getattr(f, "params", None)
         return (0, 0, sizes[i]) if sizes is not None and i < len(sizes) else (1,)
@@ -265,17 +271,20 @@ def test_what_cannot_be_kept_says_why_and_still_runs_once(hook):
     hook.core.launch(None, config(), Kernel("k_big", lambda *a: None), big)
     hook.core.launch(None, config(), Kernel("k_obj", lambda *a: None), small, object())
     hook.drv.cuLaunchKernel(Kernel("k_raw", lambda *a: None), 1, 1, 1, 1, 1, 1, 0, 0, 12345, 0)
+    dev.host = {0x5000_0000}  # pinned host memory: known to the driver, no device allocation
+    hook.core.launch(None, config(), Kernel("k_host", lambda *a: None), 0x5000_0000)
 
     def raises(*a):
         raise RuntimeError("launch failed")
 
     with pytest.raises(RuntimeError, match="launch failed"):  # the launch's own error, unchanged and once
         hook.core.launch(None, config(), Kernel("k_err", raises), small)
-    assert hook.launched == ["k_big", "k_obj", "k_raw", "k_err"]
+    assert hook.launched == ["k_big", "k_obj", "k_raw", "k_host", "k_err"]
     whys = [r.get("why", "") for r in hook.records]
     assert any(f"an allocation of {hook.module.MAX_BUFFER + 16}" in w or "more than 1048576" in w for w in whys)
     assert any("builtins.object, whose bytes are not known" in w for w in whys)
     assert any("raw void**" in w for w in whys)
+    assert any("argument 0 points to memory the driver knows but cannot size (host memory)" in w for w in whys)
     assert not list(hook.private.iterdir())
 
 

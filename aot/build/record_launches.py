@@ -105,6 +105,16 @@ class Driver:
             return None
         return int(res[1]), int(res[2])
 
+    def known(self, ptr: int) -> bool:
+        """Whether the driver knows ``ptr`` as an address at all (pinned or registered host memory included)."""
+        attr = getattr(getattr(self.drv, "CUpointer_attribute", None), "CU_POINTER_ATTRIBUTE_MEMORY_TYPE", None)
+        if attr is None:
+            return False
+        try:
+            return int(self.drv.cuPointerGetAttribute(attr, ptr)[0]) == 0
+        except Exception:  # noqa: BLE001 - a value the bindings refuse as a pointer is not one
+            return False
+
     def to_host(self, base: int, size: int) -> bytes:
         buf = bytearray(size)
         self._ok(self.drv.cuMemcpyDtoH(ctypes.addressof((ctypes.c_char * size).from_buffer(buf)), base, size))
@@ -160,6 +170,8 @@ def describe_args(args: list, drv: Driver, dtypes: dict[int, str]) -> tuple[list
         if found is None:
             if explicit:
                 raise Skip(f"argument {i} is a buffer the driver cannot size (a pointer of no known allocation)")
+            if ptr and drv.known(ptr):  # host memory the device reads: its address means nothing in a replay
+                raise Skip(f"argument {i} points to memory the driver knows but cannot size (host memory)")
             out.append({"kind": "scalar", "type": kind, "hex": raw.hex()})
             continue
         base, size = found
