@@ -100,7 +100,10 @@ class Driver:
 
     def allocation(self, ptr: int) -> tuple[int, int] | None:
         """(base, size) of the device allocation holding address ``ptr``; None when it is not one."""
-        res = self.drv.cuMemGetAddressRange(ptr)
+        try:
+            res = self.drv.cuMemGetAddressRange(ptr)
+        except Exception:  # noqa: BLE001 - a value the bindings refuse as an address is not one
+            return None
         if int(res[0]) != 0:
             return None
         return int(res[1]), int(res[2])
