@@ -63,6 +63,8 @@ step python .ci/gpu/numba_digest.py prepare .gpu/numba_digest "$SM"
 # Issue 37 item 1: one source as two NVRTC units (no flag: writes 7; -DN=2: writes 2), launched with flags of every spelling.
 rm -rf .gpu/redteam37
 step python .ci/gpu/redteam37_flags.py prepare .gpu/redteam37
+# Issue 36.3: adopt-mypkg as its wheel installs it, without artifacts (aot record sees it compile), and a mutant of saxpy.
+step bash .ci/gpu/replay_check.sh prepare
 # Issue 29: the library-shaped warm set (35 CCCL specs, 180 NVRTC units of 1-26 kernels), incremental.
 step python benchmarks/gen_libset.py --out .gpu/libset-matrix
 step python -m aot build --matrix .gpu/libset-matrix/build_matrix.yaml --sm "$SM" --out .gpu/libset --quiet

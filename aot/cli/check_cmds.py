@@ -117,6 +117,7 @@ def _verify_gpu(root: Path, args) -> int:
                          else f"--only {args.only!r} names no spec")
     info = read_info(root) or {}
     checks = info.get("checks") if isinstance(info.get("checks"), dict) else None
+    numba_launches, replays = _launch_stores(args)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     err = Console(stderr=True)
     todo = names if names is not None else registry.names()
@@ -131,11 +132,8 @@ def _verify_gpu(root: Path, args) -> int:
             else:
                 progress.update(task, description=name)
 
-        launches = None
-        if getattr(args, "launches", None) is not None:
-            from ..verify.launches import read_index
-            launches = (args.launches, read_index(args.launches))
-        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec, launches=launches)
+        rows = verify_gpu(registry, todo, checks=checks, package=args.package, on_spec=on_spec,
+                          launches=numba_launches, replays=replays)
     t = Table(title=f"aot verify --gpu (device sm_{registry.device_sm()})")
     t.add_column("spec", overflow="fold")  # a spec name is never cut: fold it onto a second line
     for col in ("SM", "kind", "source", "result", "ms"):  # ms: load + run + numpy check
@@ -147,22 +145,51 @@ def _verify_gpu(root: Path, args) -> int:
     Console().print(t)
     bad = [r for r in rows if not r.ok]
     print(gpu_failure_report(rows))
-    unchecked = sorted({r.spec for r in rows if r.status == "loaded, not executed"}) if launches is not None else []
-    if unchecked:
-        print(printable(f"{len(unchecked)} unchecked (neither a check nor a recorded launch): {', '.join(unchecked)}"))
+    from ..verify.replay import unchecked, unchecked_line
+    allowed = bool(getattr(args, "allow_unchecked", False))
+    loose = unchecked(rows)
+    if loose:
+        print(printable(unchecked_line(loose, allowed)))
     if args.json:
         from ..core.fs import atomic_write
         atomic_write(args.json, json.dumps([r.__dict__ for r in rows], indent=1).encode())
-    if unchecked and not bad and not args.allow_unchecked:
-        raise VerificationError(f"{len(unchecked)} spec(s) unchecked: neither a check ([tool.aot] checks) nor a "
-                                f"launch kept by aot record in {args.launches} ({', '.join(unchecked[:6])}"
-                                f"{', ...' if len(unchecked) > 6 else ''}); pass --allow-unchecked to accept them")
+    if loose and not bad and not allowed:
+        raise VerificationError(f"{len(loose)} of {len({r.spec for r in rows})} specs unchecked: neither a check "
+                                f"([tool.aot.checks]) nor a recorded launch (aot record; verify --launches DIR); "
+                                f"pass --allow-unchecked to accept them")
     if bad:
         names = sorted({r.spec for r in bad})
         raise VerificationError(f"{len(bad)} of {len(rows)} GPU checks FAILED ({', '.join(names[:6])}"
                                 f"{', ...' if len(names) > 6 else ''}): see the failures listed above"
                                 + (f" and in {args.json}" if args.json else ""))
     return 0
+
+
+def _launch_stores(args) -> tuple[tuple | None, list | None]:
+    """The recorded launches ``verify --gpu`` replays for kernels without a check: ``--launches DIR``, else
+    ``<matrix>.launches`` beside ``--matrix`` when that folder exists (``aot record --out M`` writes it there).
+    Two stores may live there: numba-cuda launches per spec (``launches.json``, :mod:`aot.verify.launches`,
+    replayed through the kernel's dispatcher) and every launch by kernel symbol (``index.json``,
+    :mod:`aot.verify.replay`, replayed against the packaged image). (numba's, raw's); None where absent."""
+    from ..build.record_launches import INDEX
+    from ..verify.replay import read_store
+    folder = getattr(args, "launches", None)
+    matrix = getattr(args, "matrix", None)
+    if folder is None and matrix is not None and matrix.with_name(f"{matrix.stem}.launches").is_dir():
+        folder = matrix.with_name(f"{matrix.stem}.launches")
+    if folder is None:
+        return None, None
+    if not folder.is_dir():
+        raise UsageError(f"--launches {folder}: not a folder (aot record --out M writes M's stem + .launches/)")
+    numba = raw = None
+    if (folder / "launches.json").is_file():
+        from ..verify.launches import read_index
+        numba = (folder, read_index(folder))
+    if (folder / INDEX).is_file() or numba is None:
+        raw = read_store(folder)  # neither index there: this reader's one-line error names index.json
+    count = len(numba[1] if numba else ()) + len(raw or ())
+    print(f"replaying {count} recorded launch(es) from {printable(str(folder))} for kernels without a check")
+    return numba, raw
 
 
 def gpu_failure_report(rows) -> str:

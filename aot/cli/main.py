@@ -78,10 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--sm", default=None, help="with --for-wheel: require these SMs (default: the SM list the "
                      "set records)")
     ver.add_argument("--allow-partial", action="store_true", help="with --for-wheel: accept missing (spec, SM)")
-    ver.add_argument("--launches", type=Path, default=None, help="with --gpu --package: replay the launches "
-                     "`aot record` kept (DIR: build_matrix.launches) for kernels without a check; a kernel with "
-                     "neither is 'unchecked' and fails the run unless --allow-unchecked")
-    ver.add_argument("--allow-unchecked", action="store_true", help="with --launches: exit 0 with unchecked kernels")
+    ver.add_argument("--launches", type=Path, default=None, help="with --gpu: replay the kernel launches `aot "
+                     "record` kept (DIR: <matrix>.launches; default: the one beside --matrix, if any) for kernels "
+                     "without a check (numba kernels through their dispatcher need --package)")
+    ver.add_argument("--allow-unchecked", action="store_true", help="with --gpu: exit 0 even when kernels have "
+                     "neither a check nor a recorded launch (by default they fail the run, exit 7)")
 
     ins = sub.add_parser("inspect", parents=[verbose],
                          help="table of specs x SMs, sizes, versions of an artifact set")

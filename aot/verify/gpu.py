@@ -129,7 +129,8 @@ class GpuRow:
 
 def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str, str] | None = None,
                package: str | None = None, on_spec: Callable[[str, bool], None] | None = None,
-               launches: tuple[Any, dict[str, dict]] | None = None) -> list[GpuRow]:
+               launches: tuple[Any, dict[str, dict]] | None = None, replays: list | None = None,
+               runner: Callable | None = None) -> list[GpuRow]:
     """Run every spec (each loadable packaged artifact, else the loader's cache/JIT choice) on this GPU.
 
     NVRTC units: aot's bundled units have references here; a package's own unit runs the check its
@@ -139,7 +140,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
     (:mod:`aot.verify.numba_gate`); without one, or without ``package``, they are loaded, not executed.
     ``on_spec(name, done)`` is called before (False) and after (True) each spec (the CLI's progress bar).
     ``launches`` (folder, index: :mod:`aot.verify.launches`): a numba kernel without a check replays the launch
-    ``aot record`` kept for it, if any."""
+    ``aot record`` kept for it through its dispatcher (with ``package``). ``replays``
+    (:func:`aot.verify.replay.read_store`): an NVRTC unit or numba kernel with neither replays the recorded
+    launches of its kernels against the artifact under test, importing nothing (``runner(device)`` runs them:
+    :class:`aot.verify.replay.CudaCoreRunner`); with none either, its row is "loaded, not executed"."""
     progress = on_spec or (lambda name, done: None)
     from .context import check_cccl
     from .compare import Mismatch, NoReference
@@ -167,9 +171,15 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     if entry is None:
                         source, kind = "jit", "numba-cuda"
                     fn = resolve_check(checks[name], package) if checks and name in checks and package else None
-                    if fn is None and launches is not None and name in launches[1]:
+                    if fn is None and launches is not None and name in launches[1] and package is not None:
                         from .launches import launch_check
                         fn = launch_check(launches[0], launches[1][name])
+                    done = _replayed(registry, spec, entry, None, replays, runner, device) \
+                        if fn is None and replays and entry is not None else None
+                    if done:
+                        rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                           (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
+                        continue
                     status, detail = check_numba_artifact(registry, spec, entry, sm, kind, device_sm, fn, package)
                     rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3,
                                        detail, status=status))
@@ -205,11 +215,18 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     try:
                         check_kernel(obj.get_kernel, spec, device)
                     except NoReference:
-                        for k in spec.kernels:
-                            obj.get_kernel(k)
+                        kernels = {k: obj.get_kernel(k) for k in spec.kernels}
+                        done = _replayed(registry, spec, entry, kernels, replays, runner, device) \
+                            if replays else None
+                        if done:
+                            rows.append(GpuRow(name, spec.family, sm, kind, source, True,
+                                               (time.perf_counter() - t0) * 1e3, done[1], status=done[0]))
+                            continue
                         rows.append(GpuRow(name, spec.family, sm, kind, source, True,
                                            (time.perf_counter() - t0) * 1e3, "no check for this unit "
-                                           "([tool.aot] checks)", status=UNRUN))
+                                           "([tool.aot] checks)" + (" and no recorded launch of its kernels"
+                                                                    if replays is not None else ""),
+                                           status=UNRUN))
                         continue
                 rows.append(GpuRow(name, spec.family, sm, kind, source, True, (time.perf_counter() - t0) * 1e3))
             except Exception as e:  # noqa: BLE001 - every failure is a row in the table
@@ -219,6 +236,47 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                                    failure=e.to_json() if isinstance(e, Mismatch) else None))
         progress(name, True)
     return rows
+
+
+def _replayed(registry, spec, entry, kernels: dict | None, launches: list | None, runner: Callable | None,
+              device) -> tuple[str, str] | None:
+    """Replay the recorded launches of ``spec``'s kernels (:mod:`aot.verify.replay`) against the artifact under
+    test: ``kernels`` (an NVRTC unit's, name -> cuda.core Kernel) or, for a numba kernel, the packaged
+    ``entry``'s image loaded by its entry symbol. The row's (status, detail), or None when no launch is of it.
+    A mismatch raises :class:`aot.verify.compare.Mismatch` (a failed row), unless another spec of the set
+    claims the launch too (:func:`aot.verify.replay.claimants`): then the row is unchecked, saying so."""
+    from .compare import Mismatch
+    from .replay import CudaCoreRunner, claimants, kernel_symbol, matching, replay
+    if kernels is None:  # numba: the packaged image by its entry symbol; nothing of the package is imported
+        from cuda.core import ObjectCode
+        from ..runtime.sources import check_packaged
+        art = check_packaged(registry.manifest, spec, entry, registry.manifest.path_of(entry))
+        symbol = str(art.header.get("entry"))
+        hits = matching(launches or (), [symbol], spec)
+        if not hits:
+            return None
+        image = ObjectCode.from_cubin(art.payload) if art.kind == "cubin" else ObjectCode.from_ptx(art.payload)
+        by_symbol = {x.symbol: image.get_kernel(symbol) for x in hits}
+    else:
+        layouts = {k: kernel_symbol(k) for k in kernels.values()}
+        by_symbol = {sym: k for k, (sym, _) in layouts.items()}
+        hits = matching(launches or (), dict(layouts.values()))
+        if not hits:
+            return None
+    make = runner or CudaCoreRunner
+    ambiguous = []
+    for launch in hits:
+        try:
+            replay(launch, by_symbol[launch.symbol], make(device))
+        except Mismatch as e:
+            others = [n for n in claimants(launch, (registry.spec(n) for n in registry.names())) if n != spec.name]
+            if not others:
+                raise
+            ambiguous.append(f"launch {launch.index} of {launch.symbol} did not reproduce ({e}); "
+                             f"{', '.join(others[:3])} name(s) that kernel too")
+    if ambiguous:
+        return UNRUN, "; ".join(ambiguous)
+    return "ok", f"replayed {len(hits)} recorded launch(es)"
 
 
 # ------------------------------------------------------------------------------------ coverage (CPU)
