@@ -33,6 +33,7 @@ from ..core.nvsource import fill, flags_to_options, short_value, suggest_name, v
 from ..core.text import SpecError
 from .cupy_build import entries_from_records
 from .record_cccl import Unnamed, spec_fields, spec_name
+from .record_launch_store import store as store_launches
 from .record_run import run_recorded
 
 #: The families a recording reports, in the header's order: (record kind, what one is called).
@@ -408,4 +409,5 @@ def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in:
     write_matrix(render_matrix(rec, command), out)
     if kept:
         write_launches(kept, launches_folder(out))
+    rec.notes += store_launches(run.records, run.launches, launches_folder(out))  # every family's (record_launches)
     return rec
