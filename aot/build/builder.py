@@ -319,6 +319,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         unit = spec_of[e["path"]]
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
+        elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
+            e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}
     specs = manifest_definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:
