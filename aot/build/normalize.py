@@ -9,8 +9,9 @@ symbols (kernels are looked up by their external names), which is why the normal
 and run unchanged (verified on the GPU with ``aot verify --gpu``).
 
 cuda-cccl 1.1.x's C library names its translation unit's anonymous namespace
-``_GLOBAL__N__<8 hex>_<n>_<module>_<8-hex nonce>_<PID>`` (e.g. ``_GLOBAL__N__00000000_13_device_reduce_e994a141_145096``,
-seen in every 1.1.0 reduce blob; 1.2.x's have none): the same shape, normalized the same way.
+``_GLOBAL__N__<8 hex>_<n>_<module>_<8-hex nonce>_<PID>``
+(``_GLOBAL__N__00000000_13_device_reduce_e994a141_145096`` in a 1.1.0 reduce blob; 1.2.x's have none):
+the same shape, normalized the same way.
 
 Residual: the PID's digit count is kept. Two builds are byte-identical when their worker PIDs have the
 same number of digits (the common case on one machine); otherwise only the length of those zero runs

@@ -265,7 +265,8 @@ def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None)
         table[s.name] = {"family": s.family,
                          "sms": sorted({a["sm"] for a in got if a["payload_kind"] != "ptx"}),
                          "ptx": sorted({a["sm"] for a in got if a["payload_kind"] == "ptx"})}
-    return Coverage(sm_list, table, missing, str(m.producer.get("cuda_major")), str(m.producer.get("cuda_cccl")))
+    return Coverage(sm_list, table, missing, str(m.producer.get("cuda_major")),
+                    ", ".join(m.cccl_releases()) or str(m.producer.get("cuda_cccl")))
 
 
 def _raw_manifest(root: Path) -> dict:
@@ -302,7 +303,8 @@ def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Ite
     if raw.get("shard") or raw.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
     try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
-        check_producer(m.producer, "cccl")
+        # (a set of several cuda-cccl releases is pinned to their union, whichever is installed here)
+        check_producer(m.producer, "nvrtc" if len(m.cccl_releases()) > 1 else "cccl")
     except ArtifactError as e:
         raise VerificationError(f"{root}: not packageable here: {e}") from None
     cov = coverage(m, specs, sms)
