@@ -176,6 +176,7 @@ def test_loader_offers_the_installed_releases_blob(three, installed, release):
 def test_release_not_carried_is_one_line_then_jit(three, installed):
     installed("1.1.1")
     reg = Registry(three, device_sm=90)
+    assert all(reg.packaged_candidates(reg.spec(n), 90) == [] for n in CCCL)  # no blob of another release
     foreign = lean.foreign_cccl(reg.manifest, "pkg")
     assert foreign is not None and "\n" not in foreign.warning
     assert "built with cuda-cccl 1.1.0, 1.2.0, 1.2.1, but cuda-cccl 1.1.1 is installed" in foreign.warning

@@ -230,16 +230,13 @@ def foreign_cccl(manifest: Manifest | None, owner: str | None) -> ForeignCccl | 
 
 
 def blobs_for_installed(manifest: Manifest | None, cands: list[Any]) -> list[Any]:
-    """The CCCL candidates (manifest entries in ``.ref``) of the installed cuda-cccl's release, where the set
-    carries that release; all of them where it does not (the search then drops them with the one
-    :class:`ForeignCccl` warning and JIT serves). A blob of another release would be refused at its check
-    anyway: this only spares a warning per file."""
+    """The CCCL candidates (manifest entries in ``.ref``) of the installed cuda-cccl's release: a blob loads
+    only under the release that built it (its check would refuse any other). None where the set does not
+    carry that release: the search then says so once (:func:`foreign_cccl`) and JIT serves."""
     from ..core.versions import runtime_versions
     if manifest is None or not cands:
         return cands
     installed = runtime_versions()["cuda_cccl"]
-    if installed not in manifest.cccl_releases():
-        return cands
     return [c for c in cands if manifest.release_of(c.ref) == installed]
 
 

@@ -66,9 +66,11 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         require_cuda_cccl(spec.name, host.manifest)
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
-    cands = host.packaged_candidates(spec, device_sm)
-    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if cands and spec.family == "cccl" else None
-    if foreign is not None:  # another cuda-cccl built the package: one warning for it, not one per file
+    cands = host.packaged_candidates(spec, device_sm)  # CCCL: only the installed cuda-cccl release's blobs
+    packaged = host.manifest is not None and bool(host.manifest.entries_for(spec.name))
+    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if packaged and spec.family == "cccl" \
+        else None
+    if foreign is not None:  # other cuda-cccl releases built the package: one warning for it, not one per file
         host._warn(foreign.warning)
         st.errors.append(foreign.warning)
         cands = []
