@@ -20,7 +20,7 @@ read -r -a envs <<< "${AOT_CCCL_ENVS:?name the environments, one per cuda-cccl r
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 step() { echo "== $*"; "$@"; }
 release() { "$1/bin/python" -c "import importlib.metadata as m; print(m.version('cuda-cccl'))"; }
-rm -rf "$R" && mkdir -p "$R/sets" "$R/cccl" "$R/deps" "$R/wheel"
+rm -rf "$R/cccl" "$R/deps" "$R/wheel" && mkdir -p "$R/sets" "$R/cccl" "$R/deps" "$R/wheel"
 last=${envs[${#envs[@]}-1]}
 merge=() carried=()
 for env in "${envs[@]}"; do
