@@ -41,17 +41,47 @@ Two more fixes for the forms beyond plain arrays (issue 20), each with its evide
   untouched.
 
 The patches are version-gated: they refuse to apply to a cuda-cccl they were not checked against, so an
-upgrade is a conscious re-verification, not a silent change.
+upgrade is a conscious re-verification, not a silent change. What differs between the releases checked is
+data (:data:`CHECKED`): cuda-cccl 1.1.x draws an operator wrapper's name inline from a counter and compiles
+operators with numba-cuda; 1.2.x has ``_odr_helpers._make_wrapper_name`` and uses numba-cuda-mlir. The other
+sites patched (``_cccl_interop._device_array_to_cccl_iter``, ``iterators._base._deterministic_suffix``,
+``_odr_helpers.create_op_void_ptr_wrapper``) are the same in 1.1.0, 1.1.1, 1.2.0 and 1.2.1
+(``tests/test_cccl_patches.py``: ``test_checked_releases``; the multi-release build,
+``tests/test_cccl_releases.py``, builds under each). Every CCCL key carries the release it was built under
+(the producer's ``cuda_cccl`` is part of every CCCL content key, and a manifest entry names its release).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from .placeholder import PLACEHOLDER_ADDRESS, PlaceholderArray, placeholder_array
 
-#: cuda-cccl versions this patch was verified against (on the GPU, every spec of the default matrix).
-VERIFIED_CCCL_VERSIONS = ("1.2.1",)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One cuda-cccl release the patches were checked against, and what differs in it."""
+
+    release: str
+    #: How cuda-cccl names an operator's wrapper: ``"make_wrapper_name"`` (``_odr_helpers._make_wrapper_name``)
+    #: or ``"counter"`` (inline ``next(_wrapper_name_counter)``): :func:`cccl_patches.wrapper_names.install`.
+    wrapper_names: str
+    #: Whether every spec of the default matrix built with it was verified on a GPU (``aot verify --gpu``);
+    #: the others were built and byte-checked on the CPU host; ``.ci/gpu/cccl_releases.sh`` runs them on one.
+    gpu_verified: bool
+
+
+#: The cuda-cccl releases that can serialize (``cuda.compute.serialize``, 1.1.0 onwards), each checked.
+CHECKED = {c.release: c for c in (
+    Checked("1.1.0", "counter", False),
+    Checked("1.1.1", "counter", False),
+    Checked("1.2.0", "make_wrapper_name", False),
+    Checked("1.2.1", "make_wrapper_name", True),
+)}
+#: cuda-cccl versions this patch was checked against (:data:`CHECKED`).
+VERIFIED_CCCL_VERSIONS = tuple(CHECKED)
 #: Bumped when the patch changes what a build produces (part of every CCCL content key). 2: operator
 #: wrappers named from content (:mod:`cccl_patches.wrapper_names`), workers compile in one fixed folder.
 PATCH_VERSION = 2
@@ -94,7 +124,8 @@ def apply() -> None:
     from . import annotated_ops, symbols, wrapper_names
     symbols.install()
     annotated_ops.install()
-    wrapper_names.install()  # after annotated_ops: it wraps the wrapper maker annotated_ops installed
+    # after annotated_ops: it wraps the wrapper maker annotated_ops installed
+    wrapper_names.install(CHECKED[version].wrapper_names)
     _applied = True
 
 
@@ -122,8 +153,12 @@ def restart_names() -> None:
     except ImportError:  # no numba-cuda-mlir: no Python operator is compiled, no wrapper is named
         return
     with _odr_helpers._wrapper_name_lock:
-        _odr_helpers._wrapper_name_counter = itertools.count()
+        counter = _odr_helpers._wrapper_name_counter
+        if isinstance(counter, wrapper_names.ContentCounter):  # cuda-cccl 1.1.x: the patch's own counter
+            counter.restart()
+        else:
+            _odr_helpers._wrapper_name_counter = itertools.count()
 
 
-__all__ = ["PATCH_VERSION", "PLACEHOLDER_ADDRESS", "PatchError", "PlaceholderArray", "STUB_SOURCE",
-           "VERIFIED_CCCL_VERSIONS", "apply", "placeholder_array", "restart_names"]
+__all__ = ["CHECKED", "Checked", "PATCH_VERSION", "PLACEHOLDER_ADDRESS", "PatchError", "PlaceholderArray",
+           "STUB_SOURCE", "VERIFIED_CCCL_VERSIONS", "apply", "placeholder_array", "restart_names"]

@@ -65,12 +65,21 @@ def _named(create, digest_of):
     return wrapper
 
 
-def install() -> None:
-    """Name wrappers from content (idempotent). Without numba-cuda-mlir no Python operator is compiled."""
+def install(naming: str = "make_wrapper_name") -> None:
+    """Name wrappers from content (idempotent). Without numba-cuda-mlir no Python operator is compiled.
+
+    ``naming`` is how the installed cuda-cccl draws a wrapper's name (:data:`cccl_patches.CHECKED`): through
+    ``_odr_helpers._make_wrapper_name`` (1.2.x), or inline in ``_create_void_ptr_wrapper`` as
+    ``wrapped_<name>_{next(_wrapper_name_counter)}`` (1.1.x), where the counter itself is replaced by one
+    that yields the content digest while a wrapper is being made (:class:`ContentCounter`). Either way the
+    name is ``wrapped_<name>_<digest>[_<n>]``."""
     try:
         import cuda.compute._odr_helpers as odr
         import cuda.compute._jit as jit
     except ImportError:
+        return
+    if naming == "counter":
+        _install_counter(odr, jit)
         return
     if getattr(odr._make_wrapper_name, "_aot_content_named", False):
         return
@@ -81,15 +90,70 @@ def install() -> None:
         if digest is None:
             return counter_name(name)
         base = f"wrapped_{odr.sanitize_identifier(name)}_{digest}"
-        with _lock:
-            n = _seen.get(base, 0)
-            _seen[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        return _numbered(base)
 
     _make_wrapper_name._aot_content_named = True  # type: ignore[attr-defined]
     odr._make_wrapper_name = _make_wrapper_name
     odr.create_op_void_ptr_wrapper = _named(odr.create_op_void_ptr_wrapper, lambda op, sig: _digest(op, sig))
     stateful = _named(odr.create_stateful_op_void_ptr_wrapper,
                       lambda op, sig, dtypes, shapes: _digest(op, sig, tuple(map(str, dtypes)), tuple(shapes)))
+    odr.create_stateful_op_void_ptr_wrapper = stateful
+    jit.create_stateful_op_void_ptr_wrapper = stateful  # _jit imported the name at its top
+
+
+def _numbered(base: str) -> str:
+    """``base`` the first time in this program, then ``base_1``, ``base_2``..."""
+    with _lock:
+        n = _seen.get(base, 0)
+        _seen[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+class ContentCounter:
+    """cuda-cccl 1.1.x's ``_odr_helpers._wrapper_name_counter`` (``next()`` gives a wrapper's suffix): while a
+    wrapper is made from an operator (:func:`_named`), the content digest, numbered per program as
+    :func:`_numbered` does; otherwise cuda-cccl's own count. Replaced in place of the ``itertools.count``, so
+    :func:`cccl_patches.restart_names` restarts its count instead of replacing it."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def __iter__(self) -> "ContentCounter":
+        return self
+
+    def __next__(self) -> str | int:
+        digest = getattr(_state, "digest", None)
+        if digest is None:
+            n, self._count = self._count, self._count + 1
+            return n
+        name = getattr(_state, "name", "")
+        return _numbered(f"{name}_{digest}")[len(name) + 1:]
+
+    def restart(self) -> None:
+        self._count = 0
+
+
+def _install_counter(odr: Any, jit: Any) -> None:
+    """The 1.1.x form of :func:`install` (see there)."""
+    if isinstance(odr._wrapper_name_counter, ContentCounter):
+        return
+    odr._wrapper_name_counter = ContentCounter()
+
+    def named(create, digest_of):
+        inner = _named(create, digest_of)
+
+        @functools.wraps(create)
+        def wrapper(op, *args):  # the base name numbers per program, as 1.2.x's wrapped_<name>_<digest> does
+            saved = getattr(_state, "name", None)
+            _state.name = odr.sanitize_identifier(op.__name__)
+            try:
+                return inner(op, *args)
+            finally:
+                _state.name = saved
+        return wrapper
+
+    odr.create_op_void_ptr_wrapper = named(odr.create_op_void_ptr_wrapper, lambda op, sig: _digest(op, sig))
+    stateful = named(odr.create_stateful_op_void_ptr_wrapper,
+                     lambda op, sig, types_, info: _digest(op, sig, tuple(map(str, types_)), info))
     odr.create_stateful_op_void_ptr_wrapper = stateful
     jit.create_stateful_op_void_ptr_wrapper = stateful  # _jit imported the name at its top

@@ -44,6 +44,9 @@ def restamp_cccl(folder: Path, version: str) -> None:
     """The folder's manifest now says another cuda-cccl built it (what a package built elsewhere ships)."""
     doc = json.loads((folder / MANIFEST_NAME).read_text())
     doc["producer"]["cuda_cccl"] = version
+    for a in doc["artifacts"]:  # each CCCL entry names the release it was built under
+        if "cuda_cccl" in a:
+            a["cuda_cccl"] = version
     (folder / MANIFEST_NAME).write_text(json.dumps(doc))
 
 

@@ -143,11 +143,21 @@ def test_merge_refuses_foreign_or_conflicting_shards(small_build, tmp_path):
     shutil.copytree(small_build.out, a)
     shutil.copytree(small_build.out, b)
     doc = json.loads((b / "manifest.json").read_text())
-    doc["producer"]["cuda_cccl"] = "9.9.9"
+    doc["producer"]["nvrtc"] = "99.9"  # the same cuda-cccl release built with another NVRTC
     (b / "manifest.json").write_text(json.dumps(doc))
-    with pytest.raises(ArtifactError, match="other versions.*cuda_cccl"):
+    with pytest.raises(ArtifactError, match="other versions.*nvrtc"):
+        merge([a, b], tmp_path / "m1")
+    doc["producer"]["cuda_cccl"] = "9.9.9"  # and under another release: still only cuda_cccl/cuda_core may differ
+    for e in doc["artifacts"]:
+        if "cuda_cccl" in e:
+            e["cuda_cccl"] = "9.9.9"
+    (b / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="other versions.*nvrtc.*may differ only in cuda_cccl, cuda_core"):
         merge([a, b], tmp_path / "m1")
     doc["producer"] = json.loads((a / "manifest.json").read_text())["producer"]
+    for e in doc["artifacts"]:
+        if "cuda_cccl" in e:
+            e["cuda_cccl"] = doc["producer"]["cuda_cccl"]
     entry = doc["artifacts"][0]
     p = b / entry["path"]
     p.write_bytes(p.read_bytes() + b"x")

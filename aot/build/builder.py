@@ -323,6 +323,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
         elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (aot.runtime.cupy_attach)
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
+        elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
+            e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}
     specs = manifest_definitions({it.spec.name: it.spec for it in items if it.spec.name in names}.values())
     for entry, definition in kept:

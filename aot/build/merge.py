@@ -1,19 +1,36 @@
-"""Combine sharded build outputs (``aot build --shard K/N``) into one artifact set with one manifest.
+"""Combine build outputs into one artifact set with one manifest: the shards of a sharded build (``aot build
+--shard K/N``), and builds of the same matrix made under different cuda-cccl releases.
 
-Refuses shards produced by different toolchains (any producer version differs), shards that define a
-spec differently, and shards that hold different bytes under the same path. The merged manifest is
-written last, like a build's, so an interrupted merge leaves no manifest naming missing files. The
-result equals an unsharded build of the same items byte for byte.
+A CCCL blob loads only under the exact cuda-cccl that built it, so a set meant for a range of cuda-cccl
+carries one blob per release: build under each release (one environment per release, like shards), then
+merge. Outputs of one release must come from one toolchain (any producer version differing is refused);
+outputs of different releases may differ only in ``cuda_cccl`` and the ``cuda_core`` it brought
+(:data:`MAY_DIFFER`). In a set of several releases every CCCL blob lives at
+``cccl/<spec>/cuda-cccl-<release>/sm_<SM>.aot`` and every entry names its release (``cuda_cccl``); the
+manifest's ``producers`` holds each release's producer and ``producer`` is the newest one's
+(:class:`aot.core.manifest.Manifest`). NVRTC and numba artifacts load under any cuda-cccl: one copy, the newest
+release's where two differ. Shards are checked per release (1/N..N/N once each).
+
+Refused too: outputs that define a spec differently, and that hold different bytes for the same item of
+one release. The merged manifest is written last, like a build's, so an interrupted merge leaves no
+manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
+byte for byte.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
-from ..core.manifest import Manifest, load_manifest, remove_manifest, verify_files, write_manifest
+from ..core.log import get_logger
+from ..core.manifest import Manifest, load_manifest, release_order, remove_manifest, verify_files, write_manifest
+
+log = get_logger(__name__)
+
+#: Producer fields in which builds of different cuda-cccl releases may differ (each release brings its own).
+MAY_DIFFER = frozenset({"cuda_cccl", "cuda_core"})
 
 
 def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
@@ -57,6 +74,38 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
         return _merge(shards, out, on_copy or (lambda done, total: None))
 
 
+def _release(m: Manifest) -> str:
+    return str(m.producer.get("cuda_cccl"))
+
+
+def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[str, Mapping[str, Any]]:
+    """Release -> producer over every input (a merged input brings several); the same release built with
+    other versions, or releases differing beyond :data:`MAY_DIFFER`, is refused naming the fields."""
+    found: dict[str, tuple[Mapping[str, Any], Path]] = {}
+    first: tuple[Mapping[str, Any], Path] | None = None
+    for m, d in zip(manifests, shards):
+        for rel, prod in (dict(m.producers) or {_release(m): m.producer}).items():
+            seen = found.get(rel)
+            if seen is not None and dict(seen[0]) != dict(prod):
+                diff = sorted(k for k in set(prod) | set(seen[0]) if prod.get(k) != seen[0].get(k))
+                raise ArtifactError(f"{d}: built with other versions than {seen[1]} ({', '.join(diff)})")
+            found.setdefault(rel, (prod, d))
+            if first is None:
+                first = (prod, d)
+            diff = sorted(k for k in set(prod) | set(first[0])
+                          if k not in MAY_DIFFER and prod.get(k) != first[0].get(k))
+            if diff:
+                raise ArtifactError(f"{d}: built with other versions than {first[1]} ({', '.join(diff)}); builds "
+                                    f"of different cuda-cccl releases may differ only in "
+                                    f"{', '.join(sorted(MAY_DIFFER))}")
+    return {rel: found[rel][0] for rel in sorted(found, key=release_order)}
+
+
+def blob_path(name: str, release: str, sm: int) -> str:
+    """Where a set of several cuda-cccl releases keeps the CCCL blob of ``name`` for ``release`` and ``sm``."""
+    return f"cccl/{name}/cuda-cccl-{release}/sm_{sm}.aot"
+
+
 def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
     if not shards:
         raise UsageError("merge: name at least one shard directory")
@@ -66,16 +115,20 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         problems = verify_files(m)
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
-        if manifests and m.producer != manifests[0].producer:
-            diff = {k for k in set(m.producer) | set(manifests[0].producer)
-                    if m.producer.get(k) != manifests[0].producer.get(k)}
-            raise ArtifactError(f"{d}: built with other versions than {shards[0]} ({', '.join(sorted(diff))})")
         manifests.append(m)
-    specs: dict = {}
-    entries: dict = {}
-    sms: set = set()
-    _check_shards_complete(manifests)
+    producers = _producers(manifests, shards)
+    several = len(producers) > 1
+    newest = list(producers)[-1]
+    by_release: dict[str, list[Manifest]] = {}
     for m in manifests:
+        by_release.setdefault(_release(m), []).append(m)
+    for group in by_release.values():
+        _check_shards_complete(group)
+    specs: dict = {}
+    entries: dict[str, tuple[dict, Path, str]] = {}  # output path -> (entry, source root, source path)
+    sms: set = set()
+    # Oldest release first: where an NVRTC or numba artifact differs between releases, the newest one's stays.
+    for m in sorted(manifests, key=lambda m: release_order(_release(m))):
         if m.incomplete:
             raise ArtifactError(f"{m.root}: shard build was incomplete ({len(m.incomplete)} items failed)")
         sms.update(m.sms or ())
@@ -84,21 +137,31 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                 raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
             specs[name] = definition
         for a in m.artifacts:
-            prev = entries.get(a["path"])
-            if prev is not None and prev[0]["sha256"] != a["sha256"]:
-                raise ArtifactError(f"{a['path']}: shards {prev[1]} and {m.root} hold different bytes")
-            entries[a["path"]] = (a, m.root)
+            entry = dict(a)
+            rel = m.release_of(a) or _release(m)
+            if several:
+                entry["cuda_cccl"] = rel
+                if a["family"] == "cccl":
+                    entry["path"] = blob_path(a["name"], rel, a["sm"])
+            prev = entries.get(entry["path"])
+            if prev is not None and prev[0]["sha256"] != entry["sha256"]:
+                if a["family"] == "cccl" or prev[0].get("cuda_cccl") == entry.get("cuda_cccl"):
+                    raise ArtifactError(f"{entry['path']}: shards {prev[1]} and {m.root} hold different bytes")
+                log.info("%s: cuda-cccl %s's copy replaces %s's", entry["path"], rel, prev[0].get("cuda_cccl"))
+            entries[entry["path"]] = (entry, m.root, a["path"])
     out.mkdir(parents=True, exist_ok=True)
     remove_manifest(out)
-    for i, (path, (_entry, root)) in enumerate(entries.items()):
+    for i, (path, (_entry, root, src_path)) in enumerate(entries.items()):
         on_copy(i, len(entries))
-        src, dst = root / path, out / path
+        src, dst = root / src_path, out / path
         if src.resolve() != dst.resolve():
             dst.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(dst, src.read_bytes())
     on_copy(len(entries), len(entries))
-    write_manifest(out, producer=manifests[0].producer, specs=specs,
-                   artifacts=[a for a, _ in entries.values()], extra={"sms": sorted(sms)})
-    return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _ in entries.values()),
-            "shards": len(shards)}
-
+    extra: dict = {"sms": sorted(sms)}
+    if several:
+        extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
+    write_manifest(out, producer=producers[newest], specs=specs,
+                   artifacts=[a for a, _, _ in entries.values()], extra=extra)
+    return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _, _ in entries.values()),
+            "shards": len(shards), "cuda_cccl": list(producers)}

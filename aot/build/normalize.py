@@ -8,6 +8,11 @@ and every offset in the ELF stays valid, so no relinking is needed. The names on
 symbols (kernels are looked up by their external names), which is why the normalized artifacts load
 and run unchanged (verified on the GPU with ``aot verify --gpu``).
 
+cuda-cccl 1.1.x's C library names its translation unit's anonymous namespace
+``_GLOBAL__N__<8 hex>_<n>_<module>_<8-hex nonce>_<PID>``
+(``_GLOBAL__N__00000000_13_device_reduce_e994a141_145096`` in a 1.1.0 reduce blob; 1.2.x's have none):
+the same shape, normalized the same way.
+
 Residual: the PID's digit count is kept. Two builds are byte-identical when their worker PIDs have the
 same number of digits (the common case on one machine); otherwise only the length of those zero runs
 differs.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-_PREFIX = re.compile(rb"_INTERNAL_[0-9a-f]{8}_(\d{1,4})_")
+_PREFIX = re.compile(rb"_(?:INTERNAL_|GLOBAL__N__)[0-9a-f]{8}_(\d{1,4})_")
 
 
 def normalize_internal_symbols(blob: bytes, pid: int) -> tuple[bytes, int]:

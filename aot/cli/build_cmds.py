@@ -179,8 +179,10 @@ def cmd_merge(args) -> int:
             progress.update(task, completed=done, total=total)
 
         summary = merge(args.shards, args.out, on_copy=on_copy)
+    releases = summary.get("cuda_cccl") or []
     print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
-          f"{summary['bytes'] / 1e6:.1f} MB")
+          f"{summary['bytes'] / 1e6:.1f} MB" + (f"; CCCL blobs of cuda-cccl {', '.join(releases)}"
+                                                 if len(releases) > 1 else ""))
     return 0
 
 

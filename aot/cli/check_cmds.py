@@ -239,6 +239,8 @@ def _inspect_one(root: Path, title: str) -> None:
             for (family, name), row in sorted(cells.items())]
     total = sum(a["size"] for a in m.artifacts)
     v = {k: printable(x, 200) for k, x in m.producer.items()}  # a foreign manifest's text, never raw
+    if len(m.cccl_releases()) > 1:  # blobs of several cuda-cccl releases: name them all
+        v["cuda_cccl"] = printable(", ".join(m.cccl_releases()), 200)
     cov = coverage(m)
     lines = [f"{len(m.artifacts)} artifacts, {len(cells)} specs, {total / 1e6:.1f} MB; aot {v.get('aot')}, "
              f"cuda-cccl {v.get('cuda_cccl')}, CUDA {v.get('cuda_major')}, NVRTC {v.get('nvrtc')}, "

@@ -115,8 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     record_parser(sub)
 
     mg = sub.add_parser("merge", parents=[verbose],
-                        help="combine shard outputs (build --shard K/N) into one artifact set")
-    mg.add_argument("shards", nargs="+", type=Path, help="shard output directories")
+                        help="combine shard outputs (build --shard K/N), and builds made under different "
+                             "cuda-cccl releases (a CCCL blob per release), into one artifact set")
+    mg.add_argument("shards", nargs="+", type=Path, help="shard or build output directories")
     mg.add_argument("--out", type=Path, required=True)
     mg.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     return p

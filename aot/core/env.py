@@ -99,6 +99,13 @@ WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
                     "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
+def _parse_paths(raw: str) -> tuple[Path, ...]:
+    return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
+
+
+WHEEL_MERGE: Var[tuple[Path, ...]] = _var("AOT_WHEEL_MERGE", _parse_paths, tuple(),
+                   "Artifact sets built elsewhere (under other cuda-cccl releases) that the wheel build merges into "
+                   "its own ('aot merge'), os.pathsep-separated; wins over [tool.aot] merge.")
 SOURCE_DATE_EPOCH = _var("SOURCE_DATE_EPOCH", lambda raw: _parse_int(raw) if raw.strip() else None, None,
                         "Reproducible builds: timestamp given to the files 'aot bundle' writes (wheel backends "
                         "read it too).")

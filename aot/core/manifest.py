@@ -4,6 +4,11 @@ A directory is a usable artifact set only if its ``manifest.json`` parses and ev
 present with the recorded size and sha256. The build deletes the old manifest first and writes the
 new one atomically after every artifact is in place, so an interrupted build never leaves a manifest
 naming missing or partial files. Paths in a manifest are checked to stay inside its directory.
+
+A set may carry CCCL blobs of several cuda-cccl releases (``aot merge`` of builds made under each; a blob
+loads only under the exact cuda-cccl that built it). Each CCCL entry then names its release (``cuda_cccl``),
+``producers`` holds the producer of every release (its content keys were made with it), and ``producer`` is
+the newest release's. A single-release set needs neither: its entries' release is ``producer``'s.
 """
 
 from __future__ import annotations
@@ -45,6 +50,27 @@ class Manifest:
     shard: str | None = None
     #: Specs left out by ``load_manifest(..., skip_bad_specs=True)``: (name, why), their artifacts dropped.
     skipped: tuple[tuple[str, str], ...] = ()
+    #: cuda-cccl release -> the producer of the build made under it (a set merged from several; else empty).
+    producers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def release_of(self, entry: Mapping[str, Any]) -> str | None:
+        """The cuda-cccl release ``entry`` was built under: its own ``cuda_cccl``, else the set's."""
+        rel = entry.get("cuda_cccl", self.producer.get("cuda_cccl"))
+        return rel if isinstance(rel, str) else None
+
+    def producer_of(self, entry: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The producer ``entry`` was built with (its content key was made from it): its release's."""
+        rel = entry.get("cuda_cccl")
+        return self.producers.get(rel, self.producer) if isinstance(rel, str) else self.producer
+
+    def cccl_releases(self) -> tuple[str, ...]:
+        """The cuda-cccl releases whose CCCL blobs this set carries, oldest first (empty: no CCCL blob)."""
+        found = self.__dict__.get("_releases")
+        if found is None:
+            rels = {self.release_of(a) for a in self.artifacts if a["family"] == "cccl"}
+            found = tuple(sorted((r for r in rels if r is not None), key=release_order))
+            object.__setattr__(self, "_releases", found)  # frozen: a cache, not a field
+        return found
 
     def entries_for(self, name: str) -> list[Mapping[str, Any]]:
         """The artifact entries of spec ``name`` (an index built on first ask: a warmup asks once per spec)."""
@@ -66,6 +92,25 @@ class Manifest:
             object.__setattr__(self, "_real_dirs", real_dirs)  # frozen: a cache, not a field
         _check_inside(self.root, rel, real_dirs)
         return self.root / rel
+
+
+def release_order(release: str) -> tuple:
+    """Sort key of a cuda-cccl release ("1.2.1" < "1.10.0"); a part that is no number sorts by its text."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in release.split("."))
+
+
+def cccl_specifier(releases: Sequence[str], known: Sequence[str] = ()) -> str:
+    """The PEP 440 specifier of the cuda-cccl releases a set carries: ``==X`` for one, else
+    ``>=oldest,<=newest`` with ``!=R`` for every ``known`` release in between that it does not carry
+    (``known``: the releases that can serialize, :data:`cccl_patches.CHECKED`)."""
+    rels = sorted(set(releases), key=release_order)
+    if not rels:
+        raise ValueError("no cuda-cccl release")
+    if len(rels) == 1:
+        return f"=={rels[0]}"
+    lo, hi = release_order(rels[0]), release_order(rels[-1])
+    skipped = sorted((r for r in set(known) - set(rels) if lo < release_order(r) < hi), key=release_order)
+    return ",".join([f">={rels[0]}", f"<={rels[-1]}", *(f"!={r}" for r in skipped)])
 
 
 def safe_join(root: Path, rel: str) -> Path:
@@ -241,6 +286,7 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
     if len(specs) > MAX_SPECS:
         raise ArtifactError(f"{path}: manifest defines {len(specs)} specs, over the limit of {MAX_SPECS}")
     sms, incomplete, shard = _check_build_fields(path, doc)
+    producers = _check_producers(path, doc.get("producers"), producer)
     built: dict[str, Spec] = {}
     skipped: list[tuple[str, str]] = []
     for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
@@ -264,6 +310,11 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
                 raise ArtifactError(f"{path}: artifact entry {i} field {key!r} missing or not {typ.__name__}")
         if a["size"] < 0 or not is_sha256_hex(a["sha256"]):
             raise ArtifactError(f"{path}: artifact entry {i} ({short(a['path'])}) has a bad size or sha256")
+        rel = a.get("cuda_cccl", producer.get("cuda_cccl"))
+        if "cuda_cccl" in a and (not isinstance(rel, str) or (producers and rel not in producers)
+                                 or (not producers and rel != producer.get("cuda_cccl"))):
+            raise ArtifactError(f"{path}: artifact entry {i} ({short(a['path'])}) field 'cuda_cccl' names "
+                                f"{short(rel)}, a release the manifest has no producer for")
         if resolve_paths:
             _check_inside(root, a["path"], real_dirs)
         else:
@@ -272,7 +323,20 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
             raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
                                 f"define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
-                    incomplete=incomplete, shard=shard, skipped=tuple(skipped))
+                    incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers)
+
+
+def _check_producers(path: Path, producers: Any, producer: Mapping[str, Any]) -> dict[str, dict]:
+    """``producers`` (release -> producer object whose ``cuda_cccl`` is that release), one of them the set's
+    ``producer``; absent in a single-release set."""
+    if producers is None:
+        return {}
+    if not isinstance(producers, dict) or not 1 <= len(producers) <= 64 or not all(
+            isinstance(k, str) and isinstance(v, dict) and v.get("cuda_cccl") == k for k, v in producers.items()):
+        raise ArtifactError(f"{path}: field 'producers' must map each cuda-cccl release to its producer")
+    if producers.get(producer.get("cuda_cccl")) != producer:
+        raise ArtifactError(f"{path}: field 'producers' lacks the set's own producer")
+    return producers
 
 
 def verify_files(m: Manifest) -> list[str]:

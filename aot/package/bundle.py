@@ -23,9 +23,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .config import AotConfig
+from .pins import RUNTIME_DIST, has_cccl, jit_requirement, pin_problems, required_pins  # noqa: F401 - re-exported
 from ..build.isolated import expose_build_env_toolkit
 from ..core.errors import AotError, ArtifactError, UsageError
 from ..core.log import get_logger
@@ -57,25 +58,7 @@ class BundleResult:
     pins: tuple[str, ...]       # the requirements a wheel carrying these artifacts must declare
     built: bool                 # False: a prebuilt set was bundled
     cccl: bool = True           # the set holds a cuda.compute (CCCL) artifact: cuda-cccl is pinned
-
-
-#: The runtime distribution of one CUDA major (``.ci/variant.py`` names it); the import package stays ``aot``.
-RUNTIME_DIST = "cccl-aot-cu{major}"
-
-
-def _aot_range(version: str) -> str:
-    """The aot versions that load artifacts of ``version``: the same release series (format version 1), from
-    ``version`` up: ``>=0.1.0,<0.2`` (0.x: the minor), ``>=1.2.0,<2`` (else the major)."""
-    from packaging.version import Version
-    release = Version(version).release + (0, 0)
-    upper = f"0.{release[1] + 1}" if release[0] == 0 else str(release[0] + 1)
-    return f">={version},<{upper}"
-
-
-def has_cccl(artifacts: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether a set's manifest entries hold a cuda.compute (CCCL) artifact: only then does a wheel carrying
-    it need cuda-cccl (a blob loads only under the exact cuda-cccl that built it)."""
-    return any(a.get("family") == "cccl" for a in artifacts)
+    releases: tuple[str, ...] = ()  # the cuda-cccl releases its CCCL blobs load under (the pin is their union)
 
 
 def numba_requirement(artifacts: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -83,86 +66,6 @@ def numba_requirement(artifacts: Iterable[Mapping[str, Any]]) -> list[str]:
     through the library's own ``@cuda.jit`` dispatchers, so the wheel needs numba-cuda, any release of the
     range (:data:`aot.core.versions.NUMBA_CUDA_REQUIREMENT`; one the kernels were not built by JIT-compiles them)."""
     return [NUMBA_CUDA_REQUIREMENT] if any(a.get("family") == "numba" for a in artifacts) else []
-
-
-def required_pins(producer: Mapping[str, Any], *, cccl: bool = True) -> list[str]:
-    """What a wheel carrying artifacts from ``producer`` requires to *load* them, and nothing more (no
-    compiler): aot's runtime of that CUDA major, the exact cuda-cccl that built them (``cccl``: only where
-    the set holds a CCCL artifact), without the ``cuXX`` extra that pulls the toolkit, and that major's
-    cuda-bindings."""
-    from ..core.version import __version__
-    major = int(str(producer["cuda_major"]))
-    runtime = RUNTIME_DIST.format(major=major) + _aot_range(str(producer.get("aot") or __version__))
-    return [runtime, *([f"cuda-cccl=={producer['cuda_cccl']}"] if cccl else []), f"cuda-bindings>={major},<{major + 1}"]
-
-
-def jit_requirement(producer: Mapping[str, Any], *, cccl: bool = True) -> str:
-    """The opt-in JIT fallback (the CUDA toolkit through aot's ``[jit]`` extra; ``[jit-nvrtc]``, NVRTC alone
-    and no cuda-cccl, for a set of NVRTC units only), for the package's own ``jit`` extra:
-    ``cccl-aot-cu13[jit]>=0.1.0,<0.2``."""
-    runtime = required_pins(producer, cccl=cccl)[0]
-    name = RUNTIME_DIST.format(major=int(str(producer["cuda_major"])))
-    return f"{name}[{'jit' if cccl else 'jit-nvrtc'}]{runtime[len(name):]}"
-
-
-def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, require: bool = True,
-                 cccl: bool = True) -> list[str]:
-    """Why ``dependencies`` ([project].dependencies) cannot ship artifacts from ``producer``; empty if they
-    can. ``require``: a missing cuda-cccl pin or aot runtime is a problem (the hatch hook adds them instead).
-    ``cccl``: the set holds a CCCL artifact; without one, any cuda-cccl the project declares (or none) is fine.
-
-    The rule (the hook, these messages and the manual (docs/downstream.md) say the same): the wheel requires
-    :func:`required_pins`. A declared ``cuda-cccl[cuXX]==X`` (the project wants the toolkit itself) is fine;
-    another cuda-cccl, the other CUDA major, or an aot range without the version that built them is not."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-    built_cccl, major = str(producer["cuda_cccl"]), int(str(producer["cuda_major"]))
-    pins = required_pins(producer, cccl=cccl)
-    runtime_pin, cccl_pin = pins[0], (pins[1] if cccl else "")
-    runtime = RUNTIME_DIST.format(major=major)
-    built_by = str(producer.get("aot") or "")
-    problems, seen_cccl, seen_runtime = [], False, False
-    for text in dependencies:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as e:
-            problems.append(f"unreadable dependency {text!r}: {e}")
-            continue
-        if req.marker is not None and not req.marker.evaluate():
-            continue
-        name = canonicalize_name(req.name)
-        wrong_major = sorted(x for x in req.extras if x in ("cu12", "cu13") and x != f"cu{major}")
-        if name == "cuda-cccl":
-            seen_cccl = True
-            if not cccl:
-                continue  # NVRTC units only: the project's own cuda-cccl, whichever it is, is not ours to judge
-            exact = [s for s in req.specifier if s.operator in ("==", "===")]
-            if len(exact) != 1 or exact[0].version != built_cccl or len(req.specifier) != 1:
-                problems.append(f"{text!r}: the artifacts were built with cuda-cccl {built_cccl} and load only "
-                                f"under exactly that version; declare \"{cccl_pin}\"")
-            if wrong_major:
-                problems.append(f"{text!r}: the artifacts are for CUDA {major}, not {', '.join(wrong_major)}")
-        elif name in ("cccl-aot", "cccl-aot-cu12", "cccl-aot-cu13"):
-            seen_runtime = True
-            if name != runtime:
-                problems.append(f"{text!r}: the artifacts are for CUDA {major}, whose aot runtime is {runtime}; "
-                                f"declare \"{runtime_pin}\"")
-            elif built_by and not req.specifier.contains(built_by, prereleases=True):
-                problems.append(f"{text!r}: excludes aot {built_by}, which built the artifacts; declare "
-                                f"\"{runtime_pin}\"")
-        elif name in ("cuda-core", "cuda-bindings", "cuda-python"):
-            if wrong_major:
-                problems.append(f"{text!r}: the artifacts are for CUDA {major}, not {', '.join(wrong_major)}")
-            if name != "cuda-core" and not any(req.specifier.contains(v, prereleases=True)
-                                              for v in (f"{major}.0", f"{major}.9.99")):
-                problems.append(f"{text!r}: excludes CUDA {major}, which the artifacts need")
-    if require and cccl and not seen_cccl:
-        problems.append(f"no cuda-cccl pin: a wheel carrying these artifacts must require exactly the cuda-cccl "
-                        f"that built them; add \"{cccl_pin}\" to [project].dependencies")
-    if require and not seen_runtime:
-        problems.append(f"no aot runtime: the package loads its artifacts with aot; add \"{runtime_pin}\" to "
-                        f"[project].dependencies")
-    return problems
 
 
 def _sms_for(cfg: AotConfig, sm: str | None) -> list[int]:
@@ -211,27 +114,39 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
               import_parents=cfg.import_parents)
     elif not (Path(src) / MANIFEST_NAME).is_file():
         raise UsageError(f"prebuilt set {src}: no {MANIFEST_NAME} (expected an 'aot build' or 'aot merge' output)")
+    extra_sets = cfg.merge_dirs()
+    if extra_sets:  # builds made elsewhere under other cuda-cccl releases: one set carrying every release
+        from ..build.merge import merge
+        merged = (work if work is not None else cfg.project / "build" / "aot").with_name("aot-merged")
+        merge([Path(src), *extra_sets], merged)
+        src = merged
     m = load_manifest(src)
     names = {s.name for s in specs}
     cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
-    _raise_pin_problems(cfg, m.producer, require_pins, cccl)  # a prebuilt set's own producer decides the pins
+    releases = m.cccl_releases() or None
+    # a prebuilt set's own producer and releases decide the pins
+    _raise_pin_problems(cfg, m.producer, require_pins, cccl, releases)
     cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
     numba = numba_requirement(a for a in m.artifacts if a["name"] in names)
     info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
             **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer, cccl=cccl) + numba,
+            "requires": required_pins(m.producer, cccl=cccl, releases=releases) + numba,
             "jit": jit_requirement(m.producer, cccl=cccl)}
+    if m.producers:
+        info["producers"] = {k: dict(v) for k, v in m.producers.items()}
     n, size = write_package_folder(Path(src), out, info, names=names)
     return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None,
-                        cccl)
+                        cccl, tuple(releases or ()))
 
 
-def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool, cccl: bool) -> None:
+def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool, cccl: bool,
+                        releases: Sequence[str] | None = None) -> None:
     if "dependencies" in cfg.dynamic:
         return  # computed by the backend (the hatch hook adds the pins itself)
-    problems = pin_problems(cfg.dependencies, producer, require=require, cccl=cccl)
+    problems = pin_problems(cfg.dependencies, producer, require=require, cccl=cccl, releases=releases,
+                            optional=cfg.optional_dependencies)
     if problems:
-        raise PinError(f"{cfg.pyproject}: [project] dependencies: {problems[0]}"
+        raise PinError(f"{cfg.pyproject}: {problems[0]}"
                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
 
 
@@ -382,8 +297,10 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(m.path_of(a), dest)
             total += a["size"]
-        write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries,
-                       extra={"sms": list(info.get("sms", []))})
+        extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
+        if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
+            extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
+        write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)
         (stage / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
         for p in [stage, *stage.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)

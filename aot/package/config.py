@@ -7,6 +7,7 @@ own AOT kernels writes.
     sm = "all"                        # or "80,90", or per CUDA major: {cu12 = "75,80,90", cu13 = "80,90,100"}
     folder = "artifacts"              # default: <package>/artifacts/ (what Registry.from_package reads)
     prebuilt = "merged/"              # optional: bundle this (merged) set instead of building
+    merge = ["cccl-1.1.0/", "cccl-1.2.0/"]  # optional: sets built elsewhere (other cuda-cccl releases) merged in
     allow-partial = false             # default: every (spec, SM) of matrix x sm must be present
     checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units and numba kernels
                                             # (aot verify --gpu --package mypkg)
@@ -14,7 +15,9 @@ own AOT kernels writes.
 
 Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
 mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the
-SM list, ``AOT_WHEEL_ARTIFACTS`` the prebuilt set (the same knobs ``aot``'s own wheel build reads).
+SM list, ``AOT_WHEEL_ARTIFACTS`` the prebuilt set (the same knobs ``aot``'s own wheel build reads), and
+``AOT_WHEEL_MERGE`` the sets to merge in (``os.pathsep``-separated; a CI job that built them under other
+cuda-cccl releases).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..core.format import _read_regular
 from ..core.fs import trust_problem
 from ..core.text import short
 
-KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "allow-partial", "checks", "import-parents")
+KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "merge", "allow-partial", "checks", "import-parents")
 CUDA_KEYS = ("cu12", "cu13")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Longest ``[tool.aot]`` string (paths, SM lists); a package or folder name part becomes a file name: 255.
@@ -61,6 +64,10 @@ class AotConfig:
     checks: Mapping[str, str] = field(default_factory=dict)
     dependencies: tuple[str, ...] = ()   # [project].dependencies as written
     dynamic: tuple[str, ...] = ()        # [project].dynamic
+    #: [project.optional-dependencies] as written (the pin check reads every extra too)
+    optional_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``merge``: artifact sets built elsewhere (under other cuda-cccl releases) merged into the bundle
+    merge: tuple[Path, ...] = ()
     import_parents: bool = False         # run the parent packages' __init__ of modules the matrix names
 
     def sm_for(self, cuda_major: int) -> str:
@@ -80,6 +87,13 @@ class AotConfig:
     def prebuilt_dir(self) -> Path | None:
         from ..core.env import WHEEL_ARTIFACTS
         return WHEEL_ARTIFACTS.get() or self.prebuilt
+
+    def merge_dirs(self) -> tuple[Path, ...]:
+        """The sets merged into the bundle (``AOT_WHEEL_MERGE`` wins over ``merge``): builds of the same
+        matrix made under other cuda-cccl releases, so the wheel carries a blob per release."""
+        from ..core.env import WHEEL_MERGE
+        override = WHEEL_MERGE.get()
+        return override if override else self.merge
 
     @property
     def out_dir(self) -> Path:
@@ -193,6 +207,10 @@ def load_config(project: str | Path) -> AotConfig:
             except UsageError as e:
                 raise fail("sm", str(e).removeprefix("--sm: ")) from None
     pre = string("prebuilt", None)
+    merge = tool.get("merge", [])
+    if not isinstance(merge, list) or not all(isinstance(x, str) and x.strip() and len(x) <= MAX_VALUE_LEN
+                                              for x in merge):
+        raise fail("merge", f"must be a list of artifact folders (\"cccl-1.1.0/\"), got {short(merge)}")
     allow_partial = tool.get("allow-partial", False)
     if not isinstance(allow_partial, bool):
         raise fail("allow-partial", f"must be true or false, got {short(allow_partial)}")
@@ -209,10 +227,14 @@ def load_config(project: str | Path) -> AotConfig:
     proj = doc.get("project", {}) if isinstance(doc.get("project"), dict) else {}
     deps = proj.get("dependencies", [])
     dyn = proj.get("dynamic", [])
+    opt = proj.get("optional-dependencies", {})
+    optional = {k: tuple(x for x in v if isinstance(x, str)) for k, v in (opt if isinstance(opt, dict) else {}).items()
+                if isinstance(k, str) and isinstance(v, list)}
     return AotConfig(project=project, pyproject=path, package=package, package_dir=package_dir, matrix=matrix,
                      sm=sm, folder=folder, prebuilt=(project / pre) if pre else None, allow_partial=allow_partial,
                      checks=dict(checks), dependencies=tuple(d for d in deps if isinstance(d, str)),
-                     dynamic=tuple(d for d in dyn if isinstance(d, str)), import_parents=import_parents)
+                     dynamic=tuple(d for d in dyn if isinstance(d, str)), import_parents=import_parents,
+                     optional_dependencies=optional, merge=tuple(project / x for x in merge))
 
 
 def _import_parents(tool: Mapping[str, Any], pyproject: Path) -> bool:

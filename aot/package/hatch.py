@@ -40,9 +40,11 @@ class AotBuildHook(BuildHookInterface):
             stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
             res = bundle(cfg, stage, require_pins=False)
             problems = pin_problems(self.metadata.core.dependencies, res.info["producer"], require=False,
-                                    cccl=res.cccl)
-            if problems:
-                raise AotError(f"{cfg.pyproject}: [project] dependencies: {'; '.join(problems)}")
+                                    cccl=res.cccl, releases=res.releases,
+                                    optional=self.metadata.core.optional_dependencies)
+            if problems:  # every requirement of the project, its extras' too: one line naming the first
+                raise AotError(f"{cfg.pyproject}: {problems[0]}"
+                               + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         except AotError as e:  # the build backend's process prints a SystemExit's message alone: no traceback
             raise SystemExit(f"aot: error: {e}") from None
         prefix = "/".join([*cfg.package.split("."), cfg.folder])

@@ -21,7 +21,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ToolchainError
 
@@ -140,8 +140,9 @@ def require_cuda_cccl(spec_name: str, manifest: Manifest | None = None) -> None:
     from ..core.versions import runtime_versions
     if runtime_versions()["cuda_cccl"] != "missing":
         return
-    built = manifest.producer.get("cuda_cccl") if manifest is not None else None
-    pin = f"cuda-cccl=={built}" if isinstance(built, str) and built != "missing" else "cuda-cccl"
+    from ..core.manifest import cccl_specifier  # read only on this error's path
+    releases = manifest.cccl_releases() if manifest is not None else ()
+    pin = f"cuda-cccl{cccl_specifier(releases, known_releases())}" if releases else "cuda-cccl"
     raise ToolchainError(f"{spec_name}: a cuda.compute (CCCL) spec needs cuda-cccl, which is not installed: "
                          f"pip install '{pin}'")
 
@@ -182,37 +183,61 @@ def install_hint(extra: str = JIT_EXTRA) -> str:
 
 @dataclass(frozen=True)
 class ForeignCccl:
-    """Packaged cuda.compute artifacts built with another cuda-cccl than the installed one (they cannot load:
-    a blob carries its exact cuda-cccl version). Said once per package (:attr:`warning`), then JIT serves
-    where the toolkit is installed, else :func:`require_jit` raises :meth:`error`."""
+    """Packaged cuda.compute artifacts built with other cuda-cccl releases than the installed one (they cannot
+    load: a blob carries its exact cuda-cccl version). Said once per package (:attr:`warning`, one line), then
+    JIT serves where the toolkit is installed, else :func:`require_jit` raises :meth:`error`."""
 
     who: str         # "package 'mypkg'" or "the artifacts in <dir>"
-    built: str       # the cuda-cccl that built them
+    built: str       # the cuda-cccl releases that built them: "1.2.1", or "1.1.0, 1.2.0, 1.2.1"
     installed: str   # the cuda-cccl installed here
+    pin: str = ""    # the requirement that would load them: "cuda-cccl==1.2.1", "cuda-cccl>=1.1.0,<=1.2.1,!=1.1.1"
+
+    @property
+    def _install(self) -> str:
+        return self.pin or f"cuda-cccl=={self.built}"
 
     @property
     def warning(self) -> str:
         return (f"aot: {self.who} ships cuda.compute artifacts built with cuda-cccl {self.built}, but cuda-cccl "
                 f"{self.installed} is installed, so they cannot load: its cuda.compute specs JIT-compile where the "
-                f"CUDA toolkit is installed; to load them install cuda-cccl=={self.built} (or a build of it made "
+                f"CUDA toolkit is installed; to load them install {self._install} (or a build of it made "
                 f"with cuda-cccl {self.installed})")
 
     def error(self, spec_name: str, device_sm: int) -> str:
         return (f"{spec_name}: {self.who} ships it built with cuda-cccl {self.built}, but cuda-cccl {self.installed} "
                 f"is installed, and JIT fallback (sm_{device_sm}) needs the CUDA toolkit, which is not installed: "
-                f"pip install 'cuda-cccl=={self.built}' to load the packaged artifact, or {install_hint()}")
+                f"pip install '{self._install}' to load the packaged artifact, or {install_hint()}")
+
+
+def known_releases() -> tuple[str, ...]:
+    """The cuda-cccl releases a blob can be built under (:data:`cccl_patches.CHECKED`; plain data)."""
+    from cccl_patches import VERIFIED_CCCL_VERSIONS  # tuples and a dataclass: no CUDA import
+    return VERIFIED_CCCL_VERSIONS
 
 
 def foreign_cccl(manifest: Manifest | None, owner: str | None) -> ForeignCccl | None:
-    """:class:`ForeignCccl` when ``manifest`` was built with another cuda-cccl than the installed one;
+    """:class:`ForeignCccl` when ``manifest`` carries CCCL blobs, none of the installed cuda-cccl's release;
     ``owner`` names the package (else the folder is named)."""
     from ..core.versions import runtime_versions
     if manifest is None:
         return None
-    built, installed = manifest.producer.get("cuda_cccl"), runtime_versions()["cuda_cccl"]
-    if not isinstance(built, str) or built == installed:
+    releases, installed = manifest.cccl_releases(), runtime_versions()["cuda_cccl"]
+    if not releases or installed in releases:
         return None
-    return ForeignCccl(f"package {owner!r}" if owner else f"the artifacts in {manifest.root}", built, installed)
+    from ..core.manifest import cccl_specifier  # the catalog imported it already: a name lookup
+    return ForeignCccl(f"package {owner!r}" if owner else f"the artifacts in {manifest.root}", ", ".join(releases),
+                       installed, f"cuda-cccl{cccl_specifier(releases, known_releases())}")
+
+
+def blobs_for_installed(manifest: Manifest | None, cands: list[Any]) -> list[Any]:
+    """The CCCL candidates (manifest entries in ``.ref``) of the installed cuda-cccl's release: a blob loads
+    only under the release that built it (its check would refuse any other). None where the set does not
+    carry that release: the search then says so once (:func:`foreign_cccl`) and JIT serves."""
+    from ..core.versions import runtime_versions
+    if manifest is None or not cands:
+        return cands
+    installed = runtime_versions()["cuda_cccl"]
+    return [c for c in cands if manifest.release_of(c.ref) == installed]
 
 
 def require_jit(spec_name: str, device_sm: int, foreign: ForeignCccl | None = None) -> None:

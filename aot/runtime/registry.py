@@ -273,9 +273,13 @@ class Registry:
         return code_spec(spec, trusted=spec.name in cat.trusted, owner=self._owner, root=cat.root)
 
     def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
-        """This manifest's artifacts of ``spec`` that can serve ``device_sm``, best first."""
+        """This manifest's artifacts of ``spec`` that can serve ``device_sm``, best first. A set carrying CCCL
+        blobs of several cuda-cccl releases offers those of the installed release only
+        (:func:`aot.runtime.lean.blobs_for_installed`)."""
+        from .lean import blobs_for_installed
         from .sources import packaged_candidates
-        return packaged_candidates(self.manifest, spec, device_sm)
+        cands = packaged_candidates(self.manifest, spec, device_sm)
+        return blobs_for_installed(self.manifest, cands) if spec.family == "cccl" else cands
 
     def open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
         """Read, check and load one of this manifest's artifacts (:func:`aot.runtime.sources.open_packaged`);

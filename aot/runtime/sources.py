@@ -73,9 +73,11 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         require_cuda_cccl(spec.name, host.manifest)
     if isinstance(spec, CcclSpec) and spec.code:
         spec, refusal = host._code_spec(spec)
-    cands = host.packaged_candidates(spec, device_sm) if live is None else []
-    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if cands and spec.family == "cccl" else None
-    if foreign is not None:  # another cuda-cccl built the package: one warning for it, not one per file
+    cands = host.packaged_candidates(spec, device_sm) if live is None else []  # CCCL: the installed release's blobs
+    packaged = host.manifest is not None and bool(host.manifest.entries_for(spec.name))
+    foreign = foreign_cccl(host.manifest, getattr(host, "_owner", None)) if packaged and spec.family == "cccl" \
+        else None
+    if foreign is not None:  # other cuda-cccl releases built the package: one warning for it, not one per file
         host._warn(foreign.warning)
         st.errors.append(foreign.warning)
         cands = []
@@ -217,7 +219,7 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
     from ..core.spec import item_key
     if manifest is None:
         raise ArtifactError("no manifest: packaged artifacts are opened only through one")
-    if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], manifest.producer):
+    if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], manifest.producer_of(entry)):
         raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
     check_producer(h["producer"], h["family"])
     return art

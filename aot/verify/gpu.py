@@ -42,10 +42,11 @@ def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
                           ("content_key", "content_key")):
             if entry[key] != h[hkey]:
                 problems.append(f"{entry['path']}: header {hkey}={h[hkey]!r} but manifest says {entry[key]!r}")
+        made_by = m.producer_of(entry)  # a set of several cuda-cccl releases: the entry's release's producer
         for k in fmt.PRODUCER_FIELDS:
-            if str(h["producer"].get(k)) != str(m.producer.get(k)):
+            if str(h["producer"].get(k)) != str(made_by.get(k)):
                 problems.append(f"{entry['path']}: produced by {k} {h['producer'].get(k)}, the set by "
-                                f"{m.producer.get(k)}")
+                                f"{made_by.get(k)}")
     problems += key_problems(m)
     return len(m.artifacts), problems
 
@@ -336,7 +337,8 @@ def coverage(m, specs: Iterable | None = None, sms: Iterable[int] | None = None)
         table[s.name] = {"family": s.family,
                          "sms": sorted({a["sm"] for a in got if a["payload_kind"] != "ptx"}),
                          "ptx": sorted({a["sm"] for a in got if a["payload_kind"] == "ptx"})}
-    return Coverage(sm_list, table, missing, str(m.producer.get("cuda_major")), str(m.producer.get("cuda_cccl")))
+    return Coverage(sm_list, table, missing, str(m.producer.get("cuda_major")),
+                    ", ".join(m.cccl_releases()) or str(m.producer.get("cuda_cccl")))
 
 
 def _raw_manifest(root: Path) -> dict:
@@ -373,7 +375,8 @@ def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Ite
     if raw.get("shard") or raw.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
     try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
-        check_producer(m.producer, "cccl")
+        # (a set of several cuda-cccl releases is pinned to their union, whichever is installed here)
+        check_producer(m.producer, "nvrtc" if len(m.cccl_releases()) > 1 else "cccl")
     except ArtifactError as e:
         raise VerificationError(f"{root}: not packageable here: {e}") from None
     cov = coverage(m, specs, sms)
