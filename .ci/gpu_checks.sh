@@ -89,6 +89,9 @@ step record-gpu bash .ci/gpu/record.sh
 step cupy bash .ci/gpu/cupy_check.sh "${AOT_CUPY_RUNS:-3}"
 # Issue 36.3: kernels without a written check replayed from the launches aot record kept; a mutant fails.
 [ -d .gpu/replay ] && step replay bash .ci/gpu/replay_check.sh
+# Issue 34: a CCCL wheel carrying blobs of several cuda-cccl releases, installed beside each (0 JIT), and one not carried
+# (one line, JIT). Inputs: bash .ci/gpu/cccl_releases_prepare.sh (the wheels and the merged example).
+[ -d .gpu/cccl-releases ] && step cccl-releases bash .ci/gpu/cccl_releases.sh
 # Issue 30: a foreign set's code never imported by verify --gpu; compile errors without tracebacks.
 [ -d .gpu/redteam30 ] && step redteam30 python3 .ci/gpu/redteam30.py check .gpu/redteam30
 # Issue 31: numba-cuda kernels through their dispatchers, 0 compiles; first launches; the gate and its mutant.
