@@ -87,16 +87,14 @@ class Internals:
 
 #: The numba-cuda releases aot's numba support was checked against, by range.
 RELEASES: tuple[Internals, ...] = (
-    Internals("0.23.0", "0.23.0", ("0.23.0",), 2, (), "arrays-v1",
-              "numba 0.65.1, numpy 2.4, cuda-core 0.7.0"),
-    Internals("0.24.0", "0.24.0", ("0.24.0",), 3, (), "arrays-v1",
-              "numba 0.65.1, numpy 2.4, cuda-core 0.7.0"),
+    Internals("0.23.0", "0.23.0", ("0.23.0",), 2, (), "arrays-v1", "numba 0.65.1, numpy 2.3.5, cuda-core 0.7.0"),
+    Internals("0.24.0", "0.24.0", ("0.24.0",), 3, (), "arrays-v1", "numba 0.65.1, numpy 2.3.5, cuda-core 0.7.0"),
     Internals("0.26.0", "0.29.0", ("0.26.0", "0.27.0", "0.28.0", "0.28.1", "0.28.2", "0.29.0"), 3,
-              ("shared_memory_carveout",), "arrays-v1", "numba 0.65.1, numpy 2.4, cuda-core 0.7.0"),
+              ("shared_memory_carveout",), "arrays-v1", "numba 0.65.1, numpy 2.4.6, cuda-core 0.7.0"),
     Internals("0.30.0", "0.30.4", ("0.30.0", "0.30.1", "0.30.2", "0.30.3", "0.30.4"), 3,
               ("shared_memory_carveout", "launch_config_sensitive"), "arrays-v1",
-              "0.30.0-0.30.3: numba 0.65.1, numpy 2.4, cuda-core 0.7.0; 0.30.4: numba 0.68.1, numpy 2.4 and 2.5, "
-              "cuda-core 1.2.2"),
+              "0.30.0-0.30.3: numba 0.65.1, numpy 2.4.6, cuda-core 0.7.0 (0.30.2-0.30.3: 1.2.2); "
+              "0.30.4: numba 0.68.1, numpy 2.4.6 and 2.5.5, cuda-core 1.2.2"),
 )
 #: Every release of :data:`RELEASES`.
 VERIFIED = frozenset(r for row in RELEASES for r in row.releases)
