@@ -89,9 +89,6 @@ def attach_sets(sets: list[str]) -> dict:
     """Attach each built set under this release; per spec: the packaged cubin served byte for byte as
     numba-cuda's own code library returns it, the PTX linked for a newer GPU, nothing compiled."""
     import warnings
-    from aot.build.toolchain import choose_driver, worker_setup
-    driver = choose_driver()  # no GPU: aot's stand-in libcuda, as a build worker loads it (cuda-core < 0.7's
-    worker_setup(driver.path)  # Linker asks the driver's version before linking the PTX with nvJitLink)
     sys.path.insert(0, str(EXAMPLE))
     import numba.cuda.dispatcher as dispatcher_module
     import aot

@@ -10,12 +10,13 @@
 #
 # Inputs (carried; prepared on the CPU host):
 #   WHEELS/  numba_cuda-<R>-cp312-*.whl for each release R to install (each into its own --target dir), and
-#            what those releases import with there: numba-0.65.1, numpy-2.3.5, cuda_core-0.5.1 and platformdirs
+#            what those releases import with there: numba-0.65.1, numpy-2.3.5, cuda_core-0.7.0 and platformdirs
 #            wheels (the machine's numba 0.68, numpy 2.5 and cuda-core 1.2 serve only numba-cuda 0.30.4)
 #   SETS/    built-<X>/ artifact sets: `python .ci/numba_releases.py --out SETS --build PY ...` (no --attach)
 #   bash .ci/gpu/numba_releases.sh [WHEELS [SETS]]        (defaults: .whl .gpu/numbarel)
 # The machine's own numba-cuda is checked too ("own"). AOT_NUMBAREL_CPU=1 rehearses it on a driverless host: the
-# same environments, with the attach check of .ci/numba_releases.py in place of launches. Logs under $OUT.
+# same environments, with the attach check of .ci/numba_releases.py in place of launches (cuda-core 0.7.0 makes
+# and links code objects without a driver; 0.5.1 asks the driver's version first). Logs under $OUT.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 wheels=$(cd "${1:-$root/.whl}" && pwd) || exit 2
@@ -29,7 +30,7 @@ one() { ls "$wheels"/$1 2>/dev/null | head -n 1; }
 pip_target() { python3 -m pip install -q --no-index --no-deps --target "$@"; }
 # what the older releases import with, and aot's own runtime dependency the machine lacks
 pip_target "$work/common" "$(one 'numba-0.65.1-*.whl')" "$(one 'numpy-2.3.5-*.whl')" \
-  "$(one 'cuda_core-0.5.1-*.whl')" || exit 2
+  "$(one 'cuda_core-0.7.0-*.whl')" || exit 2
 pip_target "$work/pd" "$(one 'platformdirs-*.whl')" || exit 2
 releases=()
 for w in "$wheels"/numba_cuda-*-cp312-*.whl; do
