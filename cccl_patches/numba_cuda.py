@@ -14,7 +14,7 @@ below have the same names and call shapes, except three differences :data:`RELEA
 * The code library's ``ObjectCode`` is cuda-core's: ``cuda.core.experimental`` in 0.23/0.24 (cuda-core < 1),
   ``cuda.core`` later: :class:`PackagedLibrary` takes the one numba-cuda's driver module imported.
 
-A kernel built under one release is attached under another only where both release's ranges flatten kernel
+A kernel built under one release is attached under another only where both releases' ranges flatten kernel
 arguments alike (:attr:`Internals.args`; an array is ``meminfo, parent, nitems, itemsize, data, shape...,
 strides...`` in every release here, ``_Kernel._prepare_args``), and the artifact's header records the
 argument ABI fingerprint of its build (:func:`abi_fingerprint`), which must equal the installed release's.
