@@ -1,8 +1,25 @@
 """numba-cuda internals aot uses to build ``@cuda.jit`` kernels without a GPU and to hand their cubins back to
-the library's own dispatcher. Version-gated: :data:`VERIFIED` lists the numba-cuda releases this module was
-read against; any other refuses (:class:`NumbaCudaError`) and the caller falls back to numba-cuda's JIT.
+the library's own dispatcher. Version-gated: :data:`RELEASES` lists, as closed ranges of published releases,
+the numba-cuda releases this module was read against and how each range spells what it uses; any other
+release refuses (:class:`NumbaCudaError`) and the caller falls back to numba-cuda's JIT.
 
-Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``):
+Across releases (0.23.0 to 0.30.4, each installed and checked by ``.ci/numba_releases.py``): the internals
+below have the same names and call shapes, except three differences :data:`RELEASES` records per range:
+
+* 0.23.0's ``CUDACodeLibrary`` keys its ``_cubin_cache``/``_ptx_cache`` by the device's ``(major, minor)`` and
+  ``nvrtc.get_arch_option`` takes two arguments; from 0.24.0 the key is ``(major, minor, "a" | "")`` (``"a"``
+  from 9.0 on, for the current device).
+* ``_Kernel._rebuild`` takes ``shared_memory_carveout`` from 0.26.0 (and ``_Kernel._parse_carveout`` exists
+  from then), ``launch_config_sensitive`` from 0.30.0.
+* The code library's ``ObjectCode`` is cuda-core's: ``cuda.core.experimental`` in 0.23/0.24 (cuda-core < 1),
+  ``cuda.core`` later: :class:`PackagedLibrary` takes the one numba-cuda's driver module imported.
+
+A kernel built under one release is attached under another only where both releases' ranges flatten kernel
+arguments alike (:attr:`Internals.args`; an array is ``meminfo, parent, nitems, itemsize, data, shape...,
+strides...`` in every release here, ``_Kernel._prepare_args``), and the artifact's header records the
+argument ABI fingerprint of its build (:func:`abi_fingerprint`), which must equal the installed release's.
+
+Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``; the same in the other releases unless said above):
 
 * ``dispatcher._Kernel.__init__`` compiles for ``get_current_device().compute_capability`` and calls
   ``lib.get_asm_str()`` for the current device: it needs a GPU. :func:`compile_kernel` does what it does
@@ -39,15 +56,52 @@ Evidence (numba-cuda 0.30.4, ``numba_cuda/numba/cuda/``):
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import logging
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-#: numba-cuda releases this module was checked against (build on the CPU host, load and launch on an H100).
-VERIFIED = ("0.30.4",)
+
+@dataclass(frozen=True)
+class Internals:
+    """How one range of numba-cuda releases spells the internals this module uses. Data, read by the code
+    below and checked against each release it names (``.ci/numba_releases.py`` introspects them)."""
+
+    #: The first and last release of the range (inclusive), and every release of it published on PyPI: each
+    #: one was installed and checked; a release not listed (a later patch release) is not verified.
+    first: str
+    last: str
+    releases: tuple[str, ...]
+    #: Length of the device key of ``CUDACodeLibrary``'s caches: 2 ``(major, minor)``, 3 ``(major, minor, "a")``.
+    device_key: int
+    #: The keyword arguments ``_Kernel._rebuild`` takes beyond cooperative, name, signature, codelibrary,
+    #: debug, lineinfo, call_helper and extensions.
+    rebuild: tuple[str, ...]
+    #: How kernel arguments are flattened (``_Kernel._prepare_args`` and the target's data model): ranges with
+    #: the same value pass arrays and scalars alike, so a cubin built under one launches under the other.
+    args: str
+    #: What the check installed beside it (numba-cuda imports with these; newer numba or numpy may not).
+    checked_with: str
+
+
+#: The numba-cuda releases aot's numba support was checked against, by range.
+RELEASES: tuple[Internals, ...] = (
+    Internals("0.23.0", "0.23.0", ("0.23.0",), 2, (), "arrays-v1", "numba 0.65.1, numpy 2.3.5, cuda-core 0.7.0"),
+    Internals("0.24.0", "0.24.0", ("0.24.0",), 3, (), "arrays-v1", "numba 0.65.1, numpy 2.3.5, cuda-core 0.7.0"),
+    Internals("0.26.0", "0.29.0", ("0.26.0", "0.27.0", "0.28.0", "0.28.1", "0.28.2", "0.29.0"), 3,
+              ("shared_memory_carveout",), "arrays-v1", "numba 0.65.1, numpy 2.4.6, cuda-core 0.7.0"),
+    Internals("0.30.0", "0.30.4", ("0.30.0", "0.30.1", "0.30.2", "0.30.3", "0.30.4"), 3,
+              ("shared_memory_carveout", "launch_config_sensitive"), "arrays-v1",
+              "0.30.0-0.30.3: numba 0.65.1, numpy 2.4.6, cuda-core 0.7.0 (0.30.2-0.30.3: 1.2.2); "
+              "0.30.4: numba 0.68.1, numpy 2.4.6 and 2.5.5, cuda-core 1.2.2"),
+)
+#: Every release of :data:`RELEASES`.
+VERIFIED = frozenset(r for row in RELEASES for r in row.releases)
 #: The files numba-cuda links on its own, by the name an artifact header records.
 LINKS = ("reshape_funcs", "nrt")
 
@@ -67,15 +121,59 @@ def installed_version() -> str:
         return "missing"
 
 
+def internals(version: str) -> Internals:
+    """The row of :data:`RELEASES` that holds ``version``; :class:`NumbaCudaError` for any other release."""
+    for row in RELEASES:
+        if version in row.releases:
+            return row
+    ranges = ", ".join(row.first if row.first == row.last else f"{row.first}-{row.last}" for row in RELEASES)
+    raise NumbaCudaError(f"numba-cuda {version} is not one aot's numba support was checked against ({ranges})")
+
+
 def check_version() -> str:
-    """The installed numba-cuda version, if :data:`VERIFIED` holds it; else :class:`NumbaCudaError`."""
+    """The installed numba-cuda version, if :data:`RELEASES` holds it; else :class:`NumbaCudaError`."""
     version = installed_version()
     if version == "missing":
         raise NumbaCudaError("numba-cuda is not installed")
-    if version not in VERIFIED:
-        raise NumbaCudaError(f"numba-cuda {version} is not one aot's numba support was checked against "
-                             f"({', '.join(VERIFIED)})")
+    internals(version)
     return version
+
+
+def _installed() -> Internals:
+    return internals(check_version())
+
+
+def attach_problem(built: str, installed: str) -> str | None:
+    """Why kernels built under numba-cuda ``built`` may not be attached under ``installed`` (``None``: they may).
+    The cubin does not depend on the release; how the release passes a kernel's arguments does: both must be
+    checked releases whose ranges flatten arguments alike (each artifact's fingerprint is checked at load)."""
+    if built == installed:
+        return None
+    try:
+        a, b = internals(built), internals(installed)
+    except NumbaCudaError as e:
+        return str(e)
+    if a.args != b.args:
+        return (f"numba-cuda {built} and {installed} pass kernel arguments differently ({a.args} vs {b.args})")
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def abi_fingerprint(argtypes: tuple[Any, ...]) -> str:
+    """How the installed numba-cuda passes a kernel these arguments: the LLVM types of the parameters the target's
+    data model flattens them into (an array: meminfo, parent, nitems, itemsize, data, shape..., strides...),
+    hashed. A build records it in each artifact's header; loading under another release compares it."""
+    from numba.cuda.descriptor import cuda_target
+    packer = cuda_target.target_context.get_arg_packer(list(argtypes))
+    text = ";".join(str(t) for t in packer.argument_types)
+    return "v1:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def device_key(cc: tuple[int, int], row: Internals | None = None) -> tuple:
+    """The key under which this release's ``CUDACodeLibrary`` caches code for ``cc`` (no arch suffix: a build
+    targets ``sm_<N>``)."""
+    row = row or _installed()
+    return (cc[0], cc[1]) if row.device_key == 2 else (cc[0], cc[1], "")
 
 
 def is_dispatcher(obj: Any) -> bool:
@@ -200,8 +298,9 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
     cc = (sm // 10, sm % 10)
     fastmath, lineinfo = bool(t.get("fastmath", False)), bool(t.get("lineinfo", False))
     nvvm_options = {"fastmath": fastmath, "opt": 3 if t.get("opt", True) else 0}
+    argtypes = argtypes_of(signature)
     with _target(cc, device_functions):
-        cres = compile_cuda(dispatcher.py_func, types.void, argtypes_of(signature), debug=False, lineinfo=lineinfo,
+        cres = compile_cuda(dispatcher.py_func, types.void, argtypes, debug=False, lineinfo=lineinfo,
                             forceinline=bool(t.get("forceinline", False)), fastmath=fastmath,
                             nvvm_options=nvvm_options, cc=cc, max_registers=t.get("max_registers"),
                             lto=bool(t.get("lto", False)))
@@ -211,7 +310,7 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
         kernel_fixup(fn, False)
         nvvm.set_launch_bounds(fn, t.get("launch_bounds"))
         order_linked_libraries(lib)
-        full = (cc[0], cc[1], "")
+        full = device_key(cc)
         asm = lib.get_asm_str(cc=full)
         links = []
         if any(name in asm for name in reshape_funcs):
@@ -230,7 +329,7 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
             payload = asm.encode()
         else:
             payload = bytes(lib.get_cubin(cc=full).code)
-    return payload, {"entry": lib._entry_name, "links": links}
+    return payload, {"entry": lib._entry_name, "links": links, "abi": abi_fingerprint(argtypes)}
 
 
 def _dispatcher_file() -> str:
@@ -247,7 +346,7 @@ Source = Callable[[tuple[int, int]], "tuple[str, bytes, Mapping[str, Any]] | Non
 def rebuild_kernel(dispatcher: Any, signature: str, name: str, source: Source) -> Any:
     """A numba-cuda ``_Kernel`` for ``signature`` whose code library takes its cubin from ``source`` per
     device (:class:`PackagedLibrary`); nothing is compiled or loaded here."""
-    check_version()
+    row = _installed()
     from numba.cuda import typing, types
     from numba.cuda.descriptor import cuda_target
     from numba.cuda.dispatcher import _Kernel
@@ -261,11 +360,14 @@ def rebuild_kernel(dispatcher: Any, signature: str, name: str, source: Source) -
     lib._llvm_strs = []
     lib._finalized = True
     carveout = t.get("shared_memory_carveout")
+    more: dict[str, Any] = {}
+    if "shared_memory_carveout" in row.rebuild:
+        more["shared_memory_carveout"] = None if carveout is None else _Kernel._parse_carveout(None, carveout)
+    if "launch_config_sensitive" in row.rebuild:
+        more["launch_config_sensitive"] = False  # a build runs outside any launch: nothing read a launch config
     kernel = _Kernel._rebuild(cooperative=False, name=name, signature=typing.signature(types.void, *argtypes),
                               codelibrary=lib, debug=False, lineinfo=bool(t.get("lineinfo", False)), call_helper=None,
-                              extensions=t.get("extensions") or [],
-                              shared_memory_carveout=None if carveout is None else
-                              _Kernel._parse_carveout(None, carveout), launch_config_sensitive=False)
+                              extensions=t.get("extensions") or [], **more)
     kernel.objectmode = False
     return kernel
 
@@ -288,8 +390,8 @@ def _library_class() -> type:
                 kind, payload, header = got
                 links = [x for x in header.get("links", []) if x in LINKS]
                 self._entry_name = str(header["entry"])
-                if kind == "cubin":
-                    from cuda.core import ObjectCode
+                if kind == "cubin":  # the ObjectCode class numba-cuda's driver uses (cuda.core.experimental < 0.26)
+                    from numba.cuda.cudadrv.driver import ObjectCode
                     self._cubin_cache[cc] = ObjectCode.from_cubin(payload)
                 else:  # PTX of an older SM: nvJitLink makes this device's cubin, with the files it links
                     self._ptx_cache[cc] = [payload.decode() if isinstance(payload, bytes) else payload]

@@ -4,6 +4,7 @@ edited source) that hand a kernel back to numba-cuda's JIT with one warning."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -201,24 +202,82 @@ def test_attach_serves_packaged_signatures_and_leaves_the_rest_to_jit(numba_buil
     assert sum("is not packaged: numba-cuda JIT-compiles it" in x for x in lines) == 1  # once per signature
 
 
-def test_another_numba_cuda_version_falls_back_to_jit_with_one_warning(numba_build, tmp_path):
+def _with_release(out: Path, dest: Path, release: str) -> Path:
+    """A copy of the set whose manifest says its kernels were built by numba-cuda ``release``."""
     import shutil
-    tmp, m, pkg, out = numba_build
-    other = tmp_path / "other"
-    shutil.copytree(out, other)
-    doc = json.loads((other / "manifest.json").read_text())
+    shutil.copytree(out, dest)
+    doc = json.loads((dest / "manifest.json").read_text())
     for d in doc["specs"].values():
-        d["numba_cuda"] = "0.29.0"
-    (other / "manifest.json").write_text(json.dumps(doc))
-    reg = _registry(other, pkg, tmp)
+        d["numba_cuda"] = release
+    (dest / "manifest.json").write_text(json.dumps(doc))
+    return dest
+
+
+def test_an_unchecked_numba_cuda_release_falls_back_to_jit_with_one_warning(numba_build, tmp_path):
+    tmp, m, pkg, out = numba_build
+    reg = _registry(_with_release(out, tmp_path / "other", "0.22.2"), pkg, tmp)
     tile_sum = importlib.import_module(f"{pkg}.kernels").tile_sum
     before = tile_sum._cache
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = aot.attach_numba(reg)
     mine = [w for w in caught if issubclass(w.category, AotWarning)]
-    assert len(mine) == 1 and "numba-cuda 0.29.0" in str(mine[0].message), [str(w.message) for w in caught]
-    assert all("0.29.0" in why for why in got.values()) and tile_sum._cache is before
+    assert len(mine) == 1 and "numba-cuda 0.22.2" in str(mine[0].message), [str(w.message) for w in caught]
+    assert "checked against (0.23.0, 0.24.0, 0.26.0-0.29.0, 0.30.0-0.30.4)" in str(mine[0].message)
+    assert all("0.22.2" in why for why in got.values()) and tile_sum._cache is before
+
+
+def test_kernels_built_by_another_checked_release_attach(numba_build, tmp_path):
+    """A set built by numba-cuda 0.26.0 (its ranges flatten arguments alike): attached, no warning. The real
+    cross-release build and load is tests/test_numba_releases.py's."""
+    tmp, m, pkg, out = numba_build
+    reg = _registry(_with_release(out, tmp_path / "other", "0.26.0"), pkg, tmp)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert set(aot.attach_numba(reg).values()) == {"attached"}
+    assert not [w for w in caught if issubclass(w.category, AotWarning)]
+
+
+def test_the_release_table_is_data_and_says_what_attaches_where(monkeypatch):
+    from cccl_patches import numba_cuda as nc
+    releases = [r for row in nc.RELEASES for r in row.releases]
+    assert len(releases) == len(set(releases)) == len(nc.VERIFIED)
+    assert {"0.23.0", "0.26.0", "0.28.2", "0.30.4"} <= nc.VERIFIED and "0.25.0" not in nc.VERIFIED
+    for row in nc.RELEASES:
+        assert row.releases[0] == row.first and row.releases[-1] == row.last
+    assert nc.internals("0.23.0").device_key == 2 and nc.internals("0.24.0").device_key == 3
+    assert nc.internals("0.28.1").rebuild == ("shared_memory_carveout",)
+    assert nc.attach_problem("0.30.4", "0.30.4") is None and nc.attach_problem("0.23.0", "0.30.4") is None
+    assert "0.30.5 is not one" in nc.attach_problem("0.30.5", "0.30.4")  # a later patch release: not checked
+    rows = {row.first: row for row in nc.RELEASES}
+    monkeypatch.setattr(nc, "RELEASES", (rows["0.23.0"], nc.Internals(**{**rows["0.24.0"].__dict__,
+                                                                           "args": "arrays-v2"})))
+    assert "pass kernel arguments differently" in nc.attach_problem("0.23.0", "0.24.0")
+
+
+def test_each_artifact_records_its_argument_abi_and_a_different_one_is_not_served(numba_build, tmp_path,
+                                                                                 monkeypatch):
+    from cccl_patches import numba_cuda as nc
+    from aot.runtime import numba_attach
+    tmp, m, pkg, out = numba_build
+    art = fmt.read(out / "numba/axpy.0/sm_90.cubin.aot")
+    assert art.header["abi"] == nc.abi_fingerprint(nc.argtypes_of("void(float32[::1], float32[::1], float32)"))
+    assert art.header["abi"] != nc.abi_fingerprint(nc.argtypes_of("void(float32[:, ::1], float32[::1], float32)"))
+    reg = _registry(out, pkg, tmp)
+    spec = reg.spec("axpy.0")
+    numba_attach.check_abi(spec, art.header)
+    with pytest.raises(aot.AotError, match="passes the arguments of void"):
+        numba_attach.check_abi(spec, {**art.header, "abi": "v1:" + "0" * 32})
+    legacy = {k: v for k, v in art.header.items() if k != "abi"}  # built before aot recorded the fingerprint
+    numba_attach.check_abi(spec, legacy)
+    with pytest.raises(aot.AotError, match="without an argument ABI fingerprint"):
+        numba_attach.check_abi(dataclasses.replace(spec, numba_cuda="0.28.2"), legacy)
+    monkeypatch.setattr(nc, "abi_fingerprint", lambda argtypes: "v1:" + "1" * 32)  # as another release would
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert numba_attach.serve(reg, spec, 90) is None  # numba-cuda compiles it
+    mine = [str(w.message) for w in caught if issubclass(w.category, AotWarning)]
+    assert len(mine) == 1 and "otherwise than numba-cuda" in mine[0], mine
 
 
 def test_an_edited_kernel_is_not_attached(numba_build, tmp_path):

@@ -8,8 +8,10 @@ signature, a kernel whose cubin is the best packaged artifact for the device (ch
 
 * a signature that was not packaged: one log line (``INFO`` on ``aot``), the first time it compiles;
 * a GPU the set does not cover, or an artifact that fails its checks: one log line or warning, then JIT;
-* artifacts built by another numba-cuda, or a numba-cuda aot was not checked against: one
-  :class:`~aot.core.errors.AotWarning`, nothing attached;
+* a numba-cuda aot was not checked against, or artifacts built by a numba-cuda that passes kernel arguments
+  otherwise than the installed one (:func:`cccl_patches.numba_cuda.attach_problem`): one
+  :class:`~aot.core.errors.AotWarning`, nothing attached; an artifact whose recorded argument ABI fingerprint
+  differs from the installed release's: one warning at its first load, then JIT (:func:`check_abi`);
 * a kernel whose source, a device function it calls, a value it compiles in (globals, module attributes, closure
   cells: :mod:`aot.runtime.numba_digest`) or decorator options differ from what was built: one warning naming it,
   nothing attached for it (the packaged code is not what the library's code says). The digest is taken at attach
@@ -74,11 +76,15 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             registry._warn(f"aot: {e}: packaged numba kernels are not attached; numba-cuda JIT-compiles them")
         return {s.name: str(e) for s in specs}
     by_kernel: dict[str, list[NumbaKernel]] = {}
+    warned: set[str] = set()
     for s in specs:
-        if s.numba_cuda != installed:
+        problem = nc.attach_problem(s.numba_cuda, installed)
+        if problem:
             why = (f"aot: {registry.root}: numba kernels were built with numba-cuda {s.numba_cuda}, installed is "
-                   f"{installed}: they are not attached; numba-cuda JIT-compiles them")
-            registry._warn(why)
+                   f"{installed} ({problem}): they are not attached; numba-cuda JIT-compiles them")
+            if s.numba_cuda not in warned:  # one warning per building release, not per kernel
+                warned.add(s.numba_cuda)
+                registry._warn(why)
             result[s.name] = why
             continue
         by_kernel.setdefault(s.kernel, []).append(s)
@@ -157,6 +163,24 @@ def _maker(registry: Any, spec: Any, dispatcher: Any, memo: Memo | None = None):
     return make
 
 
+def check_abi(spec: Any, header: Mapping[str, Any]) -> None:
+    """Raise (:class:`AotError`) unless the installed numba-cuda passes ``spec``'s arguments as the build's did:
+    the header's ``abi`` fingerprint (:func:`cccl_patches.numba_cuda.abi_fingerprint`) equals the installed
+    release's. An artifact without one (built before aot recorded it) serves only the release that built it."""
+    from cccl_patches import numba_cuda as nc
+    installed = nc.check_version()
+    recorded = header.get("abi")
+    if recorded is None:
+        if spec.numba_cuda != installed:
+            raise AotError(f"built by numba-cuda {spec.numba_cuda} without an argument ABI fingerprint; installed "
+                           f"is {installed}")
+        return
+    here = nc.abi_fingerprint(nc.argtypes_of(spec.signature))
+    if recorded != here:
+        raise AotError(f"numba-cuda {installed} passes the arguments of {spec.signature} otherwise than numba-cuda "
+                       f"{spec.numba_cuda}, which built it (argument ABI {here} vs {recorded})")
+
+
 def serve(registry: Any, spec: Any, device_sm: int) -> tuple[str, bytes, dict] | None:
     """The best packaged artifact of ``spec`` for ``device_sm`` that passes every check, as ``(kind, payload,
     header)``;
@@ -177,6 +201,11 @@ def serve(registry: Any, spec: Any, device_sm: int) -> tuple[str, bytes, dict] |
         except Exception as e:  # noqa: BLE001 - any failure: the next source
             registry._warn(f"aot: skipping {path}: {e}")
             continue
+        try:
+            check_abi(spec, art.header)
+        except AotError as e:  # every artifact of the spec came from one build: none of them serves
+            registry._warn(f"aot: {path}: {e}; numba-cuda JIT-compiles {spec.name}")
+            return None
         log.debug("%s: %s sm_%d serves sm_%d", spec.name, art.kind, art.sm, device_sm)
         return art.kind, art.payload, dict(art.header)
     log.info("%s: no packaged artifact serves sm_%d: numba-cuda JIT-compiles it", spec.name, device_sm)

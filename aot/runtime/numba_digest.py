@@ -216,7 +216,8 @@ class _Walk:
             head = f"{cls.__module__}.{cls.__qualname__} {getattr(value, '_fields', '')} {len(parts)}".encode()
             return head + b"".join(len(p).to_bytes(8, "little") + p for p in parts)
         if is_dispatcher_like(value):
-            options = repr(sorted((str(k), repr(v)) for k, v in dict(value.targetoptions).items()))
+            options = repr(sorted((str(k), repr(_option(v))) for k, v in dict(value.targetoptions).items()
+                                  if _option(v) is not None))
             if " at 0x" in options:
                 self.refuse(where, "is a numba function whose options name objects by address")
             if all(d is not value for d in self.dispatchers):
@@ -301,3 +302,13 @@ def _where(module: Any) -> str:
 def _top(module: Any) -> str:
     return module.partition(".")[0] if isinstance(module, str) else ""
 
+
+
+def _option(value: Any) -> Any:
+    """A device function's option as every numba-cuda release spells it: 0.26 added ``shared_memory_carveout:
+    None`` and turned ``link=[]`` into ``()``; an unset option (None, an empty list or tuple) is no option, and a
+    list is a tuple, so one function gives one digest under every release (a kernel built by one attaches under
+    another: cccl_patches/numba_cuda.py RELEASES)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value) or None
+    return value

@@ -67,15 +67,16 @@ def check_numba_artifact(registry: Any, spec: NumbaKernel, entry: Mapping[str, A
     """Run ``spec``'s ``entry`` (a manifest entry; ``None``: no packaged artifact fits, numba-cuda JIT-compiles)
     on this GPU under ``check``; raise what failed (the caller makes it a failed row)."""
     from cccl_patches import numba_cuda as nc
-    from ..runtime.numba_attach import kernel_digest, resolve_dispatcher
+    from ..runtime.numba_attach import check_abi, kernel_digest, resolve_dispatcher
     manifest = registry.manifest
     if package is None or not inside(spec.kernel, package):
         return _load_only(manifest, spec, entry, f"not executed: numba kernels run only from the package that "
                                                  f"owns them (--package; {spec.kernel})")
     installed = nc.check_version()
-    if spec.numba_cuda != installed:
-        raise AotError(f"built with numba-cuda {spec.numba_cuda}, installed is {installed}: the loader would not "
-                       f"serve these artifacts")
+    problem = nc.attach_problem(spec.numba_cuda, installed)
+    if problem:
+        raise AotError(f"built with numba-cuda {spec.numba_cuda}, installed is {installed} ({problem}): the loader "
+                       f"would not serve these artifacts")
     dispatcher = resolve_dispatcher(spec.kernel)
     if nc.code_options(dispatcher) != spec.options:
         raise AotError(f"{spec.kernel}: its @cuda.jit options differ from the build's: the loader would not serve it")
@@ -92,6 +93,7 @@ def check_numba_artifact(registry: Any, spec: NumbaKernel, entry: Mapping[str, A
         art = check_packaged(manifest, spec, entry, manifest.path_of(entry))
         if not isinstance(art.header.get("entry"), str):
             raise AotError(f"{entry['path']}: its header lacks the kernel's entry symbol")
+        check_abi(spec, art.header)  # the loader would not serve it under this numba-cuda
         return art.kind, art.payload, dict(art.header)
 
     kernel = nc.gate_dispatcher(dispatcher, spec.signature, spec.name, source)
