@@ -258,7 +258,7 @@ class CudaCoreRunner:
         self._keep: list = []
 
     def alloc(self, data: bytes) -> int:
-        buf = self.device.allocate(len(data))
+        buf = self.device.allocate(len(data), stream=self.device.default_stream)  # keyword-only in cuda.core 1.x
         self._keep.append(buf)
         self.device.sync()  # a stream-ordered allocation is usable by the synchronous copy below
         host = np.frombuffer(data, np.uint8).copy()
