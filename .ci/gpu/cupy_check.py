@@ -70,16 +70,31 @@ def check(site: Path, jit: Path, out: Path) -> int:
     cold = _run(jit, packaged_dtypes + other, work, "cupy")           # what CuPy compiles for a new user
     served = _run(site, packaged_dtypes, work, "packaged")            # packaged: expect 0 compiles
     unpackaged = _run(site, other, work, "unpackaged")                # a dtype not packaged: compiles as before
+    again = _run(jit, packaged_dtypes, work, "cupy2")                 # CuPy compiling again, a second new user
     rows, ok = [], True
     ref = dict(np.load(work / "cupy.npz"))
+    ref2 = dict(np.load(work / "cupy2.npz")) if not again.get("failed") else {}
+    # Results CuPy itself does not reproduce bit for bit from one fresh process to the next (a float scan whose
+    # look-back adds partial sums in the order the blocks finish): those compare within a float tolerance, and
+    # the line says so; every other result must be CuPy's own bits.
+    varies = {k for k in ref2 if not np.array_equal(ref[k], ref2[k])}
+    for k in sorted(varies):
+        print(f"  CuPy's own two fresh runs differ in {k}: "
+              f"{int(np.sum(ref[k] != ref2[k]))} of {ref[k].size} elements (compared within rtol 1e-4 / 1e-10)")
+
+    def same(k: str, a, b) -> bool:
+        if k not in varies:
+            return np.array_equal(a, b)
+        return np.allclose(a, b, rtol=1e-4 if a.dtype == np.float32 else 1e-10, atol=1e-5 if a.dtype == np.float32
+                           else 1e-12)
     for tag, got, dtypes in (("packaged", served, packaged_dtypes), ("unpackaged", unpackaged, other)):
         if got.get("failed"):
             ok = False
             continue
         mine = dict(np.load(work / f"{tag}.npz"))
-        equal = all(np.array_equal(mine[k], ref[k]) for k in mine) and len(mine) == 7 * len(dtypes)
+        equal = all(k in ref and same(k, mine[k], ref[k]) for k in mine) and len(mine) == 7 * len(dtypes)
         for k in sorted(mine):  # what differs, and by how much (a served kernel must give CuPy's own bits)
-            if k not in ref or not np.array_equal(mine[k], ref[k]):
+            if k not in ref or not same(k, mine[k], ref[k]):
                 a, b = np.asarray(mine[k]), np.asarray(ref.get(k, np.zeros(0)))
                 diff = (f"max |diff| {float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))):.3g}, "
                         f"{int(np.sum(a != b))} of {a.size} elements differ" if a.shape == b.shape else
