@@ -61,7 +61,7 @@ def warm(package: str) -> tuple[bool, str]:
 JIT = """
 import sys, warnings
 import aot
-from aot.runtime.jit import nvrtc_compile_cached
+from aot.runtime.jit.jit import nvrtc_compile_cached
 unit = aot.Registry.from_package(sys.argv[1], numba=False).spec("saxpy")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

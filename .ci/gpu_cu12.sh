@@ -66,7 +66,7 @@ step() {  # step NAME COMMAND...: run, log to $OUT/cu12-NAME.log, remember the e
 step runtime "$PY" - "$aot_from" <<'EOF'
 import importlib.metadata as md, json, sys
 import aot, cuda.bindings
-from aot.runtime import lean as _lean
+from aot.runtime.loader import lean as _lean
 versions = {d: md.version(d) for d in ("cuda-bindings", "cuda-cccl", "cuda-core", "cuda-pathfinder")}
 st = _lean.prepare()
 print(json.dumps({"aot_from": sys.argv[1], "aot": aot.__file__, "cuda.bindings": cuda.bindings.__file__,
@@ -85,8 +85,8 @@ if [ "$GPU" = 1 ]; then
   step stub-calls "$PY" - "$SET" <<'EOF'
 import json, sys, warnings
 warnings.simplefilter("ignore")
-from aot.runtime import lean as _lean
-from aot.runtime.registry import Registry
+from aot.runtime.loader import lean as _lean
+from aot.runtime.loader.registry import Registry
 from aot.verify.gpu import verify_gpu
 _lean.prepare()
 rows = verify_gpu(Registry(sys.argv[1]))

@@ -16,27 +16,28 @@ from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyE
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
 
-    from .runtime.objects import CcclAlgorithm, SpecStatus
+    from .runtime.loader.objects import CcclAlgorithm, SpecStatus
 
 from .core.version import __version__
-from .runtime import import_hook as _import_hook  # noqa: F401 - a lean `import cuda.compute` works after aot
+from .runtime.loader import import_hook as _import_hook  # noqa: F401 - a lean `import cuda.compute` works after aot
 
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
-           # other handles on an NVRTC kernel (aot.runtime.handles, imported when first used)
+           # other handles on an NVRTC kernel (aot.runtime.adapters.handles, imported when first used)
            "cufunction", "cupy_module", "cupy_kernel",
            # a library's own compile call: cuda.core's cache= keyword, or a lookup by source (issue 28)
            "program_cache", "by_source",
-           # numba-cuda kernels served through their own dispatchers (aot.runtime.numba_attach)
+           # numba-cuda kernels served through their own dispatchers (aot.runtime.adapters.numba_attach)
            "attach_numba",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
            "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
            "ToolchainError", "UsageError", "VerificationError"]
 
-_LAZY = {"Registry": "runtime.registry", "default_registry": "runtime.default", "cufunction": "runtime.handles",
-         "cupy_module": "runtime.handles", "cupy_kernel": "runtime.handles",
-         "program_cache": "runtime.program_cache", "by_source": "runtime.bysource",
-         "attach_numba": "runtime.numba_attach"}
+_LAZY = {"Registry": "runtime.loader.registry", "default_registry": "runtime.loader.default",
+         "cufunction": "runtime.adapters.handles",
+         "cupy_module": "runtime.adapters.handles", "cupy_kernel": "runtime.adapters.handles",
+         "program_cache": "runtime.adapters.program_cache", "by_source": "runtime.adapters.bysource",
+         "attach_numba": "runtime.adapters.numba_attach"}
 
 
 def __getattr__(name: str):
@@ -55,13 +56,13 @@ def __getattr__(name: str):
 
 def cccl(name: str) -> "CcclAlgorithm":
     """The default registry's cuda.compute algorithm ``name`` for the current device (per thread)."""
-    from .runtime.default import default_registry
+    from .runtime.loader.default import default_registry
     return default_registry().cccl(name)
 
 
 def kernel(unit: str, kernel_name: str):
     """The default registry's ``cuda.core.Kernel`` ``kernel_name`` of NVRTC unit ``unit``."""
-    from .runtime.default import default_registry
+    from .runtime.loader.default import default_registry
     return default_registry().kernel(unit, kernel_name)
 
 
@@ -69,17 +70,17 @@ def request_warmup(names: "Iterable[str] | None" = None) -> None:
     """Start loading ``names`` (default: every spec) and all their kernels into the current device, in
     background threads; returns within a millisecond or so (the default registry reads its manifest and
     specs in the background too; an unknown name is then raised by :func:`ensure_warm`)."""
-    from .runtime.default import default_registry
+    from .runtime.loader.default import default_registry
     default_registry().request_warmup(names)
 
 
 def ensure_warm(timeout: float | None = None) -> list[str]:
     """Wait for requested warmups; returns the names still cold after ``timeout`` seconds."""
-    from .runtime.default import default_registry
+    from .runtime.loader.default import default_registry
     return default_registry().ensure_warm(timeout)
 
 
 def status() -> "dict[str, SpecStatus]":
     """Per spec: the source used (packaged / cache / jit), SM, milliseconds, errors."""
-    from .runtime.default import default_registry
+    from .runtime.loader.default import default_registry
     return default_registry().status()

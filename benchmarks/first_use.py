@@ -30,7 +30,7 @@ CHILD = textwrap.dedent(r"""
     from cuda.core import Device
     dev = Device(); dev.set_current()
     import_ms = (time.perf_counter() - t_imp) * 1e3
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.context import check_cccl
     from aot.build.compile import algorithm_kwargs
     from aot.verify.devarray import DeviceArray
@@ -67,7 +67,7 @@ WARM_ALL = textwrap.dedent(r"""
     t0 = time.perf_counter()
     import aot
     t_import = (time.perf_counter() - t0) * 1e3
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     import cuda.compute
     from cuda.core import Device
     Device().set_current()
@@ -85,7 +85,7 @@ STEADY = textwrap.dedent(r"""
     warnings.simplefilter("ignore")
     import numpy as np, cuda.compute
     from cuda.core import Device
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.build.compile import algorithm_kwargs, init_value, operator
     from aot.verify.devarray import DeviceArray
     dev = Device(); dev.set_current()

@@ -8,7 +8,7 @@ medians, the wall time from ``t = 0`` until cuda.compute is imported:
 * ``alone``: cuda.core, then cuda.compute, imported in one thread (what ``aot-warmup-import`` does);
 * ``warm-V``: ``Registry(dir).request_warmup()`` at ``t = 0``, its ``cuda_compute_imported`` mark, with the
   last unit's mark and the whole warmup beside it, for each variant ``V`` of :data:`VARIANTS` (settings of
-  ``aot.runtime.threads.TUNING``): ``new`` as shipped, ``yield`` with the worker's sleep before each unit
+  ``aot.runtime.loader.threads.TUNING``): ``new`` as shipped, ``yield`` with the worker's sleep before each unit
   while CUDA imports, ``pre`` as before issue 29's third pass (every unit prechecked in the request's thread).
 
     python benchmarks/import_contention.py --artifacts /tmp/libset --fake /tmp/libcuda.so.1 --runs 9 \
@@ -39,12 +39,12 @@ CHILD = textwrap.dedent("""
     ctypes.c_ulong.in_dll(fake, "fake_delay_ns").value = int(float(sys.argv[4]) * 1000)
     import numpy
     import aot
-    from aot.runtime import threads
+    from aot.runtime.loader import threads
     for k, v in json.loads(sys.argv[5]).items():
         setattr(threads.TUNING, k, v)
     t0 = time.perf_counter()
     if sys.argv[3] == "alone":
-        from aot.runtime.lean import import_cuda_compute, import_cuda_core
+        from aot.runtime.loader.lean import import_cuda_compute, import_cuda_core
         done = threading.Event()
         def run():
             import_cuda_core()

@@ -58,7 +58,7 @@ if cccl is not None:  # cuda.compute must import through aot's stand-ins (no too
     from aot.build.toolchain import real_driver_present, stub_library
     if not real_driver_present():
         ctypes.CDLL(str(stub_library()), mode=ctypes.RTLD_GLOBAL)
-    from aot.runtime import lean as _lean
+    from aot.runtime.loader import lean as _lean
     cc = _lean.import_cuda_compute()
     row.update(cuda_compute=bool(cc._BINDINGS_AVAILABLE), stand_ins=sorted(_lean.state().stand_ins))
 row["heavy"] = sorted({m.split('.')[0] for m in sys.modules} & {"yaml", "rich", "numba_cuda_mlir"})

@@ -1,4 +1,4 @@
-"""Do deserializing and kernel loading scale over threads? (GPU; what sizes aot.runtime.threads.TUNING.workers)
+"""Do deserializing and kernel loading scale over threads? (GPU; what sizes aot.runtime.loader.threads.TUNING.workers)
 
     python benchmarks/kload_scaling.py ARTIFACT_DIR [--workers 1,2,4,8] [--runs 3] [--json FILE]
 
@@ -6,7 +6,7 @@ Per (workers, run), a fresh process: import cuda.compute, make device 0's primar
 and check every CCCL artifact (aot.core.format.read), then W threads take specs from one queue (largest
 payload first) and, each with the context current, deserialize (GIL-bound Python), resolve the build
 result (cuda.compute's library load: nogil but under its process-wide _LOAD_LOCK) and load every kernel
-(cuLibraryEnumerateKernels + cuKernelGetFunction, aot.runtime.warm). Reports the wall time of that phase and the
+(cuLibraryEnumerateKernels + cuKernelGetFunction, aot.runtime.warmup.warm). Reports the wall time of that phase and the
 per-stage sums; if the wall time does not fall with W, the driver serializes kernel loading and the
 post-import tail of a warmup is about the W=1 number (the workers then only overlap deserializing with
 loading). ``order`` lists each spec's library and kernel milliseconds in completion order: a first spec
@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(r"""
     t1 = time.perf_counter()
     Device(0).set_current()
     t2 = time.perf_counter()
-    from aot.runtime import warm as _warm
+    from aot.runtime.warmup import warm as _warm
     from aot.core import format as fmt
     from aot.core.manifest import load_manifest
     m = load_manifest(root)

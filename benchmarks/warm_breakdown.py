@@ -15,7 +15,7 @@ aot, per case: ``import aot; reg = aot.Registry(DIR); reg.request_warmup()`` is 
 time (wall, and the calling thread's CPU time; each step too), then ``reg.ensure_warm()``: "warm" is the
 time from before ``import aot`` until it returns. The run counts only if no spec is cold, none has
 errors and every spec has its kernels loaded (``status()[name].kernels``). The pipeline's phases come
-from ``aot.runtime.threads.TIMELINE`` (ms after ``import aot``). Then every CCCL spec's first and second
+from ``aot.runtime.loader.threads.TIMELINE`` (ms after ``import aot``). Then every CCCL spec's first and second
 call on 2^20 items: one pass of ``aot.verify.context.check_cccl`` each, timing only the algorithm
 invocations (temp-storage query and run, each followed by a device sync).
 
@@ -115,7 +115,7 @@ AOT = PRELUDE + textwrap.dedent(r"""
     t4 = time.perf_counter()
     out.update(import_aot_ms=(t1 - t0) * 1e3, registry_ms=(t2 - t1) * 1e3, request_warmup_ms=(t3 - t2) * 1e3,
                blocking_ms=(t3 - t0) * 1e3, blocking_cpu_ms=(c3 - c0) * 1e3, warm_ms=(t4 - t0) * 1e3, cold=cold)
-    from aot.runtime.threads import TIMELINE
+    from aot.runtime.loader.threads import TIMELINE
     out["phases_ms"] = {k: (v - t0) * 1e3 for k, v in sorted(TIMELINE.items(), key=lambda kv: kv[1])}
     st = reg.status()
     problems = [f"{n}: cold" for n in cold]

@@ -32,7 +32,7 @@ The limit (issue 29) is ``max(import + sum of CCCL loads, context + sum of all l
 ``floor`` import leg and the ``driver-alone`` children: a CCCL blob cannot load before cuda.compute is
 imported (its library is loaded by cuda-cccl's own C loader), an NVRTC unit can load as soon as the
 context exists. The ``driver`` child (every load beside the import) is reported, not used. VARIANTs set
-:class:`aot.runtime.threads.Tuning` right after ``import aot``: ``new`` (the shipped defaults), ``today``
+:class:`aot.runtime.loader.threads.Tuning` right after ``import aot``: ``new`` (the shipped defaults), ``today``
 (before issue 24: 4 workers at full speed, no caller priority), ``eager`` (never polite), ``nograce``,
 ``sw`` (GIL switch interval 0.5 ms while warming), ``w2`` (2 workers), ``allw`` (every worker loads while
 CUDA's packages import, as before issue 29's tuning).
@@ -73,8 +73,8 @@ EXTRACT = textwrap.dedent(r"""
     import json, sys, warnings
     warnings.simplefilter("ignore")
     root, out = sys.argv[1], sys.argv[2]
-    from aot.runtime.registry import Registry
-    from aot.runtime import warm as _warm
+    from aot.runtime.loader.registry import Registry
+    from aot.runtime.warmup import warm as _warm
     from aot.core import format as fmt
     from cuda.core import Device
     cc = Device(0).compute_capability
@@ -116,7 +116,7 @@ PRELUDE = textwrap.dedent(r"""
     kind, root, arg = sys.argv[1], sys.argv[2], sys.argv[3]
     out = {"kind": kind}
     def tune(variant):
-        from aot.runtime import threads
+        from aot.runtime.loader import threads
         for k, v in json.loads(variant).items():
             setattr(threads.TUNING, k, v)
 """)
@@ -202,7 +202,7 @@ WARM = PRELUDE + textwrap.dedent(r"""
     cold = reg.ensure_warm(timeout=300)
     out["wall_ms"] = (time.perf_counter() - t0) * 1e3
     out.update(blocking_ms=(t1 - t0) * 1e3, blocking_cpu_ms=(c1 - c0) * 1e3)
-    from aot.runtime.threads import TIMELINE
+    from aot.runtime.loader.threads import TIMELINE
     out["phases_ms"] = {k: (v - t0) * 1e3 for k, v in sorted(TIMELINE.items(), key=lambda kv: kv[1])}
     st = reg.status()
     problems = [f"{n}: cold" for n in cold]

@@ -76,7 +76,7 @@ def fake_cuda():
     by recorders."""
     import cuda  # the namespace package: cheap, loads no driver
 
-    import aot.runtime.sources
+    import aot.runtime.loader.sources
     calls: list = []
     compute = types.ModuleType("cuda.compute")
 
@@ -105,13 +105,13 @@ def fake_cuda():
         return _FakeObjectCode(bytes(image))
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(aot.runtime.sources, "DriverLibrary", driver_library)
+        mp.setattr(aot.runtime.loader.sources, "DriverLibrary", driver_library)
         mp.setitem(sys.modules, "cuda.compute", compute)
         mp.setattr(cuda, "compute", compute, raising=False)
         mp.setitem(sys.modules, "cuda.core", core)
         mp.setattr(cuda, "core", core, raising=False)
-        mp.setattr(aot.runtime.sources, "check_ptx_loadable", lambda producer: None)
-        mp.setattr(aot.runtime.sources, "require_driver", lambda what: None)  # the fake stack is its own driver
+        mp.setattr(aot.runtime.loader.sources, "check_ptx_loadable", lambda producer: None)
+        mp.setattr(aot.runtime.loader.sources, "require_driver", lambda what: None)  # the fake stack is its own driver
         yield CudaCalls(calls)
 
 
@@ -188,7 +188,7 @@ SPEC_NAME = "reduce_sum_i32"  # reduce, int32, plus: the cheapest real CCCL buil
 
 @pytest.fixture
 def fake_jit(monkeypatch, tmp_path):
-    """``aot.runtime.jit.cccl_from_cache_or_jit`` with a fake compiler (counted, optionally slow: ``.delay``) and a
+    """``aot.runtime.jit.jit.cccl_from_cache_or_jit`` with a fake compiler (counted, optionally slow: ``.delay``) and a
     private ``AOT_CACHE_DIR`` (``tmp_path / "cache"``)."""
     import time
 
@@ -228,7 +228,7 @@ def spec():
 
 def jit(spec, sm: int = 90):
     """(payload, source, path, warnings) of one ``cccl_from_cache_or_jit`` call."""
-    from aot.runtime.jit import cccl_from_cache_or_jit
+    from aot.runtime.jit.jit import cccl_from_cache_or_jit
     errors, warned = [], []
     payload, source, path = cccl_from_cache_or_jit(spec, sm, errors, warned.append)
     assert errors == warned, (errors, warned)

@@ -197,8 +197,8 @@ def test_definition_problems_from_a_manifest(matrix):
 def test_manifest_naming_a_foreign_module_is_refused(matrix):
     """A spec read from a manifest (not passed by the caller) whose operator lives outside the package
     that owns the artifacts: one AotWarning, an AotError, and the module is never imported."""
-    from aot.runtime.objects import AotWarning
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.objects import AotWarning
+    from aot.runtime.loader.registry import Registry
     d = next(s for s in matrix.specs if s.name == "t_select_indices").definition()
     d["op"] = "h6_never_imported:pred"
     d["code"] = {"h6_never_imported:pred": "0" * 64}
@@ -215,7 +215,7 @@ def test_manifest_naming_a_foreign_module_is_refused(matrix):
 
 
 def test_owning_package_operator_is_resolved_and_rekeyed_when_edited(matrix):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     spec = next(s for s in matrix.specs if s.name == "t_reduce_bbox")
     reg = Registry(None, device_sm=90, owner="aot_test_ops")
     same, refusal = reg._code_spec(spec)
@@ -236,7 +236,7 @@ def _build(tmp_path, names, sms, out_name="out"):
 
 
 def _check_artifacts(out, specs):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import verify_integrity
     n, problems = verify_integrity(out)
     assert n and not problems
@@ -272,7 +272,7 @@ def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
     ``get_kernel`` fails on the GPU ("expected bytes, str found", seen on the H100)."""
     from cuda.core import Program
     from aot.build.compile import compile_nvrtc_item, headers_dir, program_options
-    from aot.runtime.sources import symbol_mapping
+    from aot.runtime.loader.sources import symbol_mapping
     unit = next(s for s in matrix.specs if s.name == "test_templated")
     _, symbols = compile_nvrtc_item(unit, 90, "cubin")
     with headers_dir(unit) as hdr:
@@ -290,7 +290,7 @@ def test_header_symbols_load_in_the_shape_cuda_core_compiles(matrix):
 def test_nvrtc_jit_uses_the_cuda_core_cache_despite_the_cccl_include_path(tmp_path, monkeypatch):
     """Every unit has cuda-cccl's headers on its include path, which cuda.core's ``compile(cache=...)``
     refuses to key; the JIT path keys it by hand: the first call compiles, the next is a cache hit."""
-    from aot.runtime.jit import nvrtc_compile_cached
+    from aot.runtime.jit.jit import nvrtc_compile_cached
     monkeypatch.setenv("AOT_CACHE_DIR", str(tmp_path / "cache"))
     unit = load_matrix().select(["morton"])[0]
     a, first, where = nvrtc_compile_cached(unit, 90)

@@ -76,7 +76,7 @@ def test_recorded_key_is_cuda_cores_key_now(adopt_build):
     from cuda.core import ProgramOptions
     from cuda.core.utils import make_program_cache_key
     from aot.core.manifest import load_manifest
-    from aot.runtime.progkey import nvrtc_version
+    from aot.runtime.adapters.progkey import nvrtc_version
     m = load_manifest(adopt_build)
     k = _kernels()
     texts = {"saxpy": k.SAXPY, "block_sum": k.BLOCK_SUM, "scale_f32": k.scale_source("float32"),
@@ -180,7 +180,7 @@ NO_IMPORTS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, sys.argv[2])   # a package named like the manifest's sources, which must stay unimported
     import aot
-    after_import = sorted(m for m in ("cuda.compute", "cuda.core", "aot.runtime.bysource") if m in sys.modules)
+    after_import = sorted(m for m in ("cuda.compute", "cuda.core", "aot.runtime.adapters.bysource") if m in sys.modules)
     lookup = aot.by_source("unused", registry=aot.Registry(sys.argv[1]))
     src = open(sys.argv[3]).read()
     unit = lookup.unit(src, ["-std=c++17", "-DBLOCK=256"])

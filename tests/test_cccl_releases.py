@@ -27,8 +27,8 @@ from aot.build.merge import blob_path, merge
 from aot.core import versions
 from aot.core.errors import ArtifactError
 from aot.core.manifest import MANIFEST_NAME, cccl_specifier, load_manifest, write_manifest
-from aot.runtime import default_specs, lean
-from aot.runtime.registry import Registry
+from aot.runtime.loader import default_specs, lean
+from aot.runtime.loader.registry import Registry
 from tests.conftest import ROOT, SMALL_CCCL, repo_env
 
 CCCL = ("reduce_sum_i32", "lower_bound_i32")
@@ -295,8 +295,8 @@ LOAD = textwrap.dedent("""
     import ctypes, json, os, sys, warnings
     ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)  # the stand-in libcuda: this host has no driver
     from aot.core import versions
-    from aot.runtime import lean, sources
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader import lean, sources
+    from aot.runtime.loader.registry import Registry
     if sys.argv[3] != "installed":
         versions.runtime_versions = lambda: {"cuda_cccl": sys.argv[3], "cuda_major": "13"}
     def no_jit(name, sm, foreign=None):

@@ -21,8 +21,8 @@ from conftest import ROOT, repo_env
 
 from aot.core.manifest import MANIFEST_NAME
 from aot.package.bundle import write_package_folder
-from aot.runtime.objects import AotWarning
-from aot.runtime.registry import Registry
+from aot.runtime.loader.objects import AotWarning
+from aot.runtime.loader.registry import Registry
 
 #: pkg_b's own spec, named like one of aot's default specs but a different reduction (max, not sum).
 PKG_B_MATRIX = """version: 1
@@ -76,8 +76,8 @@ PROCESS = textwrap.dedent("""
         import cuda.compute                             # the application's own import, through the hook
         import aot
         from aot.core.errors import ToolchainError
-        from aot.runtime import default as D, default_specs, lean
-        from aot.runtime.registry import Registry
+        from aot.runtime.loader import default as D, default_specs, lean
+        from aot.runtime.loader.registry import Registry
         D._default = Registry(sys.argv[3], specs=default_specs.load(), device_sm=90)  # aot's own artifacts
         errors = []
         for name in ("reduce_sum_i32", "lower_bound_i32"):   # the foreign package first: it must spoil nothing
@@ -132,14 +132,14 @@ def test_two_packages_and_aots_own_artifacts_in_one_process(site, small_build):
 def test_foreign_cccl_with_the_toolkit_jit_serves_after_one_warning(site, monkeypatch):
     """With the toolkit (JIT available), the package's cuda.compute specs JIT-compile; NVRTC units are not
     affected by the cuda-cccl version; the warning comes once for the package, not once per spec or file."""
-    import aot.runtime.jit
+    import aot.runtime.jit.jit
     calls = []
 
     def jit_stub(spec, sm, errors, warn):
         calls.append((spec.name, sm))
         return b"blob", "jit", None
 
-    monkeypatch.setattr(aot.runtime.jit, "cccl_from_cache_or_jit", jit_stub)
+    monkeypatch.setattr(aot.runtime.jit.jit, "cccl_from_cache_or_jit", jit_stub)
     reg = Registry(site / "pkg_c" / "artifacts", owner="pkg_c", device_sm=90)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

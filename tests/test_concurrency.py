@@ -26,7 +26,7 @@ import pytest
 
 from aot.core import format as fmt
 from aot.core.fs import TMP_PREFIX, atomic_write, sweep_temp
-from aot.runtime.cache import ArtifactCache
+from aot.runtime.jit.cache import ArtifactCache
 from aot.core.errors import ArtifactError
 
 from conftest import ROOT, repo_env
@@ -50,7 +50,7 @@ CHILD = textwrap.dedent("""
         return real_build(spec, sm)
 
     aot.build.compile.build_cccl = counting_build
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.build.matrix import load_matrix
     spec = load_matrix().select([sys.argv[2]])[0]
     reg = Registry(Path(sys.argv[3]), specs=[spec], device_sm=90)   # no manifest: cache or JIT
@@ -124,7 +124,7 @@ def test_one_jit_across_processes_and_threads(tmp_path):
 
 # ------------------------------------------------------------------------------- in-process, fake build
 def test_threads_share_one_build(fake_jit, spec, tmp_path):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     fake_jit.delay = 0.3
     reg = Registry(tmp_path / "none", specs=[spec], device_sm=90)
     got = []
@@ -184,7 +184,7 @@ def test_damaged_entry_kinds(fake_jit, spec, damage):
 
 def test_entry_replaced_while_checked_is_kept(fake_jit, spec, monkeypatch):
     """A reader that finds a corrupt entry must not delete the good one a racing builder just renamed in."""
-    import aot.runtime.cache
+    import aot.runtime.jit.cache
     payload, _, path, _ = jit(spec)
     p = Path(path)
     good = p.read_bytes()
@@ -198,11 +198,11 @@ def test_entry_replaced_while_checked_is_kept(fake_jit, spec, monkeypatch):
             atomic_write(p, good)  # the other process's rename lands between our read and our delete
         return real_decode(data)
 
-    monkeypatch.setattr(aot.runtime.cache.fmt, "decode", decode_then_race)
+    monkeypatch.setattr(aot.runtime.jit.cache.fmt, "decode", decode_then_race)
     cache = ArtifactCache()
     with pytest.raises(ArtifactError, match="left alone"):
         cache.get(cache_key(spec))
-    monkeypatch.setattr(aot.runtime.cache.fmt, "decode", real_decode)
+    monkeypatch.setattr(aot.runtime.jit.cache.fmt, "decode", real_decode)
     assert cache.get(cache_key(spec)).payload == payload
 
 

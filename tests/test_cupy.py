@@ -76,7 +76,7 @@ def _fields(spec: CupyKernel) -> dict:
 
 
 def test_aot_key_factors_out_install_paths_and_names_the_cupy_release():
-    from aot.runtime.cupy_attach import lookup_key
+    from aot.runtime.adapters.cupy_attach import lookup_key
     here = {"{cupy_include}": "/venv/a/cupy/_core/include", "{cuda_include}": "/venv/a/nvidia/cu13/include"}
     there = {"{cupy_include}": "/opt/x/cupy/_core/include", "{cuda_include}": "/opt/x/nvidia/cu13/include"}
 
@@ -95,7 +95,7 @@ def test_aot_key_factors_out_install_paths_and_names_the_cupy_release():
 @pytest.fixture(scope="module")
 def compiler():
     pytest.importorskip("cupy")
-    from aot.runtime.cupy_attach import VERIFIED, installed_version
+    from aot.runtime.adapters.cupy_attach import VERIFIED, installed_version
     if installed_version() not in VERIFIED:
         pytest.skip(f"CuPy {installed_version()} is not one aot was checked against")
     from cupy.cuda import compiler
@@ -219,7 +219,7 @@ def at_the_call(compiler, monkeypatch, tmp_path):
     """CuPy's compile call as on a GPU, with an empty user cache: the device's architecture is sm_90, NVRTC calls
     are counted, and CuPy's ``Module.load`` (the first thing that needs a driver) is where the call ends."""
     from cupy.cuda._compiler_cache import DiskKernelCacheBackend
-    from aot.runtime import cupy_attach
+    from aot.runtime.adapters import cupy_attach
     calls: list = []
     real = compiler._compile_using_nvrtc_no_warning
 
@@ -258,7 +258,7 @@ def _registry(out: Path):
 
 
 def test_a_packaged_kernel_is_served_at_cupys_call_and_nothing_compiles(cupy_build, at_the_call):
-    from aot.runtime.cupy_attach import attach_cupy
+    from aot.runtime.adapters.cupy_attach import attach_cupy
     calls, served = at_the_call
     tmp, m, out, recs = cupy_build
     assert _call(CODE) != "loaded" and len(calls) == 1   # before attaching: CuPy compiles (then cannot load)
@@ -276,7 +276,7 @@ def test_a_packaged_kernel_is_served_at_cupys_call_and_nothing_compiles(cupy_bui
 
 
 def test_a_foreign_or_corrupt_artifact_is_skipped_with_one_warning(cupy_build, at_the_call, tmp_path):
-    from aot.runtime.cupy_attach import attach_cupy
+    from aot.runtime.adapters.cupy_attach import attach_cupy
     calls, served = at_the_call
     tmp, m, out, recs = cupy_build
     bad = tmp_path / "bad"
@@ -300,7 +300,7 @@ def test_a_foreign_or_corrupt_artifact_is_skipped_with_one_warning(cupy_build, a
 
 @pytest.mark.parametrize("how", ["built by another CuPy", "CuPy not checked"])
 def test_the_version_gate_attaches_nothing_with_one_warning(cupy_build, compiler, tmp_path, monkeypatch, how):
-    from aot.runtime import cupy_attach
+    from aot.runtime.adapters import cupy_attach
     tmp, m, out, recs = cupy_build
     other = tmp_path / "other"
     shutil.copytree(out, other)
@@ -325,7 +325,7 @@ def test_from_package_attaches_cupy_kernels_and_a_set_without_them_imports_no_cu
     from conftest import repo_env
     tmp, m, out, recs = cupy_build
     (tmp / "cupy_t_pkg" / "__init__.py").write_text("")
-    code = ("import sys, aot; aot.Registry.from_package('cupy_t_pkg'); from aot.runtime import cupy_attach; "
+    code = ("import sys, aot; aot.Registry.from_package('cupy_t_pkg'); from aot.runtime.adapters import cupy_attach; "
             "print(len(cupy_attach._state['table']), 'cupy' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp, env=repo_env(), capture_output=True, text=True,
                        timeout=120)
@@ -370,7 +370,7 @@ def test_another_install_path_gives_the_same_bytes_and_aot_key_but_another_cupy_
     """Why aot keys CuPy's kernels itself: CuPy's own name hashes its install's paths (so a name computed on the
     build host never matches a user's), while the bytes and aot's key do not depend on them."""
     from aot.build import cupy_build as cb
-    from aot.runtime.cupy_attach import host_paths
+    from aot.runtime.adapters.cupy_attach import host_paths
     tmp, m, out, recs = cupy_build
     spec = cb.parse_cupy({"source": "cupy-kernels/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}, "a",
                          m.parent)

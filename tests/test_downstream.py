@@ -428,7 +428,7 @@ WHEEL_SOURCES = ("aot", "cccl_patches", "CMakeLists.txt", "pyproject.toml", "REA
 LEAN_CHECK = """
 import json, sys, sysconfig
 {imports}
-from aot.runtime import lean
+from aot.runtime.loader import lean
 st = lean.state()
 print(json.dumps({{"counting": cuda.compute.CountingIterator.__name__, "bindings": bool(cuda.compute._BINDINGS_AVAILABLE),
                   "stand_ins": sorted(st.stand_ins) if st else None, "calls": lean.stub_calls(), **{extra}}}))

@@ -218,7 +218,7 @@ class FakeDeviceArray:
      "not a declared state field"),
 ])
 def test_a_wrong_state_is_one_call_error(forms_dir, state, fld, fragment):
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
     b = Binder(_spec(forms_dir, "f_cpp_state"))
     with pytest.raises(CallError) as err:
         b.check_state(state)
@@ -230,7 +230,7 @@ def test_a_wrong_state_is_one_call_error(forms_dir, state, fld, fragment):
 
 
 def test_a_spec_without_state_refuses_one(forms_dir):
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
     with pytest.raises(CallError, match="f_search: state: this spec declares no state"):
         Binder(_spec(forms_dir, "f_search")).check_state({"x": 1})
 
@@ -258,7 +258,7 @@ LEAN = textwrap.dedent("""
     for address in (0x1000, 0x2000):  # one artifact, two masks: each call packs its own address
         kw = sel._binder.bind(dict(d_in=0, d_out=Dev(np.int32, 0x9000), state={"mask": Dev(np.uint8, address)}))
         states.append(int.from_bytes(kw["cond"].get_state(), "little"))
-    shuffle = aot.runtime.lean.import_cuda_compute().ShuffleIterator(8, 1)
+    shuffle = aot.runtime.loader.lean.import_cuda_compute().ShuffleIterator(8, 1)
     cpp = reg.cccl("f_cpp_state")._binder.bind(dict(d_in=shuffle, state={"lut": Dev(np.float32, 0x3000),
                                                                        "shift": np.float32(1.5)}))
     zipped = reg.cccl("f_zip_perm")._binder.bind(dict(d_in=(Dev(np.float64, 0x10), Dev(np.int32, 0x20),

@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aot.core import format as fmt
-from aot.runtime.cache import ArtifactCache
+from aot.runtime.jit.cache import ArtifactCache
 from aot.core.errors import ArtifactError
-from aot.runtime.objects import AotWarning
-from aot.runtime.registry import Registry
+from aot.runtime.loader.objects import AotWarning
+from aot.runtime.loader.registry import Registry
 from aot.core.manifest import MANIFEST_NAME, load_manifest, verify_files
 
 from hostile_util import Hang, Seed, copy_build, fake_cuda, seeds, time_limit
@@ -132,7 +132,7 @@ def _report_totals(request):
 
 
 def _loader_refuses_special_files(reg: Registry, root: Path, ss: list[Seed]) -> bool:
-    """Probe: does ``open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.runtime.sources reads with
+    """Probe: does ``open_packaged`` refuse a FIFO with ArtifactError, quickly? (aot.runtime.loader.sources reads with
     ``path.read_bytes()`` before checking anything, which blocks on a FIFO; see test_hostile.py.) Special
     files are left out of the loader part of manifest fuzzing until it does."""
     seed = ss[0]

@@ -41,7 +41,7 @@ def test_verify_gpu_in_process(artifacts):
     """Every spec, every loadable artifact, against numpy; the templated unit runs its own check."""
     sys.path.insert(0, str(DATA))
     try:
-        from aot.runtime.registry import Registry
+        from aot.runtime.loader.registry import Registry
         from aot.build.matrix import load_matrix
         from aot.verify.gpu import verify_gpu
         reg = Registry(artifacts, specs=load_matrix(MATRIX).specs)

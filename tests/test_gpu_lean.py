@@ -23,9 +23,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="n
 
 RUN_ALL = textwrap.dedent("""
     import json, re, sys
-    from aot.runtime import lean as _lean
+    from aot.runtime.loader import lean as _lean
     st = _lean.prepare()                      # stand-ins in place before anything touches CUDA libraries
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import verify_gpu
     reg = Registry(sys.argv[1])
     rows = verify_gpu(reg)
@@ -40,7 +40,7 @@ RUN_ALL = textwrap.dedent("""
 NO_FIT = textwrap.dedent("""
     import json, sys, warnings
     from aot.core.errors import ToolchainError
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     warnings.simplefilter("ignore")
     reg = Registry(sys.argv[1])
     try:

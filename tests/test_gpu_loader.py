@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="n
 
 PROBE = textwrap.dedent("""
     import json, sys, warnings
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.context import check_cccl
     from aot.verify.units import check_kernel
     from cuda.core import Device
@@ -54,7 +54,7 @@ def probe(root: Path, name: str, cache: Path) -> dict:
 
 
 def test_every_packaged_artifact_matches_numpy(gpu_artifacts):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import verify_gpu
     rows = verify_gpu(Registry(gpu_artifacts))
     failed = [r for r in rows if not r.ok]
@@ -108,7 +108,7 @@ def test_warmup_then_threads_get_their_own_objects(gpu_artifacts):
     and all compute the right result at once."""
     import threading
     from cuda.core import Device
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.context import check_cccl
     reg = Registry(gpu_artifacts)
     reg.request_warmup()

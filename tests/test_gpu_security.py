@@ -43,8 +43,8 @@ VICTIM = textwrap.dedent("""
     from cuda.core import Device
     from aot.verify.devarray import DeviceArray
     from aot.build.compile import init_value
-    from aot.runtime.objects import AotWarning
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.objects import AotWarning
+    from aot.runtime.loader.registry import Registry
     from aot.build.matrix import load_matrix
     spec = load_matrix().select([sys.argv[2]])[0]
     with warnings.catch_warnings(record=True) as w:

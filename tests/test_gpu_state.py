@@ -32,10 +32,10 @@ GATE_ARTIFACTS = Path(os.environ.get("AOT_GATE_ARTIFACTS", ROOT / ".gpu" / "gate
 TWO_MASKS = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from aot.runtime import lean
+    from aot.runtime.loader import lean
     lean.prepare()                                  # stand-ins before anything touches CUDA libraries
     import cupy as cp
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     reg = Registry(sys.argv[1])
     rng = np.random.default_rng(20)
     masks = [(rng.random(100_003) < 0.3).astype(np.uint8), (rng.random(200_006) < 0.7).astype(np.uint8)]

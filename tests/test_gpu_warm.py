@@ -47,7 +47,7 @@ def test_request_warmup_returns_at_once(warm_run):
 
 
 def test_every_kernel_was_loaded(warm_run):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     reg = Registry(ARTIFACTS)
     assert not warm_run["errors"], warm_run["errors"]
     for name, count in warm_run["kernels"].items():

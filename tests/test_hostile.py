@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-import aot.runtime.jit
+import aot.runtime.jit.jit
 from aot.core import format as fmt
 from aot.core.fs import TMP_PREFIX
 from aot.cli.main import main
 from aot.core.errors import ArtifactError
 from aot.core.versions import check_producer, runtime_versions as _runtime_versions
-from aot.runtime.objects import AotWarning
-from aot.runtime.registry import Registry
+from aot.runtime.loader.objects import AotWarning
+from aot.runtime.loader.registry import Registry
 from aot.core.manifest import load_manifest, safe_join, verify_files
 
 from hostile_util import (SPEC_NAME, entry_for, fake_cuda, fake_jit, jit, read_manifest,  # noqa: F401
@@ -73,7 +73,7 @@ def jit_stub(monkeypatch):
         calls.append((spec.name, sm))
         return b"blob", "jit", None
 
-    monkeypatch.setattr(aot.runtime.jit, "cccl_from_cache_or_jit", stub)
+    monkeypatch.setattr(aot.runtime.jit.jit, "cccl_from_cache_or_jit", stub)
     return calls
 
 
@@ -408,7 +408,7 @@ DISK_FAULTS = ["read-only", "not-a-directory", "disk-full", "quota", "fsync-eio"
 def test_disk_trouble_serves_the_jit_result_with_one_warning(fake_jit, spec, tmp_path, monkeypatch, kind):
     with monkeypatch.context() as mp:
         _fault(kind, mp, tmp_path)
-        from aot.runtime.cache import cache_root
+        from aot.runtime.jit.cache import cache_root
         root = cache_root()
         with time_limit(30):
             payload, source, path, warned = jit(spec)
@@ -436,8 +436,8 @@ def test_disk_trouble_through_the_loader_is_one_aot_warning(fake_jit, spec, tmp_
 
 def test_unreadable_entry_is_reported_not_deleted(fake_jit, spec, monkeypatch):
     payload, _, path, _ = jit(spec)
-    import aot.runtime.cache
-    real = aot.runtime.cache.fmt._read_regular
+    import aot.runtime.jit.cache
+    real = aot.runtime.jit.cache.fmt._read_regular
     state = {"deny": True}
 
     def maybe_denied(p, *a, **k):
@@ -445,9 +445,9 @@ def test_unreadable_entry_is_reported_not_deleted(fake_jit, spec, monkeypatch):
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(p, *a, **k)
 
-    monkeypatch.setattr(aot.runtime.cache.fmt, "_read_regular", maybe_denied)
+    monkeypatch.setattr(aot.runtime.jit.cache.fmt, "_read_regular", maybe_denied)
     with pytest.raises(ArtifactError, match="cannot read user-cache entry: Permission denied"):
-        aot.runtime.cache.ArtifactCache().get(Path(path).stem)
+        aot.runtime.jit.cache.ArtifactCache().get(Path(path).stem)
     assert Path(path).exists()  # an unreadable entry is not proof of corruption
     _, source, _, warned = jit(spec)
     assert source == "jit" and len(warned) == 1 and "Permission denied" in warned[0]

@@ -22,8 +22,8 @@ from hostile_util import time_limit
 from aot.verify import wheel as _wheel
 from aot.cli.main import main
 from aot.core.errors import ArtifactError, MatrixError, UsageError
-from aot.runtime.objects import AotWarning
-from aot.runtime.registry import Registry
+from aot.runtime.loader.objects import AotWarning
+from aot.runtime.loader.registry import Registry
 from aot.core.manifest import MAX_MANIFEST_LEN, load_manifest
 from aot.build.matrix import load_matrix
 from aot.core.oplang import MAX_LAMBDA_LEN, lambda_problem
@@ -111,7 +111,7 @@ def test_registry_survives_any_exception_from_the_validator(tmp_path, monkeypatc
     assert len(msgs) == 1 and "'bad'" in msgs[0] and "MemoryError" in msgs[0]
     assert names == ["good"]
 
-    monkeypatch.setattr("aot.runtime.catalog.load_manifest", lambda *a, **k: (_ for _ in ()).throw(RecursionError()))
+    monkeypatch.setattr("aot.runtime.loader.catalog.load_manifest", lambda *a, **k: (_ for _ in ()).throw(RecursionError()))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         names = Registry(root).names()

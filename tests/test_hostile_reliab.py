@@ -164,7 +164,7 @@ def test_deep_artifact_header_and_cache_entry_are_refused(tmp_path):
     import struct
     from aot.core import format as fmt
     from aot.core.errors import ArtifactError
-    from aot.runtime.cache import ArtifactCache
+    from aot.runtime.jit.cache import ArtifactCache
     data = fmt.MAGIC + struct.pack("<I", len(DEEP)) + DEEP
     with pytest.raises(ArtifactError, match="nested too deeply"):
         fmt.decode(data)
@@ -310,7 +310,7 @@ def test_clear_racing_a_writer_retries_or_names_the_path(cache, capsys):
     """A writer keeps refilling the cache while it is cleared (8 trials): each clear either completes or says
     in one line, with the full path, what a writer kept refilling; never a bare errno."""
     import threading
-    from aot.runtime.cache import ArtifactCache
+    from aot.runtime.jit.cache import ArtifactCache
     store = ArtifactCache(cache / "cccl")
     for trial in range(8):
         stop = threading.Event()

@@ -1,5 +1,5 @@
 """Any import order works in a lean install (issue 15): the ``import cuda.compute`` hook
-(aot/runtime/import_hook.py), installed by ``import aot`` and, at interpreter start, by ``cccl_aot.pth``.
+(aot/runtime/loader/import_hook.py), installed by ``import aot`` and, at interpreter start, by ``cccl_aot.pth``.
 
 This host has the CUDA toolkit, so a lean install is simulated as tests/test_lean.py does:
 ``AOT_FORCE_STUB_TOOLCHAIN=1`` (aot loads its stand-ins anyway) and aot's stand-in libcuda preloaded (there is
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, repo_env
 
-HOOK = ROOT / "aot" / "runtime" / "import_hook.py"
+HOOK = ROOT / "aot" / "runtime" / "loader" / "import_hook.py"
 
 PRELUDE = textwrap.dedent("""
     import ctypes, json, sys
@@ -28,7 +28,7 @@ PRELUDE = textwrap.dedent("""
 """)
 
 REPORT = textwrap.dedent("""
-    from aot.runtime import lean
+    from aot.runtime.loader import lean
     st = lean.state()
     maps = open("/proc/self/maps").read()
     print(json.dumps({"counting": cuda.compute.CountingIterator.__name__,
@@ -97,7 +97,7 @@ def test_aot_loader_imports_cuda_compute_under_its_lock_without_deadlock(stub):
     out = run("""
         import threading
         import aot
-        from aot.runtime import lean
+        from aot.runtime.loader import lean
         mods, errors = [], []
         def go():
             try:
@@ -120,7 +120,7 @@ def test_the_hook_is_off_with_aot_import_hook_0(stub, site_dir):
         site.addsitedir(sys.argv[2])
         import aot
         extra = {"finders": sum(type(f).__name__ == "CudaComputeFinder" for f in sys.meta_path)}
-        from aot.runtime import lean
+        from aot.runtime.loader import lean
         print(json.dumps({**extra, "state": lean.state() is not None}))
     """, stub, str(site_dir), report=False, AOT_IMPORT_HOOK="0")
     assert out == {"finders": 0, "state": False}
@@ -130,7 +130,7 @@ def test_a_failed_preparation_is_one_line_saying_what_to_do(stub):
     r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent("""
         import aot
         from aot.core.errors import ToolchainError
-        from aot.runtime import lean
+        from aot.runtime.loader import lean
         def broken():
             raise ToolchainError("no CUDA toolkit and no C compiler to build aot's stand-ins")
         lean.prepare = broken

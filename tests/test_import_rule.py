@@ -83,8 +83,8 @@ def test_the_loader_serves_the_running_librarys_text(tmp_path, monkeypatch):
     """Where the build could not import the parents (their dependencies missing there), the packaged text is the
     bare one. At run time the library's module is imported with its ``__init__``: the loader compares, warns once
     and compiles the running text; it never opens the packaged (stale) artifact. Before: the stale cubin served."""
-    from aot.runtime import sources
-    from aot.runtime.objects import SpecStatus
+    from aot.runtime.loader import sources
+    from aot.runtime.loader.objects import SpecStatus
     sys.path.insert(0, str(tmp_path))
     monkeypatch.setattr(sys, "path", sys.path)
     config_project(tmp_path, "cfglib_rt", "")
@@ -113,7 +113,7 @@ def test_the_loader_serves_the_running_librarys_text(tmp_path, monkeypatch):
 
         monkeypatch.setattr(sources, "require_driver", lambda what: None)
         monkeypatch.setattr(sources, "require_jit", lambda *a: None)
-        import aot.runtime.jit as jit
+        import aot.runtime.jit.jit as jit
         monkeypatch.setattr(jit, "nvrtc_from_cache_or_jit", lambda spec, sm: compiled.append(spec) or
                             (object(), "jit", None))
         loaded = sources.search(Host(), stale, SpecStatus("k"))

@@ -201,7 +201,7 @@ def test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu
     site = isolated.work / "numba-site"
     r = isolated.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, whl], cwd=isolated.work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    probe = ("import numba_mypkg; from numba_mypkg import kernels as k; from aot.runtime.numba_attach import serve; "
+    probe = ("import numba_mypkg; from numba_mypkg import kernels as k; from aot.runtime.adapters.numba_attach import serve; "
              "reg = numba_mypkg.registry; "
              "print(type(k.axpy._cache).__name__, serve(reg, reg.spec('block_sum'), 80)[0], "
              "serve(reg, reg.spec('block_sum'), 90)[0])")

@@ -6,8 +6,12 @@ package ``__init__`` (2), ``aot.build`` (3), ``aot.verify`` (4), ``aot.package``
 too), and no set of modules imports itself round in a circle. Every import statement of every module is
 read, relative ones resolved, ``TYPE_CHECKING`` blocks included.
 
+The runtime's four rooms (``aot.runtime.loader``, ``.warmup``, ``.adapters``, ``.jit``): every runtime module
+lives in one, each says what it is for, and the loader imports no other room when it is imported (only inside a
+function, on the path that needs it; ``TYPE_CHECKING`` blocks do not run).
+
 And the runtime's import closure: a process that loads a packaged artifact imports no build, verify,
-package or CLI module.
+package or CLI module, and of the runtime the loader alone.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ LAYERS = {"aot.algorithms": 0, "aot.core": 1, "aot.cmake": 1, "aot.runtime": 2, 
           "aot.verify": 4, "aot.package": 5, "aot.cli": 6, "aot.__main__": 7}
 
 #: Imports from a lower layer up to a higher one that stay: the JIT fallback compiles with the build's recipe.
-ALLOWED = {("aot.runtime.jit", "aot.build.compile")}
+ALLOWED = {("aot.runtime.jit.jit", "aot.build.compile")}
 
 
 MAX_LINES = 450
@@ -44,8 +48,24 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The aot modules ``name`` imports, anywhere in its source."""
+def module_level(tree: ast.AST):
+    """The nodes that run when the module is imported: not inside a function, not under ``if TYPE_CHECKING:``."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            test = child.test if isinstance(child, ast.If) else None
+            if test is not None and "TYPE_CHECKING" in (getattr(test, "id", None), getattr(test, "attr", None)):
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+
+
+def imports_of(name: str, path: Path, known: set[str], at_import: bool = False) -> set[str]:
+    """The aot modules ``name`` imports, anywhere in its source (``at_import``: only those imported with it)."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
 
@@ -55,7 +75,8 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
         if target and target != name:
             found.add(target)
 
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in (module_level(tree) if at_import else ast.walk(tree)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "aot" or alias.name.startswith("aot."):
@@ -75,10 +96,10 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+def graph(at_import: bool = False) -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
-    return {name: imports_of(name, path, known) for name, path in mods.items()}
+    return {name: imports_of(name, path, known, at_import) for name, path in mods.items()}
 
 
 def layer(module: str) -> int:
@@ -130,11 +151,12 @@ def upward(g: dict[str, set[str]]) -> set[tuple[str, str]]:
 def test_the_graph_sees_every_kind_of_import():
     """Guard the parser itself: relative, absolute, `from . import module`, function-level imports."""
     g = graph()
-    assert "aot.runtime.sources" in g["aot.runtime.registry"]            # from . import sources
-    assert "aot.core.manifest" in g["aot.runtime.catalog"]               # from ..core.manifest import ...
-    assert "aot.build.compile" in g["aot.runtime.jit"]                   # inside a function
-    assert "aot.runtime.default" in g["aot"]                             # the package's own __init__
-    assert "aot.algorithms" in g["aot.runtime.objects"]                  # from ..algorithms import (a package)
+    assert "aot.runtime.loader.sources" in g["aot.runtime.loader.registry"]  # from . import sources
+    assert "aot.core.manifest" in g["aot.runtime.loader.catalog"]            # from ...core.manifest import ...
+    assert "aot.build.compile" in g["aot.runtime.jit.jit"]                   # inside a function
+    assert "aot.runtime.loader.default" in g["aot"]                          # the package's own __init__
+    assert "aot.algorithms" in g["aot.runtime.loader.objects"]               # from ...algorithms import (a package)
+    assert "aot.runtime.loader.lean" in g["aot.runtime.warmup.warmup"]       # from ..loader.lean import ... (a room up)
     assert all(m.startswith("aot") for targets in g.values() for m in targets)
 
 
@@ -148,6 +170,39 @@ def test_imports_go_down_the_layers():
     for a, b in sorted(found):
         print(f"upward import: {a} (layer {layer(a)}) -> {b} (layer {layer(b)})")
     assert found == ALLOWED
+
+
+# ------------------------------------------------------------------------------------ the runtime's rooms
+#: The runtime's rooms (issue 35): the loader (a tiny runtime: what loading a packaged artifact needs), the warmup,
+#: the adapters that serve at a library's own call, and the JIT with its caches.
+ROOMS = ("aot.runtime.loader", "aot.runtime.warmup", "aot.runtime.adapters", "aot.runtime.jit")
+
+
+def room(module: str) -> str | None:
+    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+def test_every_runtime_module_lives_in_a_room():
+    loose = [m for m in modules() if m.startswith("aot.runtime.") and room(m) is None]
+    assert loose == []
+
+
+def test_each_room_says_what_it_is_for():
+    for r in ROOMS:
+        path = modules()[r]
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        assert doc and len(doc.split()) >= 20, f"{path.relative_to(ROOT)}: say what the room is for"
+
+
+def test_the_loader_imports_no_other_room_at_import():
+    """The loader is the tiny runtime: the warmup, the adapters and the JIT come only inside a function, on the path
+    that needs them (a warmup requested, a package that ships numba/CuPy kernels, the JIT fallback)."""
+    g = graph(at_import=True)
+    found = sorted((a, b) for a, targets in g.items() if room(a) == ROOMS[0]
+                   for b in targets if room(b) not in (None, ROOMS[0]))
+    assert found == []
+    assert "aot.runtime.loader.import_hook" in g["aot"]  # the guard sees module-level imports
+    assert "aot.runtime.jit.jit" in graph()["aot.runtime.loader.sources"]  # ... and the JIT fallback is inside one
 
 
 def test_no_module_over_450_lines():
@@ -210,17 +265,18 @@ RUNTIME_CLOSURE = [
     "aot.core.version",
     "aot.core.versions",
     "aot.runtime",
-    "aot.runtime.catalog",
-    "aot.runtime.cuctx",
-    "aot.runtime.driver",
-    "aot.runtime.import_hook",
-    "aot.runtime.lean",
-    "aot.runtime.library",
-    "aot.runtime.objects",
-    "aot.runtime.registry",
-    "aot.runtime.sources",
-    "aot.runtime.stand_ins",
-    "aot.runtime.threads",
+    "aot.runtime.loader",
+    "aot.runtime.loader.catalog",
+    "aot.runtime.loader.cuctx",
+    "aot.runtime.loader.driver",
+    "aot.runtime.loader.import_hook",
+    "aot.runtime.loader.lean",
+    "aot.runtime.loader.library",
+    "aot.runtime.loader.objects",
+    "aot.runtime.loader.registry",
+    "aot.runtime.loader.sources",
+    "aot.runtime.loader.stand_ins",
+    "aot.runtime.loader.threads",
 ]
 
 
@@ -233,4 +289,5 @@ def test_loading_a_packaged_artifact_imports_only_the_runtime(small_build):
     assert out["source"] == "packaged" and out["raw"] == "_Reduce", out
     print("runtime import closure:", out["modules"])
     assert not [m for m in out["modules"] if m.startswith(("aot.build", "aot.verify", "aot.package", "aot.cli"))]
+    assert not [m for m in out["modules"] if m.startswith("aot.runtime.") and room(m) != ROOMS[0]]  # the loader only
     assert out["modules"] == RUNTIME_CLOSURE

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, repo_env
 
-from aot.runtime import default_specs as _default_specs
-from aot.runtime.stand_ins import LIBS, MAJORS, build, soname
+from aot.runtime.loader import default_specs as _default_specs
+from aot.runtime.loader.stand_ins import LIBS, MAJORS, build, soname
 
 pytestmark = pytest.mark.skipif(shutil.which("nm") is None or shutil.which("cc") is None and
                                 shutil.which("gcc") is None, reason="needs nm and a C compiler")
@@ -111,13 +111,13 @@ PROBE = textwrap.dedent("""
     import ctypes, json, sys
     from aot.build.toolchain import stub_library
     ctypes.CDLL(str(stub_library()), mode=ctypes.RTLD_GLOBAL)  # this host has no driver
-    from aot.runtime import lean as _lean
-    from aot.runtime.default_specs import load
+    from aot.runtime.loader import lean as _lean
+    from aot.runtime.loader.default_specs import load
     from aot.core.errors import ToolchainError
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     if sys.argv[2] == "hide-toolkit":  # cuda-pathfinder "finds nothing", as in a venv without the toolkit
         _lean._find_real = lambda lib, major: None
-    from aot.runtime.default import default_registry
+    from aot.runtime.loader.default import default_registry
     n_default = len(default_registry().names())   # the bundled specs, read from JSON
     reg = Registry(sys.argv[1], specs=load(), device_sm=90)
     loaded = reg._load("reduce_sum_i32")          # check + cuda.compute.deserialize of a packaged artifact

@@ -147,8 +147,8 @@ import aot
 assert "cuda.compute" not in sys.modules
 from aot.build.isolated import expose_build_env_toolkit
 expose_build_env_toolkit()  # this host's toolkit lives in a site dir added by a .pth file
-from aot.runtime import sources
-from aot.runtime.jit import nvrtc_compile_cached
+from aot.runtime.loader import sources
+from aot.runtime.jit.jit import nvrtc_compile_cached
 reg = aot.Registry({str(art)!r})
 unit = reg.spec("saxpy")
 m = reg._catalog().manifest
@@ -219,7 +219,7 @@ def test_lean_venv_builds_bundles_and_loads_nvrtc_without_cuda_cccl(lean, tmp_pa
     assert v.returncode == 0 and "integrity OK" in v.stdout, v.stdout + v.stderr
     code = f"""
 import sys, aot
-from aot.runtime.jit import nvrtc_compile_cached
+from aot.runtime.jit.jit import nvrtc_compile_cached
 reg = aot.Registry({str(art)!r})
 print(sorted(reg.names()), nvrtc_compile_cached(reg.spec("block_sum"), 90)[1], "cuda.compute" in sys.modules)
 """

@@ -26,7 +26,7 @@ from aot.core import format as fmt  # noqa: E402
 from aot.core.errors import AotWarning, MatrixError  # noqa: E402
 from aot.core.manifest import load_manifest  # noqa: E402
 from aot.core.rules import spec_from_definition  # noqa: E402
-from aot.runtime.numba_attach import kernel_digest  # noqa: E402
+from aot.runtime.adapters.numba_attach import kernel_digest  # noqa: E402
 
 _COUNT = itertools.count()
 
@@ -189,7 +189,7 @@ def test_attach_serves_packaged_signatures_and_leaves_the_rest_to_jit(numba_buil
     axpy = importlib.import_module(f"{pkg}.kernels").axpy
     kernel = axpy._cache.load_overload(argtypes_of("void(float32[::1], float32[::1], float32)"), None)
     assert kernel is not None and kernel.argument_types == argtypes_of("void(float32[::1], float32[::1], float32)")
-    from aot.runtime.numba_attach import serve
+    from aot.runtime.adapters.numba_attach import serve
     kind, payload, header = serve(reg, reg.spec("axpy.0"), 90)
     assert (kind, payload[:4]) == ("cubin", b"\x7fELF") and header["entry"].startswith("_ZN")
     assert serve(reg, reg.spec("axpy.0"), 100)[0] == "ptx"   # a newer GPU: the PTX
@@ -258,7 +258,7 @@ def test_the_release_table_is_data_and_says_what_attaches_where(monkeypatch):
 def test_each_artifact_records_its_argument_abi_and_a_different_one_is_not_served(numba_build, tmp_path,
                                                                                  monkeypatch):
     from cccl_patches import numba_cuda as nc
-    from aot.runtime import numba_attach
+    from aot.runtime.adapters import numba_attach
     tmp, m, pkg, out = numba_build
     art = fmt.read(out / "numba/axpy.0/sm_90.cubin.aot")
     assert art.header["abi"] == nc.abi_fingerprint(nc.argtypes_of("void(float32[::1], float32[::1], float32)"))
@@ -403,7 +403,7 @@ def test_a_numba_mutant_passes_every_cpu_check_and_carries_the_edited_code(numba
     for e in base_m.entries_for("tile_sum"):
         a, b = fmt.read(out / e["path"]), fmt.read(mut / e["path"])
         assert a.header["content_key"] == b.header["content_key"] and a.payload != b.payload, e["path"]
-    from aot.runtime.numba_attach import serve
+    from aot.runtime.adapters.numba_attach import serve
     reg = _registry(mut, pkg, tmp)
     assert serve(reg, reg.spec("tile_sum"), 90)[1] == fmt.read(mut / "numba/tile_sum/sm_90.cubin.aot").payload
     assert aot.attach_numba(reg, ["tile_sum"]) == {"tile_sum": "attached"}  # only running it can tell
@@ -459,7 +459,7 @@ def test_from_package_attaches_numba_kernels_and_imports_no_numba_without_them(n
 def test_the_warmup_thread_touches_neither_numba_nor_cuda_for_numba_kernels(numba_build, monkeypatch):
     """A warmup's numba task only reports whether the caller's thread attached the kernel: attaching or loading
     from the warmup's thread hung a request_warmup of numba_mypkg on the H100 (twice)."""
-    from aot.runtime import numba_attach
+    from aot.runtime.adapters import numba_attach
     tmp, m, pkg, out = numba_build
     reg = _registry(out, pkg, tmp)
     with pytest.raises(aot.AotError, match="not attached"):
@@ -614,7 +614,7 @@ def test_a_numpy_array_edited_in_place_is_another_digest(values_build):
     finally:
         mod.COEF[1] = 2.0
     assert kernel_digest(mod.by_np_array) == before
-    from aot.runtime.numba_attach import device_functions
+    from aot.runtime.adapters.numba_attach import device_functions
     assert [d.py_func.__name__ for d in device_functions(mod.by_module_func)] == ["dev"]  # rebuilt per SM
 
 
@@ -713,7 +713,7 @@ def k(out, x):
 _BUILD_PTX_TWICE = '''\
 import hashlib, importlib, sys
 from cccl_patches import numba_cuda as nc
-from aot.runtime.numba_attach import device_functions
+from aot.runtime.adapters.numba_attach import device_functions
 k = importlib.import_module(sys.argv[1]).k
 seen, keep = set(), []
 for n in range(int(sys.argv[2])):
@@ -769,6 +769,6 @@ def _reader(out):
 def test_the_digest_reads_names_and_attribute_chains_whatever_the_python():
     """What the walk reads is the same list of names on every Python (3.11's LOAD_METHOD, 3.12's LOAD_ATTR, 3.12's
     inlined comprehensions): a digest made by a 3.11 build host equals one made by a 3.12 runtime."""
-    from aot.runtime.numba_digest import _reads
+    from aot.runtime.adapters.numba_digest import _reads
     got = {(name, attrs) for kind, name, attrs in _reads(_reader.__code__) if kind == "LOAD_GLOBAL"}
     assert got == {("cfg_like", ("TPB",)), ("cuda_like", ("shared", "array")), ("len", ()), ("sum", ())}, got

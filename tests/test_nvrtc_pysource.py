@@ -219,7 +219,7 @@ def test_handles_resolve_lazily_and_check_before_loading(pystr_build):
     code = textwrap.dedent(f"""
         import sys, aot
         fns = (aot.cufunction, aot.cupy_module, aot.cupy_kernel)
-        assert "aot.runtime.handles" in sys.modules and "cupy" not in sys.modules, sorted(sys.modules)
+        assert "aot.runtime.adapters.handles" in sys.modules and "cupy" not in sys.modules, sorted(sys.modules)
         assert not [m for m in sys.modules if m.startswith("cuda.")], [m for m in sys.modules if m.startswith("cuda.")]
         reg = aot.Registry({str(out)!r})
         for call in (lambda: aot.cufunction("neg", "nope", reg), lambda: aot.cupy_kernel("neg", "nope", reg),

@@ -121,7 +121,7 @@ def test_each_cuda_core_feature_says_in_one_line_what_it_needs(monkeypatch):
         with pytest.raises(AttributeError, match=r"needs cuda-core>=1\.0\.0 .*aot\.by_source"):
             aot.program_cache  # noqa: B018
         assert "cuda-core>=0.6.0 (cuda.core.Kernel.from_handle)" in versions.cuda_core_missing("kernel")
-        from aot.runtime.library import DriverLibrary
+        from aot.runtime.loader.library import DriverLibrary
         lib = object.__new__(DriverLibrary)
         lib.name, lib._kernels, lib._wrapped = "unit", {"k": 1}, {}
         with pytest.raises(AotError, match=r"^unit/k: a cuda\.core\.Kernel handle .* needs cuda-core>=0\.6\.0"):

@@ -52,7 +52,7 @@ def evil_cwd(tmp_path, monkeypatch):
 def _fake_gpu(monkeypatch, registry, checked: list):
     """The GPU steps of ``verify_gpu`` replaced: a device, one packaged candidate that "loads", and a
     check that resolves the C++ operator's reference the way the numpy check does."""
-    import aot.runtime.objects
+    import aot.runtime.loader.objects
     import aot.verify.context
     import aot.verify.gpu
     from aot.verify.typed import resolve_code
@@ -60,7 +60,7 @@ def _fake_gpu(monkeypatch, registry, checked: list):
     monkeypatch.setattr(registry, "device_sm", lambda: 90)
     monkeypatch.setattr(registry, "packaged_candidates",
                         lambda spec, sm: [SimpleNamespace(ref={"path": "x"}, sm=90, kind="cccl-blob")])
-    monkeypatch.setattr(aot.runtime.objects, "CcclAlgorithm", SimpleNamespace)
+    monkeypatch.setattr(aot.runtime.loader.objects, "CcclAlgorithm", SimpleNamespace)
     monkeypatch.setattr(registry, "open_packaged", lambda *a: SimpleNamespace(obj=SimpleNamespace()))
     monkeypatch.setattr(type(registry), "manifest", SimpleNamespace(path_of=lambda e: Path("x")), raising=False)
 
@@ -70,7 +70,7 @@ def _fake_gpu(monkeypatch, registry, checked: list):
 
 
 def test_verify_gpu_of_a_foreign_set_imports_nothing_it_names(evil_cwd, monkeypatch):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import UNRUN, verify_gpu
     reg = Registry(_evil_set(evil_cwd))
     checked: list = []
@@ -84,7 +84,7 @@ def test_verify_gpu_of_a_foreign_set_imports_nothing_it_names(evil_cwd, monkeypa
 def test_verify_gpu_with_the_users_own_matrix_runs_the_reference(evil_cwd, monkeypatch):
     """The same spec passed as the caller's own (``--matrix``): its reference is imported and run."""
     from aot.core.rules import spec_from_definition
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import verify_gpu
     root = _evil_set(evil_cwd)
     d = json.loads((root / "manifest.json").read_text())["specs"]["evil"]
@@ -97,7 +97,7 @@ def test_verify_gpu_with_the_users_own_matrix_runs_the_reference(evil_cwd, monke
 
 
 def test_verify_gpu_with_package_imports_only_inside_it(evil_cwd, monkeypatch):
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     from aot.verify.gpu import UNRUN, verify_gpu
     reg = Registry(_evil_set(evil_cwd), owner="mypkg")
     _fake_gpu(monkeypatch, reg, [])
@@ -320,7 +320,7 @@ def _state(**kw):
         "typestr-list", "huge-int"])
 def test_a_hostile_state_is_one_call_error(binder_specs, state, fld, fragment):
     from aot.core.errors import CallError
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
     with pytest.raises(CallError) as err:
         Binder(binder_specs["st"]).check_state(state)
     msg = str(err.value)
@@ -330,7 +330,7 @@ def test_a_hostile_state_is_one_call_error(binder_specs, state, fld, fragment):
 def test_state_of_an_array_for_a_stateless_spec_is_a_call_error(binder_specs):
     import numpy as np
     from aot.core.errors import CallError
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
     b = Binder(binder_specs["plain"])
     with pytest.raises(CallError, match="plain: state: this spec declares no state, got a numpy.ndarray"):
         b.check_state(np.zeros(3))
@@ -339,16 +339,16 @@ def test_state_of_an_array_for_a_stateless_spec_is_a_call_error(binder_specs):
 
 def test_a_counting_start_out_of_range_is_a_call_error(binder_specs, monkeypatch):
     """The counting leaf: 2**40 for an int32 counting iterator (it raised OverflowError)."""
-    import aot.runtime.binder
+    import aot.runtime.loader.binder
     from aot.algorithms.forms import tree
     from aot.core.errors import CallError
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
 
     class Counting:
         def __init__(self, value):
             self.value = value
     fake = SimpleNamespace(CountingIterator=Counting, ConstantIterator=Counting, ShuffleIterator=Counting)
-    monkeypatch.setattr(aot.runtime.binder, "import_cuda_compute", lambda: fake)
+    monkeypatch.setattr(aot.runtime.loader.binder, "import_cuda_compute", lambda: fake)
     spec = binder_specs["plain"]
     node = tree(spec.params["input"], "int32", spec.types)
     b = Binder(spec)
@@ -358,15 +358,15 @@ def test_a_counting_start_out_of_range_is_a_call_error(binder_specs, monkeypatch
 
 
 def test_a_value_the_checks_pass_that_does_not_pack_is_a_call_error(binder_specs, monkeypatch):
-    import aot.runtime.binder
+    import aot.runtime.loader.binder
     from aot.core.errors import CallError
-    from aot.runtime.binder import Binder
+    from aot.runtime.loader.binder import Binder
     b = Binder(binder_specs["st"])
 
     def refuse(layout, values):
         import struct
         raise struct.error("argument out of range")
-    monkeypatch.setattr(aot.runtime.binder, "stand_in_op", refuse)
+    monkeypatch.setattr(aot.runtime.loader.binder, "stand_in_op", refuse)
     with pytest.raises(CallError, match="st: state: cannot be packed as declared"):
         b.packed(b.fields, {})
 
@@ -552,12 +552,12 @@ def test_an_encrypted_wheel_member_is_one_line(tmp_path, capsys):
 # ============================================================== 8. doctor says what it can show without a GPU
 def _doctor(capsys, monkeypatch, sm, artifacts) -> str:
     import aot.build.toolchain
-    import aot.runtime.default
+    import aot.runtime.loader.default
     reg = SimpleNamespace(names=lambda: ["a_spec", "b_spec"], spec=lambda n: n,
                           manifest=SimpleNamespace(artifacts=artifacts) if artifacts is not None else None,
                           packaged_candidates=lambda spec, sm: [SimpleNamespace(kind="cubin", sm=sm)]
                           if spec == "a_spec" else [])
-    monkeypatch.setattr(aot.runtime.default, "default_registry", lambda: reg)
+    monkeypatch.setattr(aot.runtime.loader.default, "default_registry", lambda: reg)
     monkeypatch.setattr(aot.build.toolchain, "native_sm", lambda: sm)
     rc, out, _ = _cli(capsys, "doctor")
     assert rc == 0
@@ -617,7 +617,7 @@ def test_a_packages_unit_named_like_a_default_one_gets_no_default_reference():
     ``morton`` (another kernel under the same name) is "no reference", never launched with the default's
     arguments (seen on the H100: an out-of-bounds launch that poisoned every later check)."""
     from aot.core.spec import NvrtcUnit
-    from aot.runtime.default_specs import load
+    from aot.runtime.loader.default_specs import load
     from aot.verify.reference import NoReference
     from aot.verify.units import check_kernel
 

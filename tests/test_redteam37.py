@@ -100,7 +100,7 @@ def test_the_jit_fallback_compiles_with_the_flags(flags_set, monkeypatch, flavou
     """A source the package lacks compiles with the caller's flags (it compiled without them): what
     ``cuda.core.Program`` receives, rendered by cuda.core itself."""
     import cuda.core
-    import aot.runtime.driver
+    import aot.runtime.loader.driver
     lookup = _lookup(flags_set)
     seen: list = []
 
@@ -114,7 +114,7 @@ def test_the_jit_fallback_compiles_with_the_flags(flags_set, monkeypatch, flavou
         def close(self):
             pass
     monkeypatch.setattr(cuda.core, "Program", FakeProgram)
-    monkeypatch.setattr(aot.runtime.driver, "require_driver", lambda what: None)
+    monkeypatch.setattr(aot.runtime.loader.driver, "require_driver", lambda what: None)
     monkeypatch.setattr(lookup.registry, "device_sm", lambda: 90)
     other = SRC.replace("write_n", "write_m")
     assert lookup.source_of(other, ["write_m"], _flavours()[flavour]) == (None, "jit")

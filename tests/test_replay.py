@@ -416,14 +416,14 @@ class FakeRegistry:
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    import aot.runtime.registry
+    import aot.runtime.loader.registry
     import aot.verify.gpu
     seen = {}
 
     def verify_gpu(*a, **k):
         seen.update(k)
         return _rows()
-    monkeypatch.setattr(aot.runtime.registry, "Registry", FakeRegistry)
+    monkeypatch.setattr(aot.runtime.loader.registry, "Registry", FakeRegistry)
     monkeypatch.setattr(aot.verify.gpu, "verify_gpu", verify_gpu)
     return seen
 
@@ -538,7 +538,7 @@ def test_the_hook_is_stdlib_only_and_asks_the_driver_once_per_kernel(hook):
 
 def test_a_numba_artifact_replays_by_its_entry_symbol_importing_nothing(tmp_path, monkeypatch):
     import cuda.core
-    import aot.runtime.sources
+    import aot.runtime.loader.sources
     from aot.verify import gpu
     folder = _index(tmp_path, symbol="_ZN5mypkg4fillE", args=[{"kind": "pointer", "buffer": 0, "offset": 0}])
     launches = read_store(folder)
@@ -554,7 +554,7 @@ def test_a_numba_artifact_replays_by_its_entry_symbol_importing_nothing(tmp_path
 
     art = types.SimpleNamespace(kind="cubin", payload=b"cubin", header={"entry": "_ZN5mypkg4fillE"})
     monkeypatch.setattr(cuda.core, "ObjectCode", types.SimpleNamespace(from_cubin=Image, from_ptx=Image))
-    monkeypatch.setattr(aot.runtime.sources, "check_packaged", lambda *a: art)
+    monkeypatch.setattr(aot.runtime.loader.sources, "check_packaged", lambda *a: art)
     manifest = types.SimpleNamespace(path_of=lambda e: tmp_path / "x.aot")
     spec = types.SimpleNamespace(name="fill.0", family="numba", kernel="mypkg:fill", signature="void(int32[::1])")
     registry = types.SimpleNamespace(manifest=manifest, names=lambda: ["fill.0"], spec=lambda n: spec)

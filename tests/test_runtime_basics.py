@@ -15,7 +15,7 @@ import pytest
 
 import aot
 from aot.core import errors
-from aot.runtime.registry import Registry
+from aot.runtime.loader.registry import Registry
 from aot.core.spec import NvrtcUnit
 from aot.build.toolchain import real_driver_present
 
@@ -29,9 +29,9 @@ driverless = pytest.mark.skipif(real_driver_present(), reason="needs a host with
 HANG_CHILD = textwrap.dedent("""
     import sys, warnings
     warnings.simplefilter("ignore")
-    from aot.runtime.driver import check_ptx_loadable
+    from aot.runtime.loader.driver import check_ptx_loadable
     from aot.core.errors import NoDeviceError
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     reg = Registry(sys.argv[1], device_sm=80)
     for attempt in range(2):                       # the old code hung on the second driver call
         try:
@@ -126,8 +126,8 @@ def test_logger_records_each_source_decision(small_build, tmp_path, caplog):
 
 def test_logger_is_silent_by_default():
     """Whatever module of aot logs installs the NullHandler first (the registry's front logs nothing and
-    imports no logging: the loader's records come from aot.runtime.sources, under the registry's name)."""
-    code = ("import aot.runtime.sources, logging; h = logging.getLogger('aot').handlers; "
+    imports no logging: the loader's records come from aot.runtime.loader.sources, under the registry's name)."""
+    code = ("import aot.runtime.loader.sources, logging; h = logging.getLogger('aot').handlers; "
             "print([type(x).__name__ for x in h])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=repo_env(), capture_output=True, text=True,
                           timeout=60)

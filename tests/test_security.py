@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from aot.core import format as fmt
-from aot.runtime.cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root
+from aot.runtime.jit.cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root
 from conftest import ROOT, repo_env
 from hostile_util import SPEC_NAME, cache_key, fake_jit, jit, spec  # noqa: F401 (fixtures)
 
@@ -106,9 +106,9 @@ def test_entry_planted_in_a_shared_1777_cache_is_never_served(fake_jit, spec, ar
 @as_root
 def test_one_aot_warning_per_process_through_the_loader(fake_jit, arena, monkeypatch):
     """Two specs, NVRTC's cache too: the unsafe directory is reported once, and nothing is written there."""
-    from aot.runtime.jit import nvrtc_cache_dir
-    from aot.runtime.objects import AotWarning
-    from aot.runtime.registry import Registry
+    from aot.runtime.jit.jit import nvrtc_cache_dir
+    from aot.runtime.loader.objects import AotWarning
+    from aot.runtime.loader.registry import Registry
     from aot.build.matrix import load_matrix
     shared = arena / "shared"
     shared.mkdir()
@@ -318,7 +318,7 @@ def test_directories_aot_creates_are_0700_even_with_umask_0(fake_jit, spec, tmp_
     for d in (tmp_path / "a", tmp_path / "a" / "b", root, root / "cccl", Path(path).parent):
         assert stat.S_IMODE(os.stat(d).st_mode) == 0o700, d
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    from aot.runtime.cache import NVRTC_DIR, private_dir
+    from aot.runtime.jit.cache import NVRTC_DIR, private_dir
     assert stat.S_IMODE(os.stat(private_dir(NVRTC_DIR)).st_mode) == 0o700
 
 
@@ -343,7 +343,7 @@ import json, sys, warnings
 import aot.build.compile, cccl_patches
 aot.build.compile.compile_cccl = lambda spec, sm: b"blob" * 100
 from aot.build.matrix import load_matrix
-from aot.runtime.jit import cccl_from_cache_or_jit
+from aot.runtime.jit.jit import cccl_from_cache_or_jit
 spec = load_matrix().select([sys.argv[1]])[0]
 errors, warned = [], []
 payload, source, path = cccl_from_cache_or_jit(spec, 90, errors, warned.append)

@@ -66,10 +66,10 @@ class FakeRegistry:
 
 
 def test_failures_are_lines_under_the_table_and_in_json(tmp_path, monkeypatch, capsys):
-    import aot.runtime.registry
+    import aot.runtime.loader.registry
     import aot.verify.gpu
     from aot.cli.check_cmds import _verify_gpu
-    monkeypatch.setattr(aot.runtime.registry, "Registry", FakeRegistry)
+    monkeypatch.setattr(aot.runtime.loader.registry, "Registry", FakeRegistry)
     monkeypatch.setattr(aot.verify.gpu, "verify_gpu", lambda *a, **k: rows())
     monkeypatch.setenv("COLUMNS", "80")
     args = _args(tmp_path)
@@ -94,10 +94,10 @@ def test_failures_are_lines_under_the_table_and_in_json(tmp_path, monkeypatch, c
 
 
 def test_all_ok_says_so(tmp_path, monkeypatch, capsys):
-    import aot.runtime.registry
+    import aot.runtime.loader.registry
     import aot.verify.gpu
     from aot.cli.check_cmds import _verify_gpu
-    monkeypatch.setattr(aot.runtime.registry, "Registry", FakeRegistry)
+    monkeypatch.setattr(aot.runtime.loader.registry, "Registry", FakeRegistry)
     monkeypatch.setattr(aot.verify.gpu, "verify_gpu", lambda *a, **k: rows()[:1])
     assert _verify_gpu(tmp_path, _args(tmp_path)) == 0
     out = capsys.readouterr().out

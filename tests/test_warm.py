@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from aot.runtime import warm as _warm
+from aot.runtime.warmup import warm as _warm
 from tests.conftest import GPU_ARTIFACTS, ROOT, SMALL_CCCL, SMALL_NVRTC, repo_env
 
 #: Tags in the top bytes of the fake driver's handles (tests/fake_libcuda.c).
@@ -28,7 +28,7 @@ SLOW_IMPORT = textwrap.dedent("""
     import json, sys, threading, time, warnings
     warnings.simplefilter("ignore")
     import numpy
-    import aot.runtime.registry as L, aot.runtime.sources as S, aot.runtime.warmup as W
+    import aot.runtime.loader.registry as L, aot.runtime.loader.sources as S, aot.runtime.warmup.warmup as W
     seen = []
     def slow_import():                        # cuda.compute takes 180-270 ms to import on the GPU machines
         seen.append(threading.current_thread().name)
@@ -69,10 +69,10 @@ FAKE = textwrap.dedent("""
     import ctypes, json, os, sys, warnings
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
-    from aot.runtime import warm as _warm
+    from aot.runtime.warmup import warm as _warm
     if sys.argv[3] == "other-cccl":
         _warm._cccl_version = lambda: "0.0.1"
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     reg = Registry(sys.argv[2], device_sm=90)
     reg.request_warmup()
     cold = reg.ensure_warm(timeout=120)
@@ -263,7 +263,7 @@ BLOCKING = textwrap.dedent("""
 #: What the caller's thread must not import: the manifest reader and its stdlib, logging, CUDA.
 HEAVY = ("pathlib", "json", "hashlib", "dataclasses", "logging", "importlib.metadata", "importlib.resources",
          "concurrent.futures", "tempfile", "subprocess", "queue", "cuda", "aot.core.manifest", "aot.core.format",
-         "aot.core.spec", "aot.runtime.catalog", "aot.runtime.sources", "aot.runtime.warmup", "aot.runtime.lean")
+         "aot.core.spec", "aot.runtime.loader.catalog", "aot.runtime.loader.sources", "aot.runtime.warmup.warmup", "aot.runtime.loader.lean")
 
 WARM_PKG = """import time
 t0, c0 = time.perf_counter(), time.thread_time()
@@ -304,7 +304,7 @@ FAKE_OPEN = textwrap.dedent("""
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
     import aot
-    from aot.runtime.threads import TIMELINE
+    from aot.runtime.loader.threads import TIMELINE
     reg = aot.Registry(sys.argv[2])          # no device_sm: the warmup's device thread publishes the SM
     reg.request_warmup()
     cold = reg.ensure_warm(timeout=120)
@@ -371,7 +371,8 @@ CALLER_FIRST = textwrap.dedent("""
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
     import aot
-    from aot.runtime import threads, warm as W
+    from aot.runtime.loader import threads
+    from aot.runtime.warmup import warm as W
     threads.TUNING.workers = 1                  # one worker: the queue's order is the order of the loads
     threads.TUNING.switch_interval = 0.0005     # (off by default: measured to buy nothing)
     log = []
@@ -427,7 +428,7 @@ def test_the_callers_spec_jumps_the_queue(small_build, fake_libcuda):
 
 
 def test_switch_interval_is_restored_unless_changed(monkeypatch):
-    from aot.runtime import threads
+    from aot.runtime.loader import threads
     monkeypatch.setattr(threads.TUNING, "switch_interval", 0.0005)
     sw = threads._Switch()
     base = sys.getswitchinterval()
@@ -455,7 +456,8 @@ POLITE = textwrap.dedent("""
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)
     import aot
-    from aot.runtime import threads, warm as W
+    from aot.runtime.loader import threads
+    from aot.runtime.warmup import warm as W
     threads.TUNING.workers = 2
     log = []
     def slow(fn):
@@ -534,14 +536,14 @@ UNITS_FIRST = textwrap.dedent("""
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
     import aot
-    import aot.runtime.lean as lean
+    import aot.runtime.loader.lean as lean
     real = lean.import_cuda_core
     def slow_core():                            # cuda.core takes 100-200 ms to import on the GPU machines
         time.sleep(0.5)
         return real()
     lean.import_cuda_core = slow_core
-    from aot.runtime import threads
-    from aot.runtime.library import DriverLibrary
+    from aot.runtime.loader import threads
+    from aot.runtime.loader.library import DriverLibrary
     reg = aot.Registry(sys.argv[2])
     units = [n for n in reg.names() if reg.spec(n).family == "nvrtc"]
     reg.request_warmup(units)
@@ -577,7 +579,7 @@ def test_units_load_through_the_driver_before_cuda_core_imports(small_build, fak
 
 def test_the_queue_puts_cccl_specs_ahead_of_queued_units():
     """Once cuda.compute is imported its specs (the longest leg) go ahead of the units still queued."""
-    from aot.runtime.warmup import _Queue
+    from aot.runtime.warmup.warmup import _Queue
     q = _Queue()
     for n in ("u1", "u2"):
         q.put(n)
@@ -601,7 +603,7 @@ def test_manifest_entries_and_paths_are_indexed(small_build):
 
 CATALOG_ONLY = textwrap.dedent("""
     import json, sys
-    from aot.runtime.registry import Registry
+    from aot.runtime.loader.registry import Registry
     names = Registry(sys.argv[1]).names()
     print(json.dumps({"names": len(names), "imported": sorted(m for m in ("hashlib", "difflib") if m in sys.modules)}))
 """)
@@ -631,7 +633,7 @@ def test_small_cubins_load_with_the_gil_kept_and_cuinit_once(monkeypatch):
     (compiled by the driver) loads through the releasing one; ``cuInit`` runs once per process."""
     import ctypes as C
 
-    from aot.runtime import cuctx, library
+    from aot.runtime.loader import cuctx, library
 
     class Recorder:
         def __init__(self, tag, log):
@@ -666,9 +668,9 @@ UNITS_CHECKED_BY_WORKER = textwrap.dedent("""
     warnings.simplefilter("ignore")
     fake = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # the "driver", before anything CUDA
     import aot
-    import aot.runtime.lean as lean
-    import aot.runtime.sources as S
-    from aot.runtime import threads
+    import aot.runtime.loader.lean as lean
+    import aot.runtime.loader.sources as S
+    from aot.runtime.loader import threads
     real_core, real_check, real_lib = lean.import_cuda_core, S.check_packaged, S.DriverLibrary
     def slow_core():                            # cuda.core takes 100-200 ms to import on the GPU machines
         time.sleep(0.4)

@@ -70,7 +70,7 @@ def test_wheel_is_reproducible_and_tagged(wheels):
 
 
 def test_installed_wheel_lists_and_verifies(fresh_venv, small_build, tmp_path):
-    code = ("import aot, json; from aot.runtime.registry import Registry; r = Registry.from_package('aot', 'artifacts');"
+    code = ("import aot, json; from aot.runtime.loader.registry import Registry; r = Registry.from_package('aot', 'artifacts');"
             "print(json.dumps([r.names(), str(r.root), len(r.manifest.artifacts)]))")
     out = _run(fresh_venv, "-c", code, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -86,7 +86,7 @@ def maps_real_toolkit():
     libs = [l.split()[-1] for l in open("/proc/self/maps").read().splitlines() if "/" in l]
     return sorted({p for p in libs if ("libnvrtc" in p or "libnvJitLink" in p) and "cccl_patches" not in p})
 def lean_state():
-    from aot.runtime import lean
+    from aot.runtime.loader import lean
     st = lean.state()
     return {"stand_ins": sorted(st.stand_ins) if st else None, "forced": st.forced if st else None,
             "calls": lean.stub_calls(), "real_toolkit_mapped": maps_real_toolkit()}

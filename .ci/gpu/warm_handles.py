@@ -36,8 +36,8 @@ def main() -> int:
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     import aot
-    from aot.runtime import threads
-    from aot.runtime.library import DriverLibrary
+    from aot.runtime.loader import threads
+    from aot.runtime.loader.library import DriverLibrary
     reg = aot.Registry(a.libset)
     reg.request_warmup()
     cold = reg.ensure_warm(timeout=300)

@@ -4,7 +4,7 @@ A definition (one small module per algorithm or family) holds everything aot kno
 fields and defaults, how those fields become the ``cuda.compute.make_*`` factory's arguments (over
 ``ProxyArray`` placeholders at build time), which call arguments bind its operators at call time, and its
 numpy reference with verification inputs. :mod:`aot.build.matrix`, :mod:`aot.build.compile`,
-:mod:`aot.runtime.registry` and :mod:`aot.verify.context` read these objects; adding an algorithm is one
+:mod:`aot.runtime.loader.registry` and :mod:`aot.verify.context` read these objects; adding an algorithm is one
 module here plus tests. This package is the bottom layer: it imports nothing else from aot.
 
 The shape follows cibuildwheel's ``platforms/__init__.py``: a Protocol and a dict of implementations.

@@ -1,6 +1,6 @@
 """The forms a spec's sequences, state and operators may take, as data: iterator nodes, state fields, C++
 operators. One schema, read by the validator (:mod:`aot.core.formrules` through :mod:`aot.core.rules`),
-the builder (:mod:`aot.build.compile`, with placeholders), the runtime binder (:mod:`aot.runtime.binder`,
+the builder (:mod:`aot.build.compile`, with placeholders), the runtime binder (:mod:`aot.runtime.loader.binder`,
 with the caller's arrays) and the checks (:mod:`aot.verify.forms`, with numpy arrays).
 
 A node as a definition stores it (already validated) is a word (``"array"``, ``"counting"``,

@@ -321,7 +321,7 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         unit = spec_of[e["path"]]
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
-        elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (aot.runtime.cupy_attach)
+        elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (runtime.adapters.cupy_attach)
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
             e["cuda_cccl"] = producer["cuda_cccl"]

@@ -18,7 +18,7 @@ Bare parents must never change a source silently: a parent ``__init__`` that set
 anything, each text is rendered again in a child that imports with the parents
 (:meth:`CodeImports.with_parents`); a difference is the spec's error. Where that child cannot import them
 (the dependencies are not installed: why parents are bare), the loader compares at run time
-(:func:`aot.runtime.sources.live_unit`).
+(:func:`aot.runtime.loader.sources.live_unit`).
 
 Only the top-level packages of the modules named come from the matrix's folder (:func:`make_project_importable`),
 and each module is imported in a child process first, bounded (:class:`_Probe`): ``os._exit()`` at import, a

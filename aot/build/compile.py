@@ -28,7 +28,7 @@ def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
 def operator(op: str):
     """A built-in name -> ``cuda.compute.OpKind``; a lambda source -> the Python function; an operator from
     code (``"pkg.mod:func"``) -> that function (the caller decided the module may be imported: the matrix
-    being built, or the package that owns the artifacts, see :func:`aot.runtime.sources.code_spec`)."""
+    being built, or the package that owns the artifacts, see :func:`aot.runtime.loader.sources.code_spec`)."""
     import cuda.compute as cc
     if op.startswith("lambda"):
         from ..core.oplang import lambda_problem

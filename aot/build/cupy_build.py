@@ -6,7 +6,7 @@ go through) with the recorded source and options, this install's paths in place 
 the architecture and CuPy's bundled headers as ``extra_source``, exactly as ``cupy._core.core.compile_with_cache``
 passes them. Around that one call: CuPy's kernel cache backend is a capture (nothing read, the payload taken at
 ``save``, before CuPy would load it into a device), CuPy's hash records the ``key_src`` it hashes (the artifact's
-``cupy_key``, :func:`aot.runtime.cupy_attach.lookup_key`), and the one memo that asks the device for its id
+``cupy_key``, :func:`aot.runtime.adapters.cupy_attach.lookup_key`), and the one memo that asks the device for its id
 (``_get_arch_for_options_for_nvrtc``) is called unmemoized. NVRTC compiles; no driver is needed.
 
 :func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.build.record_hook_cupy`) into
@@ -24,7 +24,7 @@ from ..core.cupyspec import check_entry
 from ..core.errors import AotError
 from ..core.spec import CupyKernel
 from ..core.text import MAX_SOURCE_LEN, SpecError
-from ..runtime.cupy_attach import cuda_headers_version, host_paths, installed_version, lookup_key, substitute
+from ..runtime.adapters.cupy_attach import cuda_headers_version, host_paths, installed_version, lookup_key, substitute
 
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
 

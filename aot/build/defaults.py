@@ -1,5 +1,5 @@
 """Regenerate ``aot/default_specs.json`` from ``build_matrix.yaml`` (the runtime reads the JSON, never the
-YAML; see :mod:`aot.runtime.default_specs`). Run after editing the matrix or a bundled kernel::
+YAML; see :mod:`aot.runtime.loader.default_specs`). Run after editing the matrix or a bundled kernel::
 
     python -m aot.build.defaults
 """
@@ -11,7 +11,7 @@ import json
 from ..core.fs import atomic_write
 from ..core.spec import Spec
 from .builder import manifest_definitions
-from ..runtime.default_specs import PATH, VERSION
+from ..runtime.loader.default_specs import PATH, VERSION
 from .matrix import load_matrix
 
 

@@ -2,7 +2,7 @@
 as the matrix being built may), and one (kernel, signature, SM) item into a cubin or PTX, on a driverless
 host (:func:`cccl_patches.numba_cuda.compile_kernel`).
 
-The spec's content key covers what numba-cuda compiles into the kernel (:func:`aot.runtime.numba_digest.
+The spec's content key covers what numba-cuda compiles into the kernel (:func:`aot.runtime.adapters.numba_digest.
 kernel_digest`: its source, what it calls, the values of the globals, module attributes and closure cells it
 reads; a value it cannot key refuses the spec), its signature, the decorator's code-changing options and the
 numba-cuda version; the item key adds the SM, the payload kind and the toolchain, as for every family.
@@ -17,8 +17,8 @@ from ..core.errors import AotError
 from ..core.numbaspec import check_entry, variant_names
 from ..core.spec import NumbaKernel
 from ..core.text import SpecError
-from ..runtime.numba_attach import resolve_dispatcher
-from ..runtime.numba_digest import device_functions, kernel_digest
+from ..runtime.adapters.numba_attach import resolve_dispatcher
+from ..runtime.adapters.numba_digest import device_functions, kernel_digest
 from .codeimport import CodeImports, make_project_importable
 
 

@@ -98,10 +98,10 @@ def _refuse_length_reads(ref: str, fn: Callable[..., Any], fields: tuple[StateFi
 
 def iterator_arg(raw: Any, dtype: str, types: Mapping[str, Any], output: bool, op_for: Callable[[Any], Any]):
     """The iterator a stored node describes, over placeholders (each leaf's runtime values are bound at
-    call time by :mod:`aot.runtime.binder`)."""
+    call time by :mod:`aot.runtime.loader.binder`)."""
     import cuda.compute as cc
     from ..algorithms import np_dtype
-    from ..runtime.binder import discard, make_iterator, np_scalar
+    from ..runtime.loader.binder import discard, make_iterator, np_scalar
 
     def leaf(node: Node):
         if node.kind == "array":

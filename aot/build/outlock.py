@@ -7,7 +7,7 @@ inherit it); the kernel releases it when the holder exits, however it exits. A s
 wait: it refuses at once with a one-line :class:`BusyError` naming the directory and the holder's PID,
 so a CI job never blocks on a stuck sibling.
 
-The lock file is removed when the writer is done, as the cache's lock files are (:meth:`aot.runtime.cache.
+The lock file is removed when the writer is done, as the cache's lock files are (:meth:`aot.runtime.jit.cache.
 ArtifactCache.lock`), without letting two writers in: the holder unlinks the name *while still holding*
 the lock, and only if the name still names the inode it locked; a process that got the lock checks
 afterwards that the name still names the inode it locked, and otherwise (it locked a file the previous

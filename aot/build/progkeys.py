@@ -3,7 +3,7 @@
 Two keys per entry, both computed here, at build time, and read by the runtime as plain dict keys:
 
 * ``source_key``: :func:`aot.core.srckey.source_key` of the unit's rendered text and options, for a library
-  that compiles through raw NVRTC or CuPy (:mod:`aot.runtime.bysource`).
+  that compiles through raw NVRTC or CuPy (:mod:`aot.runtime.adapters.bysource`).
 * ``progkey`` (hex) and ``progkey_nvrtc`` (``"13.0"``): cuda.core's own ``make_program_cache_key`` for the
   compile the library would run, ``Program(source, "c++", ProgramOptions(arch=..., **options))
   .compile(kind)``, with this host's NVRTC (the key covers the NVRTC major.minor that its probe reports).
@@ -24,7 +24,7 @@ from typing import Any
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from ..core.srckey import source_key
-from ..runtime.progkey import eligible, nvrtc_version, program_cache_key
+from ..runtime.adapters.progkey import eligible, nvrtc_version, program_cache_key
 from .isolated import expose_build_env_toolkit
 
 log = get_logger("aot.build.progkeys")

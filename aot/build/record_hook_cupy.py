@@ -27,7 +27,7 @@ _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+
 
 
 def _paths() -> dict[str, str]:
-    """This install's paths in CuPy's options (as :func:`aot.runtime.cupy_attach.host_paths`, without aot)."""
+    """This install's paths in CuPy's options (as :func:`aot.runtime.adapters.cupy_attach.host_paths`, without aot)."""
     out = {}
     try:
         core = sys.modules.get("cupy._core.core")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.versions import INSTALL_TOOLKIT, dist_version, producer_versions, stub_digest
-from ..runtime.driver import STUB_MARKER, native_sm, real_driver_present
+from ..runtime.loader.driver import STUB_MARKER, native_sm, real_driver_present
 from ..core.fs import trust_problem
 from ..core.errors import ToolchainError
 from .isolated import expose_build_env_toolkit
@@ -117,7 +117,7 @@ def _private_stub_dir() -> Path:
 
 def _cached_stub_dir(digest: str) -> Path | None:
     """``<cache>/stub/<digest>`` when the cache is enabled and every level of it is ours (else ``None``)."""
-    from ..runtime.cache import STUB_DIR, UnsafeCacheError, enabled, private_dir
+    from ..runtime.jit.cache import STUB_DIR, UnsafeCacheError, enabled, private_dir
     if not enabled():
         return None
     try:

@@ -96,7 +96,7 @@ def cmd_verify(args) -> int:
 def _verify_gpu(root: Path, args) -> int:
     import json
     from ..core.errors import VerificationError
-    from ..runtime.registry import Registry
+    from ..runtime.loader.registry import Registry
     from ..verify.gpu import verify_gpu
     from rich.console import Console
     from rich.markup import escape

@@ -26,7 +26,7 @@ def cmd_doctor(args) -> int:
     print(f"driver: {'real NVIDIA driver' if real else 'none (builds use the stand-in libcuda)'}")
     sm = native_sm()
     print(f"GPU: {'sm_%d' % sm if sm else 'none usable'}")
-    from ..runtime.lean import prepare
+    from ..runtime.loader.lean import prepare
     try:
         print(f"runtime toolchain: {prepare().describe()}")
     except AotError as e:
@@ -43,7 +43,7 @@ def _print_loader_choice(sm: int | None) -> None:
     """Per spec of aot's own registry: with a GPU, what the loader would use on it; without one, that the
     choice needs a device, and what is packaged for each spec (the SMs and PTX a device could load)."""
     from collections import defaultdict
-    from ..runtime.default import default_registry
+    from ..runtime.loader.default import default_registry
     reg = default_registry()
     names = reg.names()
     if sm:
@@ -87,7 +87,7 @@ def _size(nbytes: int) -> str:
 
 
 def _print_cache_summary() -> None:
-    from ..runtime.cache_admin import inspect_cache
+    from ..runtime.jit.cache_admin import inspect_cache
     info = inspect_cache()
     safety = {"ok": "safe", "absent": "not created yet", "disabled": "disabled (AOT_DISABLE_CACHE)",
               "unsafe": f"NOT USED: {info.problem}", "unusable": f"unusable: {info.problem}"}[info.state]
@@ -99,7 +99,7 @@ def _print_cache_summary() -> None:
 
 def cmd_cache(args) -> int:
     from collections import Counter
-    from ..runtime.cache_admin import clear_cache, inspect_cache
+    from ..runtime.jit.cache_admin import clear_cache, inspect_cache
     if args.action == "clear":
         res = clear_cache(stale=args.stale)
         what = f"{'stale ' if args.stale else ''}user cache"

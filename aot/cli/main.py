@@ -257,7 +257,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except ModuleNotFoundError as e:  # a runtime-only install running a build/report command
         if e.name not in ("yaml", "rich"):
             raise
-        from ..runtime.lean import install_hint
+        from ..runtime.loader.lean import install_hint
         print(f"aot: error: 'aot {args.command}' needs {'PyYAML' if e.name == 'yaml' else 'rich'}, which a "
               f"runtime-only install leaves out: {install_hint('build')}", file=sys.stderr)
         return 3

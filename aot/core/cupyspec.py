@@ -18,7 +18,7 @@ generates), usually written by ``aot record`` (:mod:`aot.build.record_hook_cupy`
 The source is what CuPy generates for that call, not something aot re-derives: generated code depends on dtypes,
 the arrays' dimensions after CuPy merges them, contiguity and 32-bit indexing, so the compile is the unit.
 ``{cupy_include}`` and ``{cuda_include}`` stand for the install's paths (CuPy's own key hashes them; aot's key
-factors them out: :mod:`aot.runtime.cupy_attach`).
+factors them out: :mod:`aot.runtime.adapters.cupy_attach`).
 
 Pure Python, no CuPy import: the runtime reads manifests with it.
 """

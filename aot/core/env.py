@@ -89,7 +89,7 @@ FORCE_STUB_TOOLCHAIN = _var("AOT_FORCE_STUB_TOOLCHAIN", _parse_bool, False,
 IMPORT_HOOK = _var("AOT_IMPORT_HOOK", _parse_bool, True,
                    "0 = no import hook: a lean install's `import cuda.compute` (before aot prepared NVRTC/nvJitLink "
                    "or their stand-ins) then fails in cuda-pathfinder; read at interpreter start by cccl_aot.pth "
-                   "and by `import aot` (aot/runtime/import_hook.py).")
+                   "and by `import aot` (aot/runtime/loader/import_hook.py).")
 CC = _var("CC", str, "", "C compiler (and flags) that builds the stand-in libcuda when no packaged one exists "
                          "(default: cc, else gcc).")
 JOBS = _var("AOT_JOBS", _parse_int, 0, "Default --jobs for builds (0 = CPU count).")

@@ -88,7 +88,7 @@ class AotWarning(UserWarning):
     """An artifact or cache entry was skipped (the next source served instead), or a manifest is unusable.
 
     Not an error, so it has no exit code; it lives here because this module is stdlib-only, and the
-    registry's front (:mod:`aot.runtime.registry`) warns before anything heavier is imported."""
+    registry's front (:mod:`aot.runtime.loader.registry`) warns before anything heavier is imported."""
 
 
 def without_frames(e: BaseException) -> BaseException:

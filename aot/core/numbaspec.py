@@ -12,7 +12,7 @@ A matrix entry names a ``@cuda.jit`` dispatcher where it lives and the signature
 
 Each signature becomes one :class:`~aot.core.spec.NumbaKernel` (named ``axpy`` for one signature, else
 ``axpy.0``, ``axpy.1``, ... in the order written). The builder fills in ``digest`` (what numba-cuda compiles
-into the kernel: its source, what it calls, the values it reads; :mod:`aot.runtime.numba_digest`) and
+into the kernel: its source, what it calls, the values it reads; :mod:`aot.runtime.adapters.numba_digest`) and
 ``numba_cuda`` (the version that compiles it); a manifest carries both.
 
 Pure Python, no numba import: the runtime reads manifests with it.

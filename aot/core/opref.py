@@ -4,7 +4,8 @@ invalidates its artifacts and cache entries.
 
 Importing a module runs its code, so *who* may name one matters: the matrix being built (the user's own
 file) may name any module; at JIT time a registry resolves references only inside the package that owns
-the artifacts (:meth:`aot.runtime.registry.Registry.from_package`). This module only resolves; the loader decides.
+the artifacts (:meth:`aot.runtime.loader.registry.Registry.from_package`). This module only resolves; the loader
+decides.
 """
 
 from __future__ import annotations

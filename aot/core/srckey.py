@@ -4,7 +4,7 @@ A library that compiles NVRTC kernels holds, at its compile call, the rendered s
 passes to NVRTC, spelled its own way (``-std=c++17``, ``--std=c++17``, ``--std c++17``, or a mapping of
 cuda.core ``ProgramOptions`` fields). :func:`source_key` names the pair by content, the same way at build
 time (written into each NVRTC manifest entry by :mod:`aot.build.progkeys`) and at call time
-(:mod:`aot.runtime.bysource`), so finding a packaged unit by its source is one dict lookup.
+(:mod:`aot.runtime.adapters.bysource`), so finding a packaged unit by its source is one dict lookup.
 
 Normalised at the edge (issue 37): a public call turns the caller's options, whatever they are (a list, a
 tuple, a generator or any other iterator of ``str`` or ``bytes`` flags, one string of flags, a mapping of

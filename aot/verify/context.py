@@ -94,7 +94,7 @@ def check_cccl(obj, spec: CcclSpec, device, n: int = 100_003, seed: int = 0) -> 
     algo = ALGORITHMS.get(spec.algorithm)
     if algo is None:
         raise NoReference(f"no reference for algorithm {spec.algorithm!r}")
-    from ..runtime.objects import CcclAlgorithm
+    from ..runtime.loader.objects import CcclAlgorithm
     if not isinstance(obj, CcclAlgorithm) and not isinstance(getattr(obj, "obj", None), CcclAlgorithm):
         obj = CcclAlgorithm(spec, obj)  # a raw JIT build: bound as the loader binds one
     c = GpuCheck(device, n=n, seed=seed, types=spec.types, params=spec.params)

@@ -202,7 +202,7 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                         problem = registry._code_spec(spec)[1]
                         if problem:
                             raise NoReference(problem)
-                    from ..runtime.objects import CcclAlgorithm
+                    from ..runtime.loader.objects import CcclAlgorithm
                     if not isinstance(obj, CcclAlgorithm):
                         obj = CcclAlgorithm(spec, obj)
                     with only_code(code_references(spec)):
@@ -250,7 +250,7 @@ def _replayed(registry, spec, entry, kernels: dict | None, launches: list | None
     from .replay import CudaCoreRunner, claimants, kernel_symbol, matching, replay
     if kernels is None:  # numba: the packaged image by its entry symbol; nothing of the package is imported
         from cuda.core import ObjectCode
-        from ..runtime.sources import check_packaged
+        from ..runtime.loader.sources import check_packaged
         art = check_packaged(registry.manifest, spec, entry, registry.manifest.path_of(entry))
         symbol = str(art.header.get("entry"))
         hits = matching(launches or (), [symbol], spec)

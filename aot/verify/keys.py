@@ -1,7 +1,7 @@
 """The lookup keys an NVRTC manifest entry records, computed again from the unit's own definition.
 
-``source_key`` (the lookup by source, :mod:`aot.runtime.bysource`) and ``progkey`` (cuda.core's program
-cache key, :mod:`aot.runtime.program_cache`) name an entry by what a library's compile call holds. The
+``source_key`` (the lookup by source, :mod:`aot.runtime.adapters.bysource`) and ``progkey`` (cuda.core's program
+cache key, :mod:`aot.runtime.adapters.program_cache`) name an entry by what a library's compile call holds. The
 artifact checks (size, sha256, header, content key) say nothing about them: a manifest whose keys were
 swapped between two units passed them all, and the runtime then served one unit's kernels for the other's
 source (issue 37). So each recorded key is recomputed here from the entry's own unit (its source text and
@@ -57,7 +57,7 @@ def key_problems(m: Manifest, nvrtc: Callable[[], str | None] | None = None) -> 
 
 def _progkey_problems(e: Mapping[str, Any], unit: NvrtcUnit, where: str, here: list[str | None],
                       nvrtc: Callable[[], str | None] | None) -> list[str]:
-    from ..runtime.progkey import eligible, nvrtc_version, program_cache_key
+    from ..runtime.adapters.progkey import eligible, nvrtc_version, program_cache_key
     if not _hex64(e["progkey"]):
         return [f"{where}: field progkey {short(e['progkey'])} is not a 64-digit hex key"]
     if not eligible(unit):

@@ -67,7 +67,7 @@ def check_numba_artifact(registry: Any, spec: NumbaKernel, entry: Mapping[str, A
     """Run ``spec``'s ``entry`` (a manifest entry; ``None``: no packaged artifact fits, numba-cuda JIT-compiles)
     on this GPU under ``check``; raise what failed (the caller makes it a failed row)."""
     from cccl_patches import numba_cuda as nc
-    from ..runtime.numba_attach import check_abi, kernel_digest, resolve_dispatcher
+    from ..runtime.adapters.numba_attach import check_abi, kernel_digest, resolve_dispatcher
     manifest = registry.manifest
     if package is None or not inside(spec.kernel, package):
         return _load_only(manifest, spec, entry, f"not executed: numba kernels run only from the package that "
@@ -89,7 +89,7 @@ def check_numba_artifact(registry: Any, spec: NumbaKernel, entry: Mapping[str, A
         served.append(cc)
         if entry is None:
             return None  # numba-cuda compiles, as the loader falls back
-        from ..runtime.sources import check_packaged
+        from ..runtime.loader.sources import check_packaged
         art = check_packaged(manifest, spec, entry, manifest.path_of(entry))
         if not isinstance(art.header.get("entry"), str):
             raise AotError(f"{entry['path']}: its header lacks the kernel's entry symbol")
@@ -111,7 +111,7 @@ def _load_only(manifest: Any, spec: NumbaKernel, entry: Mapping[str, Any] | None
     if entry is None or entry["payload_kind"] != "cubin":
         return "loaded, not executed", why.replace("not executed", "not loaded or executed")
     from cuda.core import ObjectCode
-    from ..runtime.sources import check_packaged
+    from ..runtime.loader.sources import check_packaged
     art = check_packaged(manifest, spec, entry, manifest.path_of(entry))
     ObjectCode.from_cubin(art.payload).get_kernel(str(art.header["entry"]))
     return "loaded, not executed", why

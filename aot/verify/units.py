@@ -55,7 +55,7 @@ def _pip_reference(px, py, poly_of, vx, vy, offs):
 @functools.lru_cache(maxsize=1)
 def _default_units() -> dict[str, str]:
     """Content keys of aot's own default NVRTC units, the only units the references below know."""
-    from ..runtime.default_specs import load
+    from ..runtime.loader.default_specs import load
     return {s.name: s.content_key() for s in load() if isinstance(s, NvrtcUnit)}
 
 

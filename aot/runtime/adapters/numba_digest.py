@@ -1,5 +1,5 @@
 """The digest of a numba-cuda kernel: what numba-cuda freezes into its code, so an edit to any of it is another
-content key at build and a refused attach at load (:mod:`aot.runtime.numba_attach`).
+content key at build and a refused attach at load (:mod:`aot.runtime.adapters.numba_attach`).
 
 numba-cuda compiles a kernel from its bytecode and the *values* its globals and closure cells hold when it
 compiles (its interpreter turns ``LOAD_GLOBAL``/``LOAD_DEREF`` into ``ir.Global``/``ir.FreeVar`` holding the value,
@@ -38,7 +38,7 @@ import sys
 import types as pytypes
 from typing import Any, Iterator
 
-from ..core.errors import AotError
+from ...core.errors import AotError
 
 #: The schema of the digest: another walk is another digest.
 SCHEMA = b"aot-numba-digest-v2\0"
@@ -61,8 +61,8 @@ class _Refused(AotError):
 class Memo:
     """What does not change while a process runs, kept from one digest of a kernel to the next: each function's
     source text and the names its bytecode loads (the code objects are held, so their ids stay theirs). With it,
-    a digest again reads only the values (microseconds): :mod:`aot.runtime.numba_attach` takes one at attach and
-    again when numba-cuda would compile (a value assigned after attach is seen)."""
+    a digest again reads only the values (microseconds): :mod:`aot.runtime.adapters.numba_attach` takes one at
+    attach and again when numba-cuda would compile (a value assigned after attach is seen)."""
 
     def __init__(self) -> None:
         self.sources: dict[int, tuple[Any, str]] = {}

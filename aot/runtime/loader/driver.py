@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..core.errors import ArtifactError, NoDeviceError
+from ...core.errors import ArtifactError, NoDeviceError
 
 #: A symbol only aot's stand-in libcuda exports.
 STUB_MARKER = "aot_libcuda_stub"
@@ -112,7 +112,7 @@ class ServedDevice:
         self._sm = sm
         self.id: int | None = None      # the device served (warmup threads make it current)
         self.preferred: int | None = None
-        self.opening: Any = None  # the warmup's aot.runtime.cuctx.Opening of this device, once one started
+        self.opening: Any = None  # the warmup's aot.runtime.loader.cuctx.Opening of this device, once one started
 
     @property
     def known(self) -> bool:

@@ -6,14 +6,14 @@ cuda.core's ``Program.compile(cache=...)`` derives ``make_program_cache_key(...)
 options and the target, and asks the cache for those bytes before it compiles. :class:`PackagedProgramCache`
 answers from the package's artifacts: the build recorded each NVRTC entry's key (:mod:`aot.build.progkeys`),
 so a hit is one dict lookup, then the artifact is read and checked exactly as the loader checks it (size,
-sha256, header, content key, CUDA major: :func:`aot.runtime.sources.check_packaged`) and its payload
+sha256, header, content key, CUDA major: :func:`aot.runtime.loader.sources.check_packaged`) and its payload
 returned. Nothing compiles; nothing is loaded here (cuda.core loads the image once, at ``get_kernel``).
 
 Read-only: what cuda.core stores after a miss goes to the per-user NVRTC cache aot's JIT already keeps
 (``<cache>/nvrtc``, a ``FileStreamProgramCache``, under the same owner and mode checks), and a miss here is
 looked up there, so a source that was not packaged compiles once per user, not once per process.
 
-The key covers the NVRTC ``major.minor`` (:mod:`aot.runtime.progkey` lists what else). Where this
+The key covers the NVRTC ``major.minor`` (:mod:`aot.runtime.adapters.progkey` lists what else). Where this
 process's NVRTC is not the build host's, or the library names its program (``ProgramOptions(name=...)``),
 the recorded keys cannot match; the keys are then derived here once, with cuda.core's own function, for
 every eligible entry (about 20 us each), so the packaged image still serves: the same bytes aot's own loader
@@ -26,7 +26,7 @@ is not, one warning, and the index is rebuilt from derived keys only (with ``sam
 keys at all). Checking the hit alone suffices (a wrong entry is only reached through a hit); deriving every
 key up front would cost a cuda.core ``ProgramOptions`` per entry on every first use. Without a real NVRTC
 (a lean install, aot's stand-in) cuda.core cannot construct a ``Program`` at all; use the lookup by
-source (:mod:`aot.runtime.bysource`), which needs none.
+source (:mod:`aot.runtime.adapters.bysource`), which needs none.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
 
-from ..core.errors import AotError, ArgumentError
-from ..core.log import get_logger
-from ..core.spec import NvrtcUnit
+from ...core.errors import AotError, ArgumentError
+from ...core.log import get_logger
+from ...core.spec import NvrtcUnit
 from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
-from .registry import package_registry
+from ..loader.registry import package_registry
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..loader.registry import Registry
 
 log = get_logger(__name__)
 
@@ -166,7 +166,7 @@ class PackagedProgramCache(ProgramCacheResource):
         data = self._payloads.get(key)
         if data is not None:
             return data
-        from .sources import check_packaged
+        from ..loader.sources import check_packaged
         manifest = self._reg.manifest
         assert manifest is not None  # the index comes from it
         path = manifest.path_of(entry)
@@ -179,11 +179,11 @@ class PackagedProgramCache(ProgramCacheResource):
         return data
 
     def user_cache(self) -> FileStreamProgramCache | None:
-        """The per-user NVRTC cache (:func:`aot.runtime.jit.nvrtc_cache_dir`: owner and mode checked), or
+        """The per-user NVRTC cache (:func:`aot.runtime.jit.jit.nvrtc_cache_dir`: owner and mode checked), or
         ``None`` when disabled, unusable or untrusted (warned once per process)."""
         if self._user is False:
-            from ..core.env import CACHE_MAX_BYTES
-            from .jit import nvrtc_cache_dir
+            from ...core.env import CACHE_MAX_BYTES
+            from ..jit.jit import nvrtc_cache_dir
             where = nvrtc_cache_dir(self._reg._warn)
             user = None
             if where is not None:

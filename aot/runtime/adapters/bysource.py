@@ -36,12 +36,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..core.errors import AotError, ArgumentError
-from ..core.log import get_logger
-from ..core.spec import NvrtcUnit
-from ..core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
-from ..core.versions import cuda_core_missing
-from .registry import Registry, package_registry
+from ...core.errors import AotError, ArgumentError
+from ...core.log import get_logger
+from ...core.spec import NvrtcUnit
+from ...core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
+from ...core.versions import cuda_core_missing
+from ..loader.registry import Registry, package_registry
 
 if TYPE_CHECKING:
     from .program_cache import PackagedProgramCache
@@ -182,7 +182,7 @@ class SourceLookup:
         """``source`` compiled for this device by cuda.core, through the package's program cache: a packaged
         image by cuda.core's key, else the user cache, else NVRTC (stored in the user cache). The options
         are the normalised value's, so the compile has exactly the flags the lookup was keyed by."""
-        from .driver import require_driver
+        from ..loader.driver import require_driver
         require_driver("compiling an NVRTC source")
         from cuda.core import Program, ProgramOptions  # only on a miss: the packaged path needs neither
         sm = self.registry.device_sm()
@@ -209,7 +209,7 @@ class SourceLookup:
         return _Served(None, code, "cache" if where == "user" else where)
 
     def program_cache(self) -> PackagedProgramCache:
-        """This registry's :class:`aot.runtime.program_cache.PackagedProgramCache` (made on first need)."""
+        """This registry's :class:`aot.runtime.adapters.program_cache.PackagedProgramCache` (made on first need)."""
         cache = self._pcache
         if cache is None:
             from .program_cache import PackagedProgramCache
@@ -228,7 +228,7 @@ class SourceLookup:
         NVIDIA driver: :class:`aot.core.errors.NoDeviceError`, before any call into libcuda."""
         src, names, opts = _arguments(source, kernel_names, options)
         if not self._driver:
-            from .driver import require_driver
+            from ..loader.driver import require_driver
             require_driver("by_source(...).cufunctions")
             self._driver = True
         from cuda.bindings import driver  # the caller launches through it: already imported

@@ -34,8 +34,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..core.errors import AotError
-from ..core.log import get_logger
+from ...core.errors import AotError
+from ...core.log import get_logger
 
 log = get_logger("aot.runtime.cupy")
 
@@ -152,7 +152,7 @@ def _consider(key_src: bytes, name: str) -> None:
     if hit is None:
         return
     registry, spec, entry = hit
-    from .sources import check_packaged
+    from ..loader.sources import check_packaged
     path = registry.manifest.path_of(entry)
     try:
         art = check_packaged(registry.manifest, spec, entry, path)
@@ -176,7 +176,7 @@ def attach_cupy(registry: Any) -> dict[str, str]:
     compiler (a library shipping CuPy kernels has imported CuPy). Returns, per spec, ``"attached"`` or why not
     (said once as an ``AotWarning``; CuPy then compiles as it does today). Reads no artifact now: each is read and
     checked when CuPy first asks for its kernel."""
-    from ..core.spec import CupyKernel
+    from ...core.spec import CupyKernel
     specs = [s for s in (registry.spec(n) for n in registry.names()) if isinstance(s, CupyKernel)]
     if not specs or registry.manifest is None:
         return {}

@@ -17,12 +17,12 @@ import functools
 import struct
 from typing import Any, Callable, Iterator, Mapping
 
-from ..algorithms import ALGORITHMS, np_dtype
-from ..algorithms.forms import Node, StateField, leaves, pack_state, state_alignment, state_fields, tree
-from ..core.errors import CallError
-from ..core.oplang import op_state
-from ..core.spec import CcclSpec
-from ..core.text import short
+from ...algorithms import ALGORITHMS, np_dtype
+from ...algorithms.forms import Node, StateField, leaves, pack_state, state_alignment, state_fields, tree
+from ...core.errors import CallError
+from ...core.oplang import op_state
+from ...core.spec import CcclSpec
+from ...core.text import short
 from .lean import import_cuda_compute
 
 

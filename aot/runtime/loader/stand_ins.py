@@ -9,7 +9,7 @@ script, ``stub.map.in``), and every one of them returns an error code and counts
 Where they come from: CMake builds them into the installed package (``cccl_patches/lib/``); in a
 checkout they are compiled on demand with the system C compiler (``$CC``, else ``cc``/``gcc``) into a
 fresh private directory (mode 0700, this process only, removed at exit): nothing is reused from a
-shared or predictable location. :mod:`aot.runtime.lean` decides whether to load them.
+shared or predictable location. :mod:`aot.runtime.loader.lean` decides whether to load them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..core.errors import ToolchainError
+from ...core.errors import ToolchainError
 
 #: cuda-pathfinder's names of the libraries ``cuda.compute`` preloads, in its order.
 LIBS = ("nvrtc", "nvJitLink", "cudart")
@@ -64,7 +64,7 @@ def _private_dir() -> Path:
 
 def compiler() -> list[str]:
     """The C compiler command ($CC, else cc, else gcc); ToolchainError if there is none."""
-    from ..core.env import CC
+    from ...core.env import CC
     cc = shlex.split(CC.get()) if CC.get() else [shutil.which("cc") or shutil.which("gcc") or ""]
     if not cc or not cc[0]:
         raise ToolchainError("no CUDA toolkit and no C compiler to build aot's stand-in NVRTC/nvJitLink "

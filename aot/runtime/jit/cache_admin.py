@@ -1,5 +1,5 @@
 """What ``aot cache`` and ``aot doctor`` report about the per-user cache, and what ``aot cache clear``
-removes. Reads only a cache that passes :mod:`aot.runtime.cache`'s trust checks, headers only; the
+removes. Reads only a cache that passes :mod:`aot.runtime.jit.cache`'s trust checks, headers only; the
 loader never needs any of this (only the CLI imports it).
 """
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..core import format as fmt
-from ..core.env import CACHE_MAX_BYTES
-from ..core.errors import AotError, ArtifactError
-from ..core.fs import (NOFOLLOW, TMP_PREFIX, Removal, UnsafePath, unlink_owned, open_trusted_root,
+from ...core import format as fmt
+from ...core.env import CACHE_MAX_BYTES
+from ...core.errors import AotError, ArtifactError
+from ...core.fs import (NOFOLLOW, TMP_PREFIX, Removal, UnsafePath, unlink_owned, open_trusted_root,
                        open_trusted_subdir, remove_owned, same_file, trust_problem)
-from ..core.text import printable
+from ...core.text import printable
 from .cache import _CLOEXEC, CCCL_DIR, NVRTC_DIR, STUB_DIR, UnsafeCacheError, cache_root, enabled
 
 
@@ -123,7 +123,7 @@ def _entry(sfd: int, name: str, shown: Path) -> Entry | None:
 
 def _entries(root: Path, info: CacheInfo) -> list[Entry]:
     """Every ``<key>.aot`` of ``root/cccl``: each level opened relative to the one above, without
-    following links, and checked (:func:`aot.runtime.cache._open_chain`'s rule); an untrusted shard
+    following links, and checked (:func:`aot.runtime.jit.cache._open_chain`'s rule); an untrusted shard
     folder (a link, another user's) is not entered, and ``info.skipped`` says why; lock files are counted
     into ``info.locks`` on the way, and an entry another user owns or others can write into ``info.untrusted``
     (listed, not read, not counted: issue 37 found ``cache info`` counting them)."""
@@ -278,8 +278,8 @@ def _old_temp(dfd: int, name: str, shown: Path, res: Removal, older_than_s: floa
 def _clear_stale(root_fd: int, root: Path, res: Removal) -> None:
     """``clear --stale`` inside the (checked) root: per shard folder of ``cccl/`` that is ours, stale
     entries, idle locks and old temp files; stand-ins of another source."""
-    from ..core.version import __version__
-    from ..core.versions import dist_version, stub_digest
+    from ...core.version import __version__
+    from ...core.versions import dist_version, stub_digest
     cccl = dist_version("cuda-cccl")
 
     def fresh(header: dict) -> bool:

@@ -21,23 +21,23 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import AotError
+from ...core.errors import AotError
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..loader.registry import Registry
 
 
 def _registry(registry: Registry | None) -> Registry:
     if registry is not None:
         return registry
-    from .default import default_registry
+    from ..loader.default import default_registry
     return default_registry()
 
 
 def _object_code(reg: Registry, unit: str, kernel_name: str | None = None) -> tuple[Any, tuple[str, ...]]:
     """The ``cuda.core.ObjectCode`` the registry serves ``unit`` from and the unit's kernels, after
     ``kernel()``'s checks."""
-    from ..core.spec import NvrtcUnit
+    from ...core.spec import NvrtcUnit
     spec = reg.spec(unit)
     if not isinstance(spec, NvrtcUnit):
         raise AotError(f"{unit!r} is a CCCL spec; use cccl({unit!r})")
@@ -82,7 +82,7 @@ def _cupy_module(reg: Registry, unit: str, kernel_name: str | None = None) -> tu
 
 def cupy_raw_module(code: Any, kernels: tuple[str, ...], unit: str) -> tuple[Any, dict[str, str]]:
     """(``cupy.RawModule`` over ``code``'s image, name expression -> lowered name), every kernel resolved;
-    ``unit`` names it in errors. Shared with the lookup by source (:mod:`aot.runtime.bysource`)."""
+    ``unit`` names it in errors. Shared with the lookup by source (:mod:`aot.runtime.adapters.bysource`)."""
     try:
         import cupy  # optional: only the caller who asks for a CuPy handle needs it
     except ImportError as e:

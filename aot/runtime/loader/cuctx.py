@@ -4,7 +4,7 @@ context a warmup loads into, without importing any CUDA Python package.
 Why ctypes: :func:`caller_context` runs in ``request_warmup``, in the caller's thread, where nothing CUDA
 may be imported; and opening the device (``cuInit`` and the primary context: 200-300 ms on an H100)
 should run beside the ``cuda.compute`` import, which is bound by the GIL: every ctypes foreign call
-releases it. The rule of :mod:`aot.runtime.driver` holds: never call into a missing driver nor into aot's
+releases it. The rule of :mod:`aot.runtime.loader.driver` holds: never call into a missing driver nor into aot's
 stand-in ``libcuda.so.1``.
 
 The device: the one current in the thread that asked for the warmup, with that very context (a
@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Any
 
-from ..core.errors import NoDeviceError
+from ...core.errors import NoDeviceError
 from . import threads
 from .driver import STUB_MARKER
 

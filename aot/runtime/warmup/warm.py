@@ -8,7 +8,7 @@ H100/H200 before this module: after ``request_warmup`` + ``ensure_warm``, the fi
 library for the current device, then ``cuKernelGetFunction`` on every kernel of it.
 
 * NVRTC units: :func:`warm_nvrtc` calls ``cuKernelGetFunction`` on each kernel the unit's
-  :class:`aot.runtime.library.DriverLibrary` resolved when it loaded (or, for a JIT-built unit, on the
+  :class:`aot.runtime.loader.library.DriverLibrary` resolved when it loaded (or, for a JIT-built unit, on the
   handle of each ``cuda.core.ObjectCode.get_kernel``).
 * cuda.compute objects: the ``CUlibrary`` lives in the C struct of the ``Device<Algo>BuildResult``
   (``build_data.library``), which cuda-cccl does not expose to Python. :func:`cccl_library_handle` reads
@@ -48,7 +48,7 @@ class KernelsNotLoaded(Exception):
 
 @functools.lru_cache(maxsize=1)
 def _cccl_version() -> str:
-    from ..core.versions import dist_version
+    from ...core.versions import dist_version
     return dist_version("cuda-cccl")
 
 
@@ -111,8 +111,8 @@ def load_library_kernels(library: int, between: Callable[[], None] = _go_on) -> 
     """``cuKernelGetFunction`` on every kernel of ``library`` (current context); returns their count.
     ``between`` runs before each kernel: a warmup worker pauses there while a caller loads its own spec
     (each load holds the driver a few milliseconds: H100, 3-20 ms). Plain driver calls (ctypes, as
-    :mod:`aot.runtime.library`): each releases the GIL, and none goes through cuda.bindings' wrappers."""
-    from .cuctx import driver, driver_gil, error_name
+    :mod:`aot.runtime.loader.library`): each releases the GIL, and none goes through cuda.bindings' wrappers."""
+    from ..loader.cuctx import driver, driver_gil, error_name
     lib, lookup = driver(), driver_gil()  # lookups keep the GIL; loads release it
     if lib is None or lookup is None:
         raise KernelsNotLoaded("no NVIDIA driver")
@@ -139,9 +139,9 @@ def warm_cccl(obj: Any, between: Callable[[], None] = _go_on) -> int:
 
 def warm_nvrtc(code: Any, kernel_names: Iterable[str], between: Callable[[], None] = _go_on) -> int:
     """Load the named kernels of a unit into the current device; returns how many. ``code``: the
-    :class:`aot.runtime.library.DriverLibrary` a packaged artifact loaded into (plain driver calls), or the
+    :class:`aot.runtime.loader.library.DriverLibrary` a packaged artifact loaded into (plain driver calls), or the
     ``cuda.core.ObjectCode`` JIT or the user cache gave."""
-    from .library import DriverLibrary
+    from ..loader.library import DriverLibrary
     if isinstance(code, DriverLibrary):
         return code.load_into_current(between)
     from cuda.bindings import driver
@@ -156,7 +156,7 @@ def warm_nvrtc(code: Any, kernel_names: Iterable[str], between: Callable[[], Non
 
 def caller_device() -> int | None:
     """The device current in the calling thread, without importing CUDA's Python packages
-    (:func:`aot.runtime.cuctx.caller_context`): ``None`` when the driver library is not loaded in this
+    (:func:`aot.runtime.loader.cuctx.caller_context`): ``None`` when the driver library is not loaded in this
     process yet or no context is current (a warmup then uses device 0)."""
-    from .cuctx import caller_context
+    from ..loader.cuctx import caller_context
     return caller_context()[0]

@@ -8,7 +8,7 @@ NVRTC: ``cuda.core.Program`` with ``cuda.core.utils.FileStreamProgramCache`` (no
 Disk trouble (read-only or full cache dir, missing permissions, an unusable path) never stops the loader:
 the JIT result is used in memory and one warning says why it was not persisted. A cache directory another
 user could write is not used at all (one warning per process); an entry another user could write is not
-read (one warning naming it): see :mod:`aot.runtime.cache` for the rules.
+read (one warning naming it): see :mod:`aot.runtime.jit.cache` for the rules.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from __future__ import annotations
 import contextlib
 from typing import Callable
 
-from ..core import format as fmt
+from ...core import format as fmt
 from .cache import ArtifactCache, UnsafeCacheError, UnsafeEntryError, cache_root, enabled, first_report
-from ..core.errors import ArtifactError
-from ..core.spec import CcclSpec, NvrtcUnit, item_key
+from ...core.errors import ArtifactError
+from ...core.spec import CcclSpec, NvrtcUnit, item_key
 
 
 def _toolchain_for_cache() -> dict[str, str]:
-    from ..core.versions import producer_versions
+    from ...core.versions import producer_versions
     return producer_versions()
 
 
@@ -86,7 +86,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         if (h["family"], h["sm"], h["payload_kind"]) != ("cccl", sm, "cccl-blob"):
             note(f"aot: user-cache entry {entry} describes another artifact; ignored")
             return None
-        from ..core.versions import check_producer
+        from ...core.versions import check_producer
         try:
             check_producer(art.header["producer"], "cccl")
         except ArtifactError as e:
@@ -101,7 +101,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
         art = lookup()  # another process may have built it while we waited for the lock
         if art is not None:
             return art.payload, "cache", entry
-        from ..build.compile import compile_cccl
+        from ...build.compile import compile_cccl
         payload = compile_cccl(spec, sm)  # applies the ProxyArray fix (cccl_patches) first
         path = None
         if cache is not None and persist:
@@ -126,7 +126,7 @@ def cccl_from_cache_or_jit(spec: CcclSpec, sm: int, errors: list, warn: Callable
 
 def _aot_warning(msg: str) -> None:
     import warnings
-    from .objects import AotWarning
+    from ..loader.objects import AotWarning
     warnings.warn(msg, AotWarning, stacklevel=4)
 
 
@@ -151,7 +151,7 @@ def _include_digest(opts) -> bytes:
     version whose headers it names (pinned exactly; a different install is a different digest) and the
     directories themselves."""
     import hashlib
-    from ..core.versions import dist_version
+    from ...core.versions import dist_version
     h = hashlib.sha256(b"aot-nvrtc-include-v1\0" + dist_version("cuda-cccl").encode())
     for d in opts.include_path or ():
         h.update(b"\0" + str(d).encode())
@@ -170,9 +170,9 @@ def nvrtc_compile_cached(unit: NvrtcUnit, sm: int, warn: Callable[[str], None] |
     """(ObjectCode, "jit" | "cache", cache path or None): the unit's cubin for ``sm`` from cuda.core's
     cache, else compiled now and stored there. Needs no driver (nothing is loaded). A cuda-core without that
     cache (< 1.0) compiles every time, said once per process."""
-    from ..core.env import CACHE_MAX_BYTES
-    from ..core.versions import cuda_core_missing
-    from ..build.compile import compile_program, headers_dir, program_options
+    from ...core.env import CACHE_MAX_BYTES
+    from ...core.versions import cuda_core_missing
+    from ...build.compile import compile_program, headers_dir, program_options
     with headers_dir(unit) as hdr:
         opts = program_options(unit, f"sm_{sm}", hdr)
         exprs = unit.name_expressions()

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.errors import ArtifactError
-from ..core.spec import Spec
-from ..core.rules import spec_from_definition
+from ...core.errors import ArtifactError
+from ...core.spec import Spec
+from ...core.rules import spec_from_definition
 
-PATH = Path(__file__).parents[1] / "default_specs.json"
+PATH = Path(__file__).parents[2] / "default_specs.json"  # aot/, beside the package
 VERSION = 1
 
 
 def load(path: Path = PATH) -> list[Spec]:
     """The default specs (``[]`` when the file is missing: a registry then serves what its manifest has)."""
-    from ..core.format import loads_strict_json, read_file
+    from ...core.format import loads_strict_json, read_file
     if not path.exists():
         return []
     try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..algorithms.forms import needs_binding
-from ..core.errors import AotWarning
-from ..core.spec import CcclSpec
+from ...algorithms.forms import needs_binding
+from ...core.errors import AotWarning
+from ...core.spec import CcclSpec
 from .lean import import_cuda_compute
 
 __all__ = ["AotWarning", "CcclAlgorithm", "SpecStatus"]
@@ -64,8 +64,8 @@ class CcclAlgorithm:
     __slots__ = ("spec", "raw", "_ops", "_defaults", "_binder")
 
     def __init__(self, spec: CcclSpec, raw):
-        from ..algorithms import ALGORITHMS
-        from ..algorithms import BUILTIN_OPS
+        from ...algorithms import ALGORITHMS
+        from ...algorithms import BUILTIN_OPS
         self.spec, self.raw = spec, raw
         algo = ALGORITHMS[spec.algorithm]
         self._defaults = algo.bound_arguments(spec.params)  # compiled-in values, unless the caller passes them
@@ -87,7 +87,7 @@ class CcclAlgorithm:
         if self._binder is not None:  # state and iterators: checked against the recorded layout
             kwargs = self._binder.bind(kwargs)
         elif "state" in kwargs:
-            from ..core.errors import CallError
+            from ...core.errors import CallError
             raise CallError(f"{self.spec.name}: state: this spec declares no state")
         return self.raw(**kwargs)
 

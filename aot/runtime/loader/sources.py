@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Protocol, cast
 
-from ..core import format as fmt
-from ..core.arch import Candidate, rank
-from ..core.errors import AotError, ArtifactError, NoDeviceError
-from ..core.log import get_logger
-from ..core.manifest import Manifest
-from ..core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec
-from ..core.versions import check_producer
+from ...core import format as fmt
+from ...core.arch import Candidate, rank
+from ...core.errors import AotError, ArtifactError, NoDeviceError
+from ...core.log import get_logger
+from ...core.manifest import Manifest
+from ...core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec
+from ...core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
 from .library import DriverLibrary
@@ -34,7 +34,7 @@ from .threads import IMPORTS
 from .objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
-log = get_logger("aot.runtime.registry")
+log = get_logger("aot.runtime.registry")  # the channel users filter on: its name outlives the move
 
 
 class SourceHost(Protocol):
@@ -59,7 +59,7 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     device_sm = host.device_sm()
     if isinstance(spec, NumbaKernel):  # served through its own dispatcher (Registry.attach_numba), not from here
         raise AotError(f"{spec.name!r} is a numba-cuda kernel: Registry.attach_numba() serves it to its dispatcher")
-    if isinstance(spec, CupyKernel):  # served at CuPy's own compile call (aot.runtime.cupy_attach), not from here
+    if isinstance(spec, CupyKernel):  # served at CuPy's own compile call (adapters.cupy_attach), not from here
         raise AotError(f"{spec.name!r} is a CuPy kernel: Registry.from_package serves it at CuPy's compile call")
     live = None
     if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
@@ -108,10 +108,10 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
     require_jit(spec.name, device_sm, foreign)  # stand-ins instead of the toolkit: one error naming the extra
     try:
         if isinstance(spec, CcclSpec):
-            from .jit import cccl_from_cache_or_jit
+            from ..jit.jit import cccl_from_cache_or_jit
             payload, source, path = cccl_from_cache_or_jit(spec, device_sm, st.errors, host._warn)
             return _Loaded(payload, "cccl-blob", device_sm, source, path)
-        from .jit import nvrtc_from_cache_or_jit
+        from ..jit.jit import nvrtc_from_cache_or_jit
         obj, source, path = nvrtc_from_cache_or_jit(spec, device_sm)
         return _Loaded(None, "cubin", device_sm, source, path, obj=obj)
     except AotError:
@@ -168,7 +168,7 @@ def code_spec(spec: CcclSpec, *, trusted: bool, owner: str | None, root: Path | 
     AotWarning. A resolved operator whose source changed re-keys the spec: its packaged artifacts are then
     stale and JIT builds the edited one. Returns the spec and, when refused, why (packaged artifacts still
     serve: loading one imports nothing)."""
-    from ..core.opref import OpRefError, inside, source_digest
+    from ...core.opref import OpRefError, inside, source_digest
     if not trusted:
         foreign = [r for r in spec.code if owner is None or not inside(r, owner)]
         if foreign:
@@ -216,7 +216,7 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
         raise ArtifactError("header does not match its manifest entry (name, family, SM or kind)")
     if h["content_key"] != entry["content_key"]:
         raise ArtifactError("content key differs from the manifest's")
-    from ..core.spec import item_key
+    from ...core.spec import item_key
     if manifest is None:
         raise ArtifactError("no manifest: packaged artifacts are opened only through one")
     if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], manifest.producer_of(entry)):
@@ -227,7 +227,7 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
 
 def materialize(spec: Spec, art: fmt.Artifact, path: Path) -> _Loaded:
     """Load an artifact :func:`check_packaged` accepted: ``cuda.compute.deserialize`` (CCCL), or the unit's
-    image through the driver with every kernel resolved (NVRTC: :class:`aot.runtime.library.DriverLibrary`,
+    image through the driver with every kernel resolved (NVRTC: :class:`aot.runtime.loader.library.DriverLibrary`,
     no CUDA Python package imported; the ``cuda.core`` handles are made when first asked)."""
     h = art.header
     if spec.family == "cccl":

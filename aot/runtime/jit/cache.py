@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from ..core import format as fmt
-from ..core.env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
-from ..core.fs import (DIR_FLAGS, NOFOLLOW, Removal, UnsafePath, atomic_write, open_trusted_root,
+from ...core import format as fmt
+from ...core.env import CACHE_DIR, CACHE_MAX_BYTES, DISABLE_CACHE
+from ...core.fs import (DIR_FLAGS, NOFOLLOW, Removal, UnsafePath, atomic_write, open_trusted_root,
                        open_trusted_subdir, remove_owned, same_file, sweep_temp, trust_problem)
-from ..core.errors import ArtifactError
+from ...core.errors import ArtifactError
 
 CCCL_DIR, NVRTC_DIR, STUB_DIR = "cccl", "nvrtc", "stub"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)

@@ -8,17 +8,17 @@ still imports, and the handles callers ask for are made from the loaded library 
 ``cuda.core.Kernel`` (:meth:`DriverLibrary.get_kernel`, ``Kernel.from_handle``), ``CUfunction``
 (:func:`aot.cufunction`) and CuPy modules (:func:`aot.cupy_module`, from :attr:`DriverLibrary.code`).
 
-Calls go through ctypes (:func:`aot.runtime.cuctx.driver`), as the warmup's context does, and no thread
+Calls go through ctypes (:func:`aot.runtime.loader.cuctx.driver`), as the warmup's context does, and no thread
 imports ``cuda.bindings`` beside the one importing ``cuda.core`` (two threads importing one package can
-hand one a half-initialised module). The rule of :mod:`aot.runtime.driver` holds: never a call into a
+hand one a half-initialised module). The rule of :mod:`aot.runtime.loader.driver` holds: never a call into a
 missing driver nor into aot's stand-in libcuda.
 
 The GIL: a unit's cubin is small and its driver calls are short (issue 29, H100: 180 units, 553
 kernels, 22 ms of driver time in all, about 20 us a call). A call that releases the GIL costs its
 thread up to the switch interval (5 ms) to get it back behind a thread importing ``cuda.compute``, so
 a unit at ``cuLibraryLoadData`` + one ``cuKernelGetFunction`` per kernel took about 1.4 ms of wall time.
-A cubin up to :attr:`aot.runtime.threads.Tuning.gil_held_below` bytes is therefore loaded, and its
-kernels loaded into the context, with the GIL kept (:func:`aot.runtime.cuctx.driver_gil`): the import
+A cubin up to :attr:`aot.runtime.loader.threads.Tuning.gil_held_below` bytes is therefore loaded, and its
+kernels loaded into the context, with the GIL kept (:func:`aot.runtime.loader.cuctx.driver_gil`): the import
 waits for those microseconds instead. PTX (the driver compiles it) and larger cubins release it.
 ``cuInit`` is called once per process, not per unit.
 
@@ -34,8 +34,8 @@ import ctypes
 import threading
 from typing import Any, Callable, Iterable, Mapping
 
-from ..core.errors import AotError, ArtifactError, NoDeviceError
-from ..core.versions import cuda_core_missing
+from ...core.errors import AotError, ArtifactError, NoDeviceError
+from ...core.versions import cuda_core_missing
 from . import cuctx, threads
 
 _P, _U = ctypes.c_void_p, ctypes.c_uint

@@ -2,9 +2,9 @@
 
 :class:`Registry` is the view of one artifact directory and the specs it can serve. It keeps what a
 process loaded (the checked payload of each spec, once, single flight) and hands out per-thread objects;
-the rest is delegated: reading the manifest (:mod:`aot.runtime.catalog`), where a spec is served from and
-how an artifact is checked (:mod:`aot.runtime.sources`), the background warmup (:mod:`aot.runtime.warmup`),
-the device (:class:`aot.runtime.driver.ServedDevice`).
+the rest is delegated: reading the manifest (:mod:`aot.runtime.loader.catalog`), where a spec is served
+from and how an artifact is checked (:mod:`aot.runtime.loader.sources`), the background warmup
+(:mod:`aot.runtime.warmup.warmup`), the device (:class:`aot.runtime.loader.driver.ServedDevice`).
 
 Nothing heavy in the caller's thread: importing this module (stdlib ``os``, ``threading``, ``warnings``;
 :mod:`aot.core.errors`), ``Registry(...)``, ``Registry.from_package(...)`` and ``request_warmup()`` cost
@@ -32,18 +32,18 @@ import warnings
 from contextlib import AbstractContextManager, nullcontext  # imported by typing already
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ..core.errors import AotError, AotWarning
+from ...core.errors import AotError, AotWarning
 from . import threads
 from .driver import ServedDevice
 
 if TYPE_CHECKING:  # annotations only: these modules are what the front does not import
     from pathlib import Path
 
-    from ..core.arch import Candidate
-    from ..core.spec import CcclSpec, Spec
+    from ...core.arch import Candidate
+    from ...core.spec import CcclSpec, Spec
     from .catalog import Catalog
     from .objects import CcclAlgorithm, SpecStatus, _Loaded
-    from .warmup import WarmPool
+    from ..warmup.warmup import WarmPool
 
 #: :data:`aot.core.manifest.MANIFEST_NAME`, without importing that module.
 MANIFEST_NAME = "manifest.json"
@@ -112,7 +112,7 @@ class Registry:
         ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
         kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
         Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
-        (:func:`aot.runtime.cupy_attach.attach_cupy`; ``cupy=False``: not).
+        (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not).
 
         A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
         wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
@@ -126,10 +126,10 @@ class Registry:
             reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
         else:
             if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
-                from .numba_attach import attach_numba  # numba-cuda: only for a package that ships its kernels
+                from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
                 attach_numba(reg)
             if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
-                from .cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
+                from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
                 attach_cupy(reg)
         return reg
 
@@ -161,7 +161,7 @@ class Registry:
         obj = per_thread.get(name)
         if obj is not None:
             return obj
-        from ..core.spec import CcclSpec
+        from ...core.spec import CcclSpec
         spec = self.spec(name)
         if not isinstance(spec, CcclSpec):
             raise AotError(f"{name!r} is an NVRTC unit; use kernel({name!r}, kernel_name)")
@@ -180,7 +180,7 @@ class Registry:
 
     def kernel(self, unit: str, kernel_name: str) -> Any:  # a cuda.core.Kernel
         """A ``cuda.core.Kernel`` of ``unit`` for this device."""
-        from ..core.spec import NvrtcUnit
+        from ...core.spec import NvrtcUnit
         spec = self.spec(unit)
         if not isinstance(spec, NvrtcUnit):
             raise AotError(f"{unit!r} is a CCCL spec; use cccl({unit!r})")
@@ -193,11 +193,11 @@ class Registry:
         """Start loading ``names`` (default: all) in background threads; returns at once; idempotent.
 
         Warm means: the artifact read, checked and deserialized, its library loaded for the device and
-        every kernel of it loaded into the device (:mod:`aot.runtime.warm`), so the first call runs like
+        every kernel of it loaded into the device (:mod:`aot.runtime.warmup.warm`), so the first call runs like
         the second. The calling thread only records the request, asks the driver (if loaded) which
         context is current in it, and starts one thread: reading the manifest, checking the names (an
         unknown one is raised by :meth:`ensure_warm`), importing cuda.compute and opening the device all
-        happen in the background (:mod:`aot.runtime.warmup`), on the device current here (else device 0)."""
+        happen in the background (:mod:`aot.runtime.warmup.warmup`), on the device current here (else device 0)."""
         from .cuctx import caller_context  # ctypes only; loads and initialises nothing
         start = self._starts.add(None if names is None else list(names))
         device, ctx = caller_context()
@@ -220,7 +220,7 @@ class Registry:
 
     # ------------------------------------------------------------------ the catalog, on first need
     def _catalog(self) -> Catalog:
-        """The catalog (:mod:`aot.runtime.catalog`), read once under a lock. Its warnings go out at once in
+        """The catalog (:mod:`aot.runtime.loader.catalog`), read once under a lock. Its warnings go out at once in
         the caller's thread; read in one of aot's threads, they wait for the caller's next call."""
         cat = self._cat
         if cat is None:
@@ -267,7 +267,7 @@ class Registry:
             return loaded
 
     def _code_spec(self, spec: CcclSpec) -> tuple[CcclSpec, str | None]:
-        """:func:`aot.runtime.sources.code_spec` with this registry's trust: the caller's specs, ``owner``."""
+        """:func:`aot.runtime.loader.sources.code_spec` with this registry's trust: the caller's specs, ``owner``."""
         from .sources import code_spec
         cat = self._catalog()
         return code_spec(spec, trusted=spec.name in cat.trusted, owner=self._owner, root=cat.root)
@@ -275,14 +275,14 @@ class Registry:
     def packaged_candidates(self, spec: Spec, device_sm: int) -> list[Candidate]:
         """This manifest's artifacts of ``spec`` that can serve ``device_sm``, best first. A set carrying CCCL
         blobs of several cuda-cccl releases offers those of the installed release only
-        (:func:`aot.runtime.lean.blobs_for_installed`)."""
+        (:func:`aot.runtime.loader.lean.blobs_for_installed`)."""
         from .lean import blobs_for_installed
         from .sources import packaged_candidates
         cands = packaged_candidates(self.manifest, spec, device_sm)
         return blobs_for_installed(self.manifest, cands) if spec.family == "cccl" else cands
 
     def open_packaged(self, spec: Spec, entry: Mapping[str, Any], path: Path, device_sm: int) -> _Loaded:
-        """Read, check and load one of this manifest's artifacts (:func:`aot.runtime.sources.open_packaged`);
+        """Read, check and load one of this manifest's artifacts (:func:`aot.runtime.loader.sources.open_packaged`);
         one a warmup read and checked already (the same spec and entry) is only loaded."""
         from . import sources
         pre = self._prechecked.pop(os.fspath(path), None)
@@ -294,7 +294,7 @@ class Registry:
 
 
 class StatusBook:
-    """Per spec asked for: its :class:`aot.runtime.objects.SpecStatus` record. Warmup threads insert while
+    """Per spec asked for: its :class:`aot.runtime.loader.objects.SpecStatus` record. Warmup threads insert while
     the caller iterates: every insertion and every :meth:`snapshot` happens under the registry's lock."""
 
     def __init__(self, lock: threading.Lock):
@@ -360,9 +360,9 @@ class _Starts:
 
 
 def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) -> None:
-    """A warmup request's background start (:func:`aot.runtime.threads.spawn`): first the two legs of the
+    """A warmup request's background start (:func:`aot.runtime.loader.threads.spawn`): first the two legs of the
     floor, opening the device and importing CUDA's packages, each in its own thread; then, beside them,
-    importing the loader and reading the catalog (:meth:`aot.runtime.warmup.WarmPool.request`)."""
+    importing the loader and reading the catalog (:meth:`aot.runtime.warmup.warmup.WarmPool.request`)."""
     threads.stamp("warmup_started")
     threads.SWITCH.hold()  # the GIL handed over quickly while CUDA imports beside the caller
     try:
@@ -375,7 +375,7 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
                     served.opening = opening
                     served.preferred = device
         threads.IMPORTS.start()
-        from .warmup import WarmPool
+        from ..warmup.warmup import WarmPool
         with reg._lock:
             if reg._warmup is None:
                 reg._warmup = WarmPool(reg)
@@ -390,7 +390,7 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
 
 
 def _first_in_line(reg: Registry, name: str) -> AbstractContextManager[None]:
-    """The caller's ``name`` ahead of its registry's warmup (:meth:`aot.runtime.warmup.WarmPool.first_in_line`);
+    """The caller's ``name`` ahead of its registry's warmup (:meth:`aot.runtime.warmup.warmup.WarmPool.first_in_line`);
     nothing without one."""
     pool = reg._warmup
     return nullcontext() if pool is None else pool.first_in_line(name)
@@ -418,7 +418,7 @@ def package_dir(package: str) -> str:
 
 
 def _packaged_disabled() -> bool:
-    from ..core.env import DISABLE_PACKAGED  # only on the rare path: a package without a manifest
+    from ...core.env import DISABLE_PACKAGED  # only on the rare path: a package without a manifest
     return DISABLE_PACKAGED.get()
 
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ToolchainError
+from ...core.errors import ToolchainError
 
 if TYPE_CHECKING:
-    from ..core.manifest import Manifest
+    from ...core.manifest import Manifest
 
 #: The distribution name in pyproject.toml (the CUDA-major variants are ``<name>-cu12`` / ``-cu13``).
 DIST_NAME = "cccl-aot"
@@ -61,7 +61,7 @@ class RuntimeToolchain:
 
 _state: RuntimeToolchain | None = None
 #: Reentrant: import_cuda_compute() imports cuda.compute holding it, and the import hook
-#: (:mod:`aot.runtime.import_hook`) then runs in the same thread.
+#: (:mod:`aot.runtime.loader.import_hook`) then runs in the same thread.
 _lock = threading.RLock()
 _handles: dict[str, ctypes.CDLL] = {}
 
@@ -72,7 +72,7 @@ def state() -> RuntimeToolchain | None:
 
 
 def _cuda_major() -> int:
-    from ..core.versions import dist_version
+    from ...core.versions import dist_version
     v = dist_version("cuda-bindings")
     if v == "missing":
         raise ToolchainError(f"cuda-bindings is not installed (reinstall {DIST_NAME}-cu12 or {DIST_NAME}-cu13)")
@@ -92,7 +92,7 @@ def _find_real(lib: str, major: int) -> str | None:
 
 
 def _forced() -> bool:
-    from ..core.env import FORCE_STUB_TOOLCHAIN
+    from ...core.env import FORCE_STUB_TOOLCHAIN
     return FORCE_STUB_TOOLCHAIN.get()
 
 
@@ -122,13 +122,13 @@ def prepare() -> RuntimeToolchain:
 
 
 def prepare_for_import() -> RuntimeToolchain | None:
-    """The import hook's call (:mod:`aot.runtime.import_hook`), on the first ``import cuda.compute`` of the
+    """The import hook's call (:mod:`aot.runtime.loader.import_hook`), on the first ``import cuda.compute`` of the
     process: :func:`prepare`, unless it ran already (a lock-free check: aot's own
     :func:`import_cuda_compute` imports cuda.compute after preparing) or cuda-bindings is not installed
     (nothing to prepare: cuda.compute then reports its own problem)."""
     if _state is not None:
         return _state
-    from ..core.versions import dist_version
+    from ...core.versions import dist_version
     if dist_version("cuda-bindings") == "missing":
         return None
     return prepare()
@@ -137,10 +137,10 @@ def prepare_for_import() -> RuntimeToolchain | None:
 def require_cuda_cccl(spec_name: str, manifest: Manifest | None = None) -> None:
     """Raise one ToolchainError when cuda-cccl is not installed: a cuda.compute spec cannot load or JIT
     without it (NVRTC units need none, so aot does not require it); names the version that built it."""
-    from ..core.versions import runtime_versions
+    from ...core.versions import runtime_versions
     if runtime_versions()["cuda_cccl"] != "missing":
         return
-    from ..core.manifest import cccl_specifier  # read only on this error's path
+    from ...core.manifest import cccl_specifier  # read only on this error's path
     releases = manifest.cccl_releases() if manifest is not None else ()
     pin = f"cuda-cccl{cccl_specifier(releases, known_releases())}" if releases else "cuda-cccl"
     raise ToolchainError(f"{spec_name}: a cuda.compute (CCCL) spec needs cuda-cccl, which is not installed: "
@@ -218,13 +218,13 @@ def known_releases() -> tuple[str, ...]:
 def foreign_cccl(manifest: Manifest | None, owner: str | None) -> ForeignCccl | None:
     """:class:`ForeignCccl` when ``manifest`` carries CCCL blobs, none of the installed cuda-cccl's release;
     ``owner`` names the package (else the folder is named)."""
-    from ..core.versions import runtime_versions
+    from ...core.versions import runtime_versions
     if manifest is None:
         return None
     releases, installed = manifest.cccl_releases(), runtime_versions()["cuda_cccl"]
     if not releases or installed in releases:
         return None
-    from ..core.manifest import cccl_specifier  # the catalog imported it already: a name lookup
+    from ...core.manifest import cccl_specifier  # the catalog imported it already: a name lookup
     return ForeignCccl(f"package {owner!r}" if owner else f"the artifacts in {manifest.root}", ", ".join(releases),
                        installed, f"cuda-cccl{cccl_specifier(releases, known_releases())}")
 
@@ -233,7 +233,7 @@ def blobs_for_installed(manifest: Manifest | None, cands: list[Any]) -> list[Any
     """The CCCL candidates (manifest entries in ``.ref``) of the installed cuda-cccl's release: a blob loads
     only under the release that built it (its check would refuse any other). None where the set does not
     carry that release: the search then says so once (:func:`foreign_cccl`) and JIT serves."""
-    from ..core.versions import runtime_versions
+    from ...core.versions import runtime_versions
     if manifest is None or not cands:
         return cands
     installed = runtime_versions()["cuda_cccl"]

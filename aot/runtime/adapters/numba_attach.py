@@ -4,7 +4,8 @@
 kernel's dispatcher (the ``load_overload`` interface numba-cuda's ``cache=True`` uses,
 :mod:`cccl_patches.numba_cuda`): the library's unchanged ``kernel[grid, block](args)`` then gets, for a packaged
 signature, a kernel whose cubin is the best packaged artifact for the device (checked as every artifact is:
-:func:`aot.runtime.sources.check_packaged`), and compiles nothing. Everything else is numba-cuda's own JIT, said once:
+:func:`aot.runtime.loader.sources.check_packaged`), and compiles nothing. Everything else is numba-cuda's own JIT,
+said once:
 
 * a signature that was not packaged: one log line (``INFO`` on ``aot``), the first time it compiles;
 * a GPU the set does not cover, or an artifact that fails its checks: one log line or warning, then JIT;
@@ -13,10 +14,10 @@ signature, a kernel whose cubin is the best packaged artifact for the device (ch
   :class:`~aot.core.errors.AotWarning`, nothing attached; an artifact whose recorded argument ABI fingerprint
   differs from the installed release's: one warning at its first load, then JIT (:func:`check_abi`);
 * a kernel whose source, a device function it calls, a value it compiles in (globals, module attributes, closure
-  cells: :mod:`aot.runtime.numba_digest`) or decorator options differ from what was built: one warning naming it,
-  nothing attached for it (the packaged code is not what the library's code says). The digest is taken at attach
-  and its values again when numba-cuda would compile the signature (its first launch): a value assigned in
-  between is one warning and numba-cuda's JIT, as numba-cuda itself would compile it in then.
+  cells: :mod:`aot.runtime.adapters.numba_digest`) or decorator options differ from what was built: one warning
+  naming it, nothing attached for it (the packaged code is not what the library's code says). The digest is taken
+  at attach and its values again when numba-cuda would compile the signature (its first launch): a value assigned
+  in between is one warning and numba-cuda's JIT, as numba-cuda itself would compile it in then.
 
 Importing a kernel's module runs it, so only modules inside the package that owns the artifacts are imported.
 """
@@ -26,10 +27,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Iterable, Mapping, cast
 
-from ..core.arch import Candidate, rank
-from ..core.errors import AotError
-from ..core.log import get_logger
-from ..core.opref import inside
+from ...core.arch import Candidate, rank
+from ...core.errors import AotError
+from ...core.log import get_logger
+from ...core.opref import inside
 from .numba_digest import Memo, device_functions, kernel_digest
 
 __all__ = ["attach_numba", "device_functions", "kernel_digest", "resolve_dispatcher", "serve", "warm_spec"]
@@ -58,7 +59,7 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
     ``warm``: also load each packaged cubin into the current device now, so the first launch only launches.
     Call it again after a ``request_warmup``-style reload: it replaces what it attached before."""
     from cccl_patches import numba_cuda as nc
-    from ..core.spec import NumbaKernel
+    from ...core.spec import NumbaKernel
     wanted = set(names) if names is not None else None
     specs = [s for s in (registry.spec(n) for n in registry.names()) if isinstance(s, NumbaKernel)
              and (wanted is None or s.name in wanted)]
@@ -69,7 +70,7 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
         installed = nc.check_version()
     except nc.NumbaCudaError as e:
         if nc.installed_version() == "missing":  # nothing can JIT them either: say what to install
-            from ..core.versions import NUMBA_CUDA_REQUIREMENT
+            from ...core.versions import NUMBA_CUDA_REQUIREMENT
             registry._warn(f"aot: {registry.root}: {e}: its numba kernels cannot run (pip install "
                            f"'{NUMBA_CUDA_REQUIREMENT}')")
         else:
@@ -129,7 +130,7 @@ def _check_digest(ref: str, dispatcher: Any, group: list[Any], memo: Memo) -> No
 
 
 def warm_spec(registry: Any, name: str) -> int:
-    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup`): nothing to do in the warmup's thread but
+    """A warmup's task for a numba kernel (:mod:`aot.runtime.warmup.warmup`): nothing to do in the warmup's thread but
     say whether the kernel is attached (``Registry.from_package`` or :func:`attach_numba` attached it in the
     caller's thread); its cubin loads at the first launch. Returns the kernels loaded now (0). Why nothing
     more: attaching or loading from aot's warmup thread hung on the H100 (a request_warmup of numba_mypkg,
@@ -185,7 +186,7 @@ def serve(registry: Any, spec: Any, device_sm: int) -> tuple[str, bytes, dict] |
     """The best packaged artifact of ``spec`` for ``device_sm`` that passes every check, as ``(kind, payload,
     header)``;
     ``None`` (one log line) when none does and numba-cuda must compile."""
-    from .sources import check_packaged
+    from ..loader.sources import check_packaged
     manifest = registry.manifest
     cands = rank(device_sm, [Candidate(e["sm"], e["payload_kind"], "packaged", e)
                              for e in manifest.entries_for(spec.name)]) if manifest is not None else []

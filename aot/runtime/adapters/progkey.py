@@ -2,7 +2,7 @@
 
 Shared by the build, which records the key in each NVRTC manifest entry (:mod:`aot.build.progkeys`), and
 the runtime, which derives it again where this process's NVRTC differs from the build host's
-(:mod:`aot.runtime.program_cache`). What cuda.core 1.2's ``make_program_cache_key`` covers for
+(:mod:`aot.runtime.adapters.program_cache`). What cuda.core 1.2's ``make_program_cache_key`` covers for
 ``code_type="c++"``: its key-schema number; the NVRTC ``major.minor`` that ``nvrtcVersion`` reports (a failed
 probe hashes the exception's class name instead); code and target type; the source text; the flags
 ``ProgramOptions.as_bytes("nvrtc", target)`` renders (``-arch=sm_90`` among them: the arch is whatever the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.spec import NvrtcUnit
+from ...core.spec import NvrtcUnit
 
 #: ProgramOptions fields whose effect the packaged image does not share with the library's compile: the
 #: line table names aot's ``<unit>.cu`` where the library's compile names its own program.

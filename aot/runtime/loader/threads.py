@@ -8,7 +8,7 @@ loaded 2-core one). Such a thread is daemon-like: the interpreter does not wait 
 
 :func:`background` tells aot's threads (marked by :func:`spawn` or :func:`mark`) from the caller's:
 warnings a registry earns while one of them reads its manifest are held for the caller's thread
-(:meth:`aot.runtime.registry.Registry._catalog`). Stdlib only: imported in the caller's thread.
+(:meth:`aot.runtime.loader.registry.Registry._catalog`). Stdlib only: imported in the caller's thread.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Tuning:
     grace = 0.05
     switch_interval: float | None = None
     #: A packaged unit's cubin under this many bytes is loaded with the GIL kept
-    #: (:mod:`aot.runtime.library`): its driver calls take microseconds, and handing the GIL over around each
+    #: (:mod:`aot.runtime.loader.library`): its driver calls take microseconds, and handing the GIL over around each
     #: one cost up to 5 ms beside the import (0: every load releases it, as before issue 29's second pass).
     gil_held_below = 1 << 20
     #: Seconds a warmup worker sleeps before each NVRTC unit, and the request's thread before each CCCL
@@ -222,7 +222,7 @@ class BackgroundImports:
     thread of the process (``aot-warmup-import``), in that order: importing them from several threads at
     once can hand one a partially initialised module ("cannot import name 'Device'"). ``core`` and
     ``compute`` are set when each import is over, failed or not (a task that needs the module imports it
-    again and reports why it cannot). Imports :mod:`aot.runtime.lean` only in that thread."""
+    again and reports why it cannot). Imports :mod:`aot.runtime.loader.lean` only in that thread."""
 
     def __init__(self) -> None:
         self.core = threading.Event()

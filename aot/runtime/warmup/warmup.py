@@ -1,34 +1,34 @@
 """A registry's warm pool: specs loaded, and all their kernels loaded into the device, in background threads.
 
 Warm means: the artifact read, checked and deserialized, its library loaded for the device and every
-kernel of it loaded into the device (:mod:`aot.runtime.warm`), so the first call runs like the second.
+kernel of it loaded into the device (:mod:`aot.runtime.warmup.warm`), so the first call runs like the second.
 Nothing CUDA is imported or queried in the caller's thread. The floor a warmup cannot beat is what any
 CUDA program pays: importing cuda.compute (bound by the GIL) beside making the context (not). The work
 is overlapped around it (``t = 0`` is ``request_warmup``; its background thread starts the first two):
 
-* ``aot-warmup-context`` (:class:`aot.runtime.cuctx.Opening`, ctypes, GIL released): ``cuInit``, the
+* ``aot-warmup-context`` (:class:`aot.runtime.loader.cuctx.Opening`, ctypes, GIL released): ``cuInit``, the
   device's SM, then the context: the caller's current one, else the device's primary context;
-* ``aot-warmup-import`` (once per process, :class:`aot.runtime.threads.BackgroundImports`): cuda.core, then
+* ``aot-warmup-import`` (once per process, :class:`aot.runtime.loader.threads.BackgroundImports`): cuda.core, then
   cuda.compute if a CCCL spec is asked for;
 * the request's own thread (:meth:`WarmPool.request`): the catalog (manifest, specs), the names checked,
   then, once the SM is known and while cuda.compute still imports, every CCCL spec's best artifact read
-  and checked ahead (:func:`aot.runtime.sources.check_packaged`; reading and hashing release the GIL).
+  and checked ahead (:func:`aot.runtime.loader.sources.check_packaged`; reading and hashing release the GIL).
   An NVRTC unit's artifact is read and checked by the worker that loads it, just before the load (issue
   29: 180 prechecks here slowed the import beside them; ``TUNING.precheck_units_ahead``);
-* up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.threads.Tuning`), each with the
+* up to ``TUNING.workers`` threads ``aot-warmup-N`` (:class:`aot.runtime.loader.threads.Tuning`), each with the
   context current (once): NVRTC units as soon as the context exists, through plain driver calls
-  (:class:`aot.runtime.library.DriverLibrary`: no CUDA Python package needed; issue 29), then CCCL specs,
+  (:class:`aot.runtime.loader.library.DriverLibrary`: no CUDA Python package needed; issue 29), then CCCL specs,
   largest first and ahead of the units still queued, once cuda.compute is imported: deserialize, load the
   library, load every kernel. One worker only until the CUDA packages are imported
   (``TUNING.single_until_imported``): the import is the longer leg, and every thread coming back from
   the driver takes the GIL from it. Each unit's own artifact read and hash hand the GIL over once per
   unit; ``TUNING.import_yield`` adds a short sleep before each unit while the import runs
-  (:func:`aot.runtime.threads.yield_to_import`; off by default).
+  (:func:`aot.runtime.loader.threads.yield_to_import`; off by default).
 
 The application comes first. Every driver call it makes (its runtime's first use, an allocation, a copy,
 a launch) waits for the load in flight (3-20 ms each on an H100), and cuda.compute's load lock is not
 fair, so a warmup loading at full speed beside the application slowed its first result by 25-53%
-(``benchmarks/warm_limit.py``). Hence (:class:`aot.runtime.threads.Turns`):
+(``benchmarks/warm_limit.py``). Hence (:class:`aot.runtime.loader.threads.Turns`):
 
 * polite while nobody waits for the warmup: one worker loads, resting after each step as long as the
   step took, so the driver and the GIL are free half the time;
@@ -52,17 +52,17 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
-from ..core.log import get_logger
-from ..core.spec import CcclSpec, Spec
-from . import cuctx, sources, threads
-from .threads import IMPORTS, SWITCH, TUNING
+from ...core.log import get_logger
+from ...core.spec import CcclSpec, Spec
+from ..loader import cuctx, sources, threads
+from ..loader.threads import IMPORTS, SWITCH, TUNING
 from . import warm as _warm
-from .driver import ServedDevice
-from .lean import import_cuda_compute
-from .objects import SpecStatus, _Loaded
+from ..loader.driver import ServedDevice
+from ..loader.lean import import_cuda_compute
+from ..loader.objects import SpecStatus, _Loaded
 
 #: The loader's records keep the logger name they always had.
-log = get_logger("aot.runtime.registry")
+log = get_logger("aot.runtime.registry")  # the channel users filter on: its name outlives the move
 
 #: At interpreter exit no new task starts and the running ones finish (a thread inside the driver while
 #: the process tears the driver down can crash it); queued names stay cold.
@@ -80,11 +80,11 @@ def _quiesce(timeout: float = 30.0) -> None:
 
 
 class WarmHost(Protocol):
-    """What the pool needs of its registry (:class:`aot.runtime.registry.Registry`)."""
+    """What the pool needs of its registry (:class:`aot.runtime.loader.registry.Registry`)."""
 
     _lock: threading.Lock  # spare objects and status records are shared with the registry
     _device: ServedDevice
-    _book: Any  # aot.runtime.registry.StatusBook
+    _book: Any  # aot.runtime.loader.registry.StatusBook
     _prechecked: dict[str, tuple[Any, Any, Any]]
     _loaded: dict[str, _Loaded]
     manifest: Any
@@ -356,7 +356,7 @@ class WarmPool:
                     self._status_of(name).kernels = 0
                 return
             if host.spec(name).family == "numba":  # numba-cuda: attached to its own @cuda.jit dispatcher
-                from .numba_attach import warm_spec  # numba-cuda: only for a set that ships its kernels
+                from ..adapters.numba_attach import warm_spec  # numba-cuda: only for a set that ships its kernels
                 n = warm_spec(host, name)  # no CUDA and no numba in this thread (warm_spec says why)
                 with self._lock:
                     self._status_of(name).kernels = n
@@ -396,7 +396,7 @@ class WarmPool:
         return self._host._book.of(name)
 
     def _load_kernels(self, name: str, warm: Callable[[], int]) -> int | None:
-        """Run a :mod:`aot.runtime.warm` loader; its failure is not the spec's (the kernels then load at the
+        """Run a :mod:`aot.runtime.warmup.warm` loader; its failure is not the spec's (the kernels then load at the
         first call, as without warmup): record why in the spec's status and go on."""
         try:
             n = warm()

@@ -1,7 +1,7 @@
 """Make ``import cuda.compute`` work in a lean install (no CUDA toolkit), whoever imports it first.
 
 A meta path finder that ignores every module but ``cuda.compute``. On that module's first import it calls
-:func:`aot.runtime.lean.prepare` (cuda-pathfinder finds the real NVRTC / nvJitLink / cudart, else aot's
+:func:`aot.runtime.loader.lean.prepare` (cuda-pathfinder finds the real NVRTC / nvJitLink / cudart, else aot's
 stand-ins are preloaded under their sonames) and returns ``None``: the normal finders then import
 cuda.compute, which finds its libraries "already loaded". It never creates a module spec itself.
 
@@ -22,7 +22,7 @@ embedded interpreter, aot vendored on ``PYTHONPATH``) no .pth runs: import aot o
 import os
 import sys
 
-#: Marks our finder whichever copy of this module created it (``aot.runtime.import_hook`` or ``_cccl_aot_hook``).
+#: Marks our finder whichever copy of this module created it (``aot.runtime.loader.import_hook`` or ``_cccl_aot_hook``).
 _MARK = "_cccl_aot_cuda_compute_finder"
 _TARGET = "cuda.compute"
 _OFF = ("0", "false", "no", "off")
@@ -47,7 +47,7 @@ class CudaComputeFinder:
 
 def _prepare():
     try:
-        from aot.runtime import lean
+        from aot.runtime.loader import lean
     except ImportError:  # this copy outlived aot (a broken environment): do nothing
         return
     try:

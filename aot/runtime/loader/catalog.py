@@ -1,6 +1,6 @@
 """A registry's catalog: its manifest read and checked, the specs it can serve, the ones it trusts.
 
-The heavy half of a :class:`aot.runtime.registry.Registry`, read once per registry on first need (in a
+The heavy half of a :class:`aot.runtime.loader.registry.Registry`, read once per registry on first need (in a
 warmup thread when ``request_warmup`` came first): ``manifest.json`` parsed with the strict JSON reader,
 every spec definition rebuilt through the matrix's own validator (:func:`aot.core.manifest.load_manifest`),
 plus the caller's specs, which win over the manifest's (packaged artifacts of another definition are
@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..core.env import DISABLE_PACKAGED
-from ..core.errors import AotError, ArtifactError
-from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest
-from ..core.spec import Spec
-from ..core.text import short
+from ...core.env import DISABLE_PACKAGED
+from ...core.errors import AotError, ArtifactError
+from ...core.manifest import MANIFEST_NAME, Manifest, load_manifest
+from ...core.spec import Spec
+from ...core.text import short
 
 #: A manifest with many unusable specs costs this many warnings naming them, then one for the rest.
 MAX_SPEC_WARNINGS = 8

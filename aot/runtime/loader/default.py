@@ -1,6 +1,6 @@
 """``aot``'s own registry: its packaged artifacts (``aot/artifacts``) and the bundled matrix's specs.
 
-Cheap, like every registry's front (:mod:`aot.runtime.registry`): ``default_registry()`` records where
+Cheap, like every registry's front (:mod:`aot.runtime.loader.registry`): ``default_registry()`` records where
 the artifacts are; the manifest and the bundled specs (``aot/default_specs.json``) are read on first need,
 in the warmup thread when ``aot.request_warmup()`` comes first.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .registry import Registry
 
 if TYPE_CHECKING:
-    from ..core.spec import Spec
+    from ...core.spec import Spec
 
 _default: Registry | None = None
 _default_lock = threading.Lock()
@@ -31,6 +31,7 @@ def default_registry() -> Registry:
     global _default
     with _default_lock:
         if _default is None:
-            root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts")
+            here = os.path.dirname(os.path.abspath(__file__))  # aot/runtime/loader
+            root = os.path.join(os.path.dirname(os.path.dirname(here)), "artifacts")
             _default = Registry(root, _specs_from=_bundled_specs)
         return _default
