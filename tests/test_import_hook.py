@@ -6,11 +6,16 @@ This host has the CUDA toolkit, so a lean install is simulated as tests/test_lea
 no driver). The .pth is simulated by a site directory holding the wheel's two root files, processed by
 ``site.addsitedir`` as interpreter start processes site-packages. tests/test_downstream.py checks the real
 thing from an installed wheel.
+
+Each interpreter here starts with this checkout's hook: the environment's own ``cccl_aot.pth`` runs ``import
+_cccl_aot_hook`` at start, and the copy it finds first is this checkout's (``site_dir`` on ``PYTHONPATH``), not the
+one an earlier install left in site-packages (another aot's, which may name modules this checkout moved).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,21 +60,29 @@ def site_dir(tmp_path_factory) -> Path:
     return d
 
 
-def run(code: str, stub: str, *args: str, timeout: int = 120, report: bool = True, **env: str) -> dict:
+def hook_env(site_dir: Path, **env: str) -> dict:
+    """:func:`repo_env` with this checkout's hook ahead of any installed copy (see the module's docstring)."""
+    env = repo_env(**env)
+    env["PYTHONPATH"] += os.pathsep + str(site_dir)
+    return env
+
+
+def run(code: str, stub: str, site_dir: Path, *args: str, timeout: int = 120, report: bool = True,
+        **env: str) -> dict:
     env.setdefault("AOT_FORCE_STUB_TOOLCHAIN", "1")
     code = PRELUDE + textwrap.dedent(code) + (REPORT if report else "")
     r = subprocess.run([sys.executable, "-c", code, stub, *args], cwd=ROOT,
-                       env=repo_env(**env), capture_output=True, text=True, timeout=timeout, check=False)
+                       env=hook_env(site_dir, **env), capture_output=True, text=True, timeout=timeout, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_import_cuda_compute_after_aot(stub):
+def test_import_cuda_compute_after_aot(stub, site_dir):
     out = run("""
         import aot
         import cuda.compute
         extra = {}
-    """, stub)
+    """, stub, site_dir)
     assert out["counting"] == "CountingIterator" and out["bindings"], out
     assert out["stand_ins"] == ["cudart", "nvJitLink", "nvrtc"] and out["finders"] == 1, out
     assert out["calls"] == {"nvrtc": 0, "nvJitLink": 0, "cudart": 0} and not out["real_nvrtc_mapped"], out
@@ -85,13 +98,13 @@ def test_import_cuda_compute_first_through_the_pth(stub, site_dir):
         import cuda.compute
         import aot                            # a second install() is a no-op: still one finder
         extra = {"before": before, "hook": "_cccl_aot_hook" in sys.modules}
-    """, stub, str(site_dir))
+    """, stub, site_dir, str(site_dir))
     assert out["before"] == [] and out["hook"], out
     assert out["counting"] == "CountingIterator" and out["bindings"] and out["finders"] == 1, out
     assert out["stand_ins"] == ["cudart", "nvJitLink", "nvrtc"] and not out["real_nvrtc_mapped"], out
 
 
-def test_aot_loader_imports_cuda_compute_under_its_lock_without_deadlock(stub):
+def test_aot_loader_imports_cuda_compute_under_its_lock_without_deadlock(stub, site_dir):
     """import_cuda_compute() imports cuda.compute holding lean's lock: the hook must not wait on it. Also
     from 8 threads at once: one decision, the stand-ins loaded once."""
     out = run("""
@@ -110,7 +123,7 @@ def test_aot_loader_imports_cuda_compute_under_its_lock_without_deadlock(stub):
         import cuda.compute
         extra = {"n": len(mods), "same": all(m is cuda.compute for m in mods), "errors": errors,
                  "handles": len(lean._handles)}
-    """, stub, timeout=90)
+    """, stub, site_dir, timeout=90)
     assert out["n"] == 8 and out["same"] and out["errors"] == [] and out["handles"] == 3, out
 
 
@@ -122,11 +135,11 @@ def test_the_hook_is_off_with_aot_import_hook_0(stub, site_dir):
         extra = {"finders": sum(type(f).__name__ == "CudaComputeFinder" for f in sys.meta_path)}
         from aot.runtime.loader import lean
         print(json.dumps({**extra, "state": lean.state() is not None}))
-    """, stub, str(site_dir), report=False, AOT_IMPORT_HOOK="0")
+    """, stub, site_dir, str(site_dir), report=False, AOT_IMPORT_HOOK="0")
     assert out == {"finders": 0, "state": False}
 
 
-def test_a_failed_preparation_is_one_line_saying_what_to_do(stub):
+def test_a_failed_preparation_is_one_line_saying_what_to_do(stub, site_dir):
     r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent("""
         import aot
         from aot.core.errors import ToolchainError
@@ -135,7 +148,7 @@ def test_a_failed_preparation_is_one_line_saying_what_to_do(stub):
             raise ToolchainError("no CUDA toolkit and no C compiler to build aot's stand-ins")
         lean.prepare = broken
         import cuda.compute
-    """), stub], cwd=ROOT, env=repo_env(), capture_output=True, text=True, timeout=120, check=False)
+    """), stub], cwd=ROOT, env=hook_env(site_dir), capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: aot: cuda.compute needs NVRTC and nvJitLink"), r.stderr[-2000:]
