@@ -34,8 +34,8 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.loader.registry", "default_registry": "runtime.loader.default",
-         "cufunction": "runtime.adapters.handles",
-         "cupy_module": "runtime.adapters.handles", "cupy_kernel": "runtime.adapters.handles",
+         "cufunction": "runtime.adapters.handles", "cupy_module": "runtime.adapters.handles",
+         "cupy_kernel": "runtime.adapters.handles",
          "program_cache": "runtime.adapters.program_cache", "by_source": "runtime.adapters.bysource",
          "attach_numba": "runtime.adapters.numba_attach"}
 
