@@ -24,7 +24,7 @@ WHL=${AOT_WHEELS:-$here/.whl}
 mkdir -p "$OUT"
 status=0
 summary=()
-for v in 0.7.0 0.5.1; do
+for v in ${AOT_PINS_VERSIONS:-0.7.0 0.5.1}; do  # AOT_PINS_VERSIONS: fewer, where the carry cannot hold both wheels
   site=/tmp/aot-pins-site-$v
   rm -rf "$site"
   "$PY" -m pip install -q --no-index --no-deps --target "$site" "$WHL"/cccl_aot_cu13-*.whl "$WHL"/pystr_mypkg-*.whl \
