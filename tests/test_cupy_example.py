@@ -139,3 +139,12 @@ def test_the_installed_wheel_attaches_its_kernels_at_cupys_compile_call_without_
                        env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}"), capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.split() == [str(ENTRIES), "aot"], r.stdout + r.stderr
+
+
+def test_the_ci_examples_job_builds_every_example_package():
+    """.github/workflows/ci.yml's examples job lists every example with a pyproject.toml (this one included)."""
+    import yaml
+    job = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]["examples"]
+    listed = job["strategy"]["matrix"]["example"]
+    assert sorted(listed) == sorted(p.parent.name for p in (ROOT / "examples").glob("*/pyproject.toml"))
+    assert any("cupy_mypkg" in s.get("run", "") for s in job["steps"] if "cupy-mypkg" in s.get("if", ""))
