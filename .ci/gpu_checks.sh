@@ -87,6 +87,10 @@ step redteam37-live python3 .ci/gpu/live_text.py
 step record-gpu bash .ci/gpu/record.sh
 # Issue 35: CuPy's own kernels packaged: 0 CuPy compiles with an empty CUPY_CACHE_DIR; the first-call benchmark.
 step cupy bash .ci/gpu/cupy_check.sh "${AOT_CUPY_RUNS:-3}"
+# The same with examples/cupy-mypkg's wheel (its committed matrix built on the driverless host: .ci/gpu/prepare.sh),
+# installed as users install it: nothing recorded or built here.
+cupywhl=$(ls .whl/cupy_mypkg-*.whl 2>/dev/null | head -1)
+[ -n "$cupywhl" ] && step cupy-wheel bash .ci/gpu/cupy_check.sh --wheel "$cupywhl" "${AOT_CUPY_RUNS:-3}"
 # Issue 36.3: kernels without a written check replayed from the launches aot record kept; a mutant fails.
 [ -d .gpu/replay ] && step replay bash .ci/gpu/replay_check.sh
 # Issue 34: a CCCL wheel carrying blobs of several cuda-cccl releases, installed beside each (0 JIT), and one not carried

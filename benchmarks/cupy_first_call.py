@@ -8,7 +8,7 @@ own kernels (issue 35), three ways:
     python3 benchmarks/cupy_first_call.py --site SITE --jit JITSITE [--runs 5] [--dtype float32] [--json FILE]
 
 SITE holds ``cupy_mypkg`` with its built artifacts, JITSITE the same package without them (.ci/gpu/cupy_check.sh
-makes both). Inputs are copied to the device before any timed region (the copy compiles nothing); each call is
+makes both: from a recording and build there, or with ``--wheel`` from the example's wheel installed). Inputs are copied to the device before any timed region (the copy compiles nothing); each call is
 timed to a device synchronize. Prints per function the median over ``--runs`` processes and the ratio of
 ``packaged`` to ``cupy`` and to ``warm``; ``import`` is the package's import (aot's ``from_package`` included).
 """

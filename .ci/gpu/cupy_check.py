@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,10 +25,13 @@ def child(dtypes: list[str], out: Path) -> None:
     import cupy  # noqa: F401
     from cupy.cuda import compiler
     counts = {"compile": 0, "preprocess": 0}
+    compiled: list[str] = []   # the kernels CuPy compiled (its first __global__ name): what a packaged run missed
     compile_, preprocess = compiler._compile_using_nvrtc_no_warning, compiler._preprocess
 
     def counting_compile(*a, **kw):
         counts["compile"] += 1
+        found = re.search(r"__global__\s+void\s+(\w+)", str(a[0] if a else kw.get("source", "")))
+        compiled.append(found.group(1) if found else "?")
         return compile_(*a, **kw)
 
     def counting_preprocess(*a, **kw):
@@ -46,7 +50,7 @@ def child(dtypes: list[str], out: Path) -> None:
     np.savez(out, **results)
     reg = getattr(cupy_mypkg, "registry", None)
     print(json.dumps({"compiles": counts["compile"], "preprocess": counts["preprocess"], "per_dtype": per,
-                      "packaged": len(reg.names()) if reg is not None else 0}))
+                      "packaged": len(reg.names()) if reg is not None else 0, "compiled": compiled}))
 
 
 def _run(site: Path, dtypes: list[str], work: Path, tag: str) -> dict:
@@ -110,6 +114,8 @@ def check(site: Path, jit: Path, out: Path) -> int:
     print(f"{'scenario':<12} {'dtypes':<18} {'compiles':>8} {'banner':>6} {'cache files':>11} equal-to-CuPy")
     for tag, dtypes, n, pre, files, equal in rows:
         print(f"{tag:<12} {','.join(dtypes):<18} {n:>8} {pre:>6} {files:>11} {equal}")
+    if served.get("compiles"):  # a packaged kernel CuPy did not find: its key differs (NVRTC, headers, CuPy, SM)
+        print(f"  packaged run compiled: {', '.join(served.get('compiled', []))}")
     print(f"packaged specs: {served.get('packaged')}; expect: packaged 0 compiles, 0 files written into the "
           f"user's cache, results equal; unpackaged > 0 compiles, results equal")
     print("cupy check:", "PASS" if ok else "FAIL")

@@ -11,6 +11,7 @@ import aot
 
 from . import ops  # noqa: F401  (the library's public functions)
 
-# The artifacts are absent until the matrix is recorded and built (.ci/gpu/cupy_check.sh; docs/cupy.md).
+# The wheel carries the artifacts (the aot hatch hook builds build_matrix.yaml); the source tree has none and
+# serves nothing: CuPy compiles as without aot (docs/cupy.md).
 if os.path.isfile(os.path.join(os.path.dirname(__file__), "artifacts", "manifest.json")):
     registry = aot.Registry.from_package(__name__)  # serves the packaged CuPy kernels at CuPy's compile call
