@@ -19,7 +19,7 @@ from ..core.spec import NumbaKernel
 from ..core.text import SpecError
 from ..runtime.adapters.numba_attach import resolve_dispatcher
 from ..runtime.adapters.numba_digest import device_functions, kernel_digest
-from .codeimport import CodeImports, make_project_importable
+from .codeimport import CodeImports, _install_root_hook, make_project_importable
 
 
 def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any:
@@ -33,8 +33,8 @@ def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any
         raise SpecError(f"{e} (pip install 'cccl-aot-cu13[numba]' or 'cccl-aot-cu12[numba]')", "kernel") from None
     if imports is not None:
         imports.module(ref.partition(":")[0])  # ImportFailure: this spec's error alone
-    else:
-        make_project_importable(root)
+    else:  # the kernel's own top-level package from the matrix's folder, nothing else (the import rule)
+        make_project_importable(root, [ref.partition(":")[0]])
     try:
         return resolve_dispatcher(ref)
     except AotError as e:
@@ -87,6 +87,7 @@ def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, di
     """One item in a build worker: the kernel's cubin for ``sm_<sm>`` or PTX for ``compute_<sm>``, and the
     header fields the loader needs. The kernel must still be the one the spec was read from."""
     from cccl_patches import numba_cuda as nc
+    _install_root_hook()  # a spawned worker has the reader's root entries on sys.path, not yet their finder
     dispatcher = resolve_dispatcher(spec.kernel)
     if kernel_digest(dispatcher) != spec.digest:
         raise AotError(f"{spec.name}: the source of {spec.kernel}, a function it calls or a value it compiles in "

@@ -154,16 +154,18 @@ def _check_plain(root: Path, rel: Any) -> list[str]:
 def _real_dir(root: Path, parts: list[str], real_dirs: dict[str, str]) -> str:
     """The resolved folder ``root/parts...``, one ``lstat`` per folder not seen yet: a folder that is no
     symlink resolves to its resolved parent joined with its name (``realpath`` would ``lstat`` every
-    component from ``/`` again); a symlink is resolved whole."""
-    key = "/".join(parts)
-    found = real_dirs.get(key)
-    if found is not None:
-        return found
-    parent = _real_dir(root, parts[:-1], real_dirs)
-    here = os.path.join(parent, parts[-1])
-    if os.path.islink(here):
-        here = os.path.realpath(os.path.join(root, key))
-    real_dirs[key] = here
+    component from ``/`` again); a symlink is resolved whole. A loop, not a recursion: a manifest from
+    elsewhere may name a path of thousands of folders (the fuzzer's ``a/a/a/...`` hit Python's recursion limit)."""
+    n = len(parts)
+    while n > 0 and "/".join(parts[:n]) not in real_dirs:  # the longest prefix resolved already ("" always is)
+        n -= 1
+    here = real_dirs["/".join(parts[:n])]
+    for i in range(n, len(parts)):
+        key = "/".join(parts[:i + 1])
+        here = os.path.join(here, parts[i])
+        if os.path.islink(here):
+            here = os.path.realpath(os.path.join(root, key))
+        real_dirs[key] = here
     return here
 
 
