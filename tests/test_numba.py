@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("numba.cuda")
 
-from conftest import repo_env  # noqa: E402
+from conftest import ROOT, repo_env  # noqa: E402
 
 import aot  # noqa: E402
 from aot.build.matrix import load_matrix  # noqa: E402
@@ -474,49 +474,18 @@ def test_the_warmup_thread_touches_neither_numba_nor_cuda_for_numba_kernels(numb
 # --------------------------------------------------------------------------- what numba compiles in (issue 37)
 #: A kernel per value numba-cuda freezes into its code: the digest must see each (H100: before the digest read
 #: them, attach said "attached" after an edit of any but the plain int, and the stale cubin wrote the old value).
-VALUES_KERNELS = '''\
-import numpy as np
-from numba import cuda
-
-from . import cfg, helpers
-
-K = 5
-NSCALE = np.float32(2.5)
-COEF = np.array([1.0, 2.0, 3.0], dtype=np.float32)
-NEST = ((1, 2), (3, 4))
+def _gpu_check_module():
+    """.ci/gpu/numba_digest.py, the GPU check of the same kernels: its text is the one definition of them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_aot_numba_digest_check", ROOT / ".ci" / "gpu" / "numba_digest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-@cuda.jit
-def by_int(out):
-    out[0] = K
-
-
-@cuda.jit
-def by_module_attr(out):
-    out[0] = cfg.TPB
-
-
-@cuda.jit
-def by_module_func(out):
-    out[0] = helpers.dev(out[1])
-
-
-@cuda.jit
-def by_np_scalar(out):
-    out[0] = NSCALE
-
-
-@cuda.jit
-def by_np_array(out):
-    out[0] = COEF[1]
-
-
-@cuda.jit
-def by_nested_tuple(out):
-    out[0] = NEST[1][0]
-'''
-VALUES_FILES = {"cfg.py": "TPB = 128\n",
-                "helpers.py": "from numba import cuda\n\n\n@cuda.jit(device=True)\ndef dev(v):\n    return v + 1\n"}
+_CHECK = _gpu_check_module()
+VALUES_KERNELS = _CHECK.KERNELS
+VALUES_FILES = {name: _CHECK.FILES[name] for name in ("cfg.py", "helpers.py")}
 VALUES_KINDS = ("by_int", "by_module_attr", "by_module_func", "by_np_scalar", "by_np_array", "by_nested_tuple")
 VALUES_MATRIX = "version: 1\nnumba:\n" + "".join(
     f'  - {{name: {k}, kernel: "PKG.kernels:{k}", signatures: ["void(float32[::1])"]}}\n' for k in VALUES_KINDS)
