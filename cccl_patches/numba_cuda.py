@@ -285,11 +285,27 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
                    ) -> tuple[bytes, dict[str, Any]]:
     """The ``cubin`` (for ``sm_<sm>``) or ``ptx`` (``compute_<sm>``) of ``dispatcher`` at ``signature``, built as
     ``_Kernel.__init__`` builds it but for ``sm`` rather than the current device; and the header fields the
-    loader needs (``entry``: the kernel's symbol; ``links``: the files numba-cuda links in)."""
+    loader needs (``entry``: the kernel's symbol; ``links``: the files numba-cuda links in). Compiled with a probe
+    launch configuration current (:mod:`cccl_patches.numba_launch`): a kernel whose compile reads it is refused,
+    since numba-cuda compiles it per launch configuration."""
+    from .numba_launch import probed
     check_version()
     why = refusal(dispatcher)
     if why:
         raise NumbaCudaError(f"the kernel {why}")
+    got, reads, error = probed(lambda: _compile_kernel(dispatcher, signature, sm, kind, device_functions))
+    if reads:
+        raise NumbaCudaError(f"compiling the kernel reads the launch configuration ({', '.join(reads[:3])}): "
+                             f"numba-cuda compiles it again for each grid, block and shared memory size, so aot "
+                             f"does not ship it; numba-cuda JIT-compiles it at its launches")
+    if error is not None:
+        raise error
+    assert got is not None
+    return got
+
+
+def _compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_functions: Any
+                    ) -> tuple[bytes, dict[str, Any]]:
     from numba.cuda import types
     from numba.cuda.compiler import compile_cuda, kernel_fixup
     from numba.cuda.cudadrv import nvvm

@@ -151,6 +151,10 @@ def _maker(registry: Any, spec: Any, dispatcher: Any, memo: Memo | None = None):
     from cccl_patches import numba_cuda as nc
 
     def make() -> Any:
+        if getattr(dispatcher, "_launch_config_sensitive", False):  # numba-cuda 0.30+: compiled per launch config
+            registry._warn(f"aot: {spec.kernel}: numba-cuda marked it launch-config sensitive (its compile reads the "
+                           f"grid, block or shared memory size); numba-cuda JIT-compiles {spec.name}")
+            return None
         try:
             now = kernel_digest(dispatcher, memo)
         except AotError as e:
