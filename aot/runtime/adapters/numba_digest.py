@@ -128,6 +128,7 @@ class _Walk:
         self.dispatchers: list[Any] = []
         self.quiet = 0  # > 0: inside numba-cuda's own functions, walked for their callees only
         self.attrs: set[str] = set()  # every attribute name the walked code loads (x.m: an @overload_method)
+        self.packages: set[str] = set()  # the top-level packages of the functions walked
         root = dispatcher.py_func
         self.name = f"{getattr(root, '__module__', '?')}:{getattr(root, '__qualname__', '?')}"
         self.function(root, root.__name__)
@@ -139,7 +140,8 @@ class _Walk:
         operators and for the attribute names its code loads (until no new name comes), its IR rewrites, and
         the dispatcher's compiler pipeline (:mod:`.numba_overloads`)."""
         for op, ext in numba_overloads.operator_templates():
-            self.extension(ext, f"operator {op}")
+            if _top(ext.label) in self.packages:  # a package's operators serve its own types: one the kernel reads
+                self.extension(ext, f"operator {op}")
         done: set[str] = set()
         while self.attrs - done:
             names = self.attrs - done
@@ -200,10 +202,11 @@ class _Walk:
         code = getattr(fn, "__code__", None)
         if code is None:
             return
+        fn_globals = getattr(fn, "__globals__", {})
         if not self.quiet:
             self.attrs |= self.memo.attrs_of(code)
+            self.packages.add(_top(fn_globals.get("__name__")))
         cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=False))
-        fn_globals = getattr(fn, "__globals__", {})
         fn_builtins = fn_globals.get("__builtins__", builtins)
         done: set[tuple[str, ...]] = set()
         for kind, name, attrs in self.memo.reads_of(code):
