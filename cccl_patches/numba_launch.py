@@ -67,7 +67,7 @@ class _Marker:
 
 def _caller() -> str:
     """The first frame outside numba-cuda's accessor: who asked."""
-    frame = sys._getframe(2)
+    frame: Any = sys._getframe(2)
     while frame is not None and frame.f_globals.get("__name__") in _ACCESSOR:
         frame = frame.f_back
     if frame is None:

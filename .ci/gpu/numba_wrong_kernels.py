@@ -254,7 +254,8 @@ def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) ->
             value = "-" if row["value"] is None else f"{row['value']:g}"
             lines.append(f"{variant:8} {name:22} {attach:13} {value:>6} {want:>6} {row['compiles']:8d}  "
                          f"{'ok' if good else 'FAILED'}" + ("" if good else f"  ({row['attach']}; {row['warnings']})"))
-        lines.append(f"{variant}: {len(got['warnings'])} AotWarning(s){': ' + got['warnings'][0] if got['warnings'] else ''}")
+        first = f": {got['warnings'][0]}" if got["warnings"] else ""
+        lines.append(f"{variant}: {len(got['warnings'])} AotWarning(s){first}")
     lines.append(f"numba-wrong-kernels: {'ok' if ok else 'FAILED'}")
     return (0 if ok else 1), lines
 

@@ -203,8 +203,9 @@ def attribute_templates(names: Iterable[str]) -> list[tuple[str, Extension]]:
 def library_rewrites() -> list[type]:
     """The IR rewrite classes a library registered with numba-cuda (they run on every kernel it compiles)."""
     registry = getattr(sys.modules.get(_REWRITES), "rewrite_registry", None)
-    found = {id(c): c for kind in sorted(getattr(registry, "rewrites", {}) or {})
-             for c in registry.rewrites[kind] if _top(getattr(c, "__module__", None)) not in _NUMBA}
+    rewrites = getattr(registry, "rewrites", None) or {}
+    found = {id(c): c for kind in sorted(rewrites) for c in rewrites[kind]
+             if _top(getattr(c, "__module__", None)) not in _NUMBA}
     return sorted(found.values(), key=lambda c: (c.__module__, c.__qualname__))
 
 
