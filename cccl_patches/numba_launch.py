@@ -80,13 +80,13 @@ def probed(compile_fn: Callable[[], T]) -> tuple[T | None, list[str], BaseExcept
     raised), what asked for or read the configuration (empty: the compile does not depend on it), and what it
     raised. Without numba-cuda's launch configuration (before 0.30) it just runs."""
     try:
-        from numba.cuda import launchconfig  # noqa: F401 - 0.30 on; its module reads the C dispatcher's function
+        from numba.cuda import launchconfig  # noqa: F401 - 0.30.0 on (0.29.0 has none)
         from numba.cuda.cext import _dispatcher
-    except ImportError:
+        real = _dispatcher.get_current_launch_config
+    except (ImportError, AttributeError):
         return compile_fn(), [], None
     reads: list[str] = []
     probe = _Probe(reads)
-    real = _dispatcher.get_current_launch_config
 
     def asked() -> Any:
         who = _caller()
@@ -95,14 +95,24 @@ def probed(compile_fn: Callable[[], T]) -> tuple[T | None, list[str], BaseExcept
         return probe
 
     box: list[Any] = []
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(compile_fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller: a read configuration may explain it
+            raised.append(e)
+
     _dispatcher.get_current_launch_config = asked
     try:
-        _through_the_dispatcher(probe, lambda: box.append(compile_fn()))
-    except BaseException as e:  # noqa: BLE001 - the caller decides: a read configuration explains it
-        return None, reads, e
+        try:
+            _through_the_dispatcher(probe, run)
+        except Exception:  # noqa: BLE001 - the C entry point as this release has it refused: the accessor alone
+            if not box and not raised:
+                run()
     finally:
         _dispatcher.get_current_launch_config = real
-    return box[0], reads, None
+    return (box[0] if box else None), reads, (raised[0] if raised else None)
 
 
 def _through_the_dispatcher(probe: Any, run: Callable[[], None]) -> None:

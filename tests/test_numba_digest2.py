@@ -109,11 +109,24 @@ def _module(tmp_path: Path, name: str, text: str):
         sys.path.remove(str(tmp_path))
 
 
-def test_a_compile_that_only_asks_whether_it_is_launched_is_refused_too(tmp_path):
+#: The configuration read through numba-cuda's C accessor itself (not its launchconfig module): it sees the probe
+#: because the build compiles inside the C dispatcher's call with the probe as the launch's configuration.
+THROUGH_C = CHECKS_ONLY.replace("from numba.cuda import launchconfig",
+                                "from numba.cuda.cext._dispatcher import get_current_launch_config as current")
+THROUGH_C = THROUGH_C.replace("n = 64 if launchconfig.current_launch_config() is not None else 0  # reads nothing of it: "
+                              "asks only", "cfg = current()\n    n = cfg.blockdim[0] if cfg is not None else 0")
+
+
+@pytest.mark.parametrize("text, said", [(CHECKS_ONLY, "current_launch_config() from lc_"),
+                                        (THROUGH_C, "launch_config.blockdim")], ids=["asks", "through-c"])
+def test_a_compile_that_asks_for_the_launch_configuration_in_any_way_is_refused(tmp_path, text, said):
     from cccl_patches import numba_cuda as nc
-    mod = _module(tmp_path, f"lc_asks_{abs(hash(str(tmp_path))) % 10_000}", CHECKS_ONLY)
-    with pytest.raises(nc.NumbaCudaError, match="reads the launch configuration .current_launch_config"):
+    mod = _module(tmp_path, f"lc_{abs(hash(str(tmp_path))) % 10_000}", text)
+    with pytest.raises(nc.NumbaCudaError, match="reads the launch configuration") as err:
         nc.compile_kernel(mod.k, "void(float32[::1])", 90, "ptx")
+    assert said in str(err.value), str(err.value)
+    ptx, _ = nc.compile_kernel(mod.plain, "void(float32[::1])", 90, "ptx")  # numba-cuda's own asking: not a read
+    assert b".entry" in ptx
     ptx, _ = nc.compile_kernel(mod.plain, "void(float32[::1])", 90, "ptx")  # numba-cuda's own asking: not a read
     assert b".entry" in ptx
 
@@ -257,3 +270,33 @@ def test_an_overload_registered_by_another_package_for_an_operator_stays_out(tmp
         warnings.simplefilter("ignore")
         overload(operator.add, target="cuda")(namespace["_add"])
     assert kernel_digest(mod.k) == before
+
+
+def test_the_value_recheck_runs_once_per_signature_never_per_launch(wrong, monkeypatch):
+    """Issue 42: what aot adds to a launch. The values-only digest runs when numba-cuda would compile (once per
+    signature); afterwards numba-cuda's C dispatcher resolves the arguments to the packaged kernel by itself (the
+    same call a launch makes, ``Dispatcher._cuda_call``, here with host arrays: no GPU), and aot's code never runs."""
+    import numpy as np
+    from numba.cuda.cext import _dispatcher
+
+    from aot.runtime.adapters import numba_attach
+    folder, _ = wrong
+    site = folder / "site"
+    sys.path.insert(0, str(site))
+    try:
+        kernels = importlib.import_module(f"{W.PKG}.kernels")
+        reg = aot.Registry(site / W.PKG / "artifacts", owner=W.PKG)
+        calls = []
+        real = numba_attach.kernel_digest
+        monkeypatch.setattr(numba_attach, "kernel_digest", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+        assert aot.attach_numba(reg, ["by_overload"]) == {"by_overload": "attached"}
+        kernel = kernels.by_overload
+        attach_calls = len(calls)
+        args = np.zeros(2, np.float32)
+        served = _dispatcher.Dispatcher._cuda_call(kernel, args)  # compiles: the packaged cache answers
+        assert len(calls) == attach_calls + 1 and type(served._codelibrary).__name__ == "_PackagedLibrary"
+        for _ in range(200):
+            assert _dispatcher.Dispatcher._cuda_call(kernel, args) is served
+        assert len(calls) == attach_calls + 1
+    finally:
+        sys.path.remove(str(site))
