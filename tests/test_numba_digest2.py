@@ -58,6 +58,8 @@ def test_edited_overloads_are_refused_and_the_others_attach_with_or_without_nvji
         assert " no: digest " in rows[("B", kernel)] and " yes " in rows[("A", kernel)], table
         assert " yes " in rows[("nolto", kernel)], table
     assert " yes " in rows[("nolto", "by_device_function")] and "nolto: 0 AotWarning(s)" in table, table
+    # a fastmath kernel: its two builds (LTO or not change its code), the one numba-cuda would compile attached
+    assert " yes " in rows[("A", "by_fastmath")] and " yes " in rows[("nolto", "by_fastmath.nolto")], table
     assert "B: 3 AotWarning(s)" in table, table
 
 

@@ -8,7 +8,8 @@ tests/test_numba_digest2.py runs the same cases from this file, the one definiti
   (``aot build`` fails naming it) and numba-cuda compiles it at its launch: 64.
 * A kernel calling a device function, attached where numba-cuda sees no nvJitLink (its ``lto`` default is then
   False): before, refused at every import (the digest held the device function's ``lto``); now attached, no
-  warning, no compile.
+  warning, no compile. A fastmath kernel is built twice (with and without LTO, whose cubins differ in
+  flush-to-zero): the build numba-cuda would compile is the one attached (``by_fastmath`` / ``by_fastmath.nolto``).
 
     python .ci/gpu/numba_wrong_kernels.py prepare DIR [SM]  # build host (aot + numba-cuda): DIR/site/<pkg>
     python3 .ci/gpu/numba_wrong_kernels.py check DIR        # GPU host: launches; prints a table, exits 1 on FAILED
@@ -102,6 +103,11 @@ def by_device_function(out):
     out[0] = helpers.dev(out[1])
 
 
+@cuda.jit(fastmath=True)
+def by_fastmath(out):
+    out[0] = helpers.dev(out[1])
+
+
 @cuda.jit
 def by_launch_config(out):
     out[0] = block_threads()
@@ -116,7 +122,9 @@ EDITED = {
     "by_overload_attribute": ("ext.py", "return 6  # attribute", "return 10  # attribute", 6.0, 10.0),
 }
 #: Packaged and untouched in every variant: attached, the packaged cubin's value, no compile.
-UNTOUCHED = {"by_device_function": 1.0}
+UNTOUCHED = {"by_device_function": 1.0, "by_fastmath": 1.0}
+#: fastmath kernels: two builds (with and without LTO); the one attached must be the one numba-cuda would compile.
+TWINS = {"by_fastmath": {"A": "by_fastmath", "B": "by_fastmath", "nolto": "by_fastmath.nolto"}}
 #: Refused by the build: numba-cuda compiles it at its launch, with the launch's block size.
 LAUNCH = {"by_launch_config": ((1, 64), 64.0)}
 PACKAGED = (*EDITED, *UNTOUCHED)
@@ -203,7 +211,9 @@ def run(site: Path, variant: str, cpu: bool) -> None:
                 cuda.synchronize()
                 value = float(out.copy_to_host()[0])
                 served = None
-            rows[name] = {"attach": attached.get(name, "not packaged")[:400], "value": value, "served": served,
+            spec = name if attached.get(name) == "attached" or f"{name}.nolto" not in attached else f"{name}.nolto"
+            rows[name] = {"attach": attached.get(spec, "not packaged")[:400], "spec": spec, "value": value,
+                          "served": served, "lto": kernel.targetoptions.get("lto"),
                           "compiles": len(compiles) - before,
                           "warnings": [str(w.message)[:300] for w in caught[seen:]]}
     print(json.dumps({"rows": rows, "warnings": [str(w.message)[:300] for w in caught
@@ -222,6 +232,8 @@ def judge(variant: str, name: str, row: dict, cpu: bool) -> tuple[object, bool]:
         return want, refused and (row["served"] is False if cpu else row["value"] == want and row["compiles"] >= 1)
     want = EDITED[name][3] if name in EDITED else UNTOUCHED[name]
     clean = attached and row["compiles"] == 0 and not row["warnings"]
+    if name in TWINS:  # the build for the lto numba-cuda compiles it with here: with nvJitLink, or without it
+        clean = clean and row["spec"] == TWINS[name][variant]
     return want, clean and (row["served"] is True if cpu else row["value"] == want)
 
 
@@ -252,7 +264,7 @@ def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) ->
             ok &= good
             attach = "yes" if row["attach"] == "attached" else ("no: build" if name in LAUNCH else "no: digest")
             value = "-" if row["value"] is None else f"{row['value']:g}"
-            lines.append(f"{variant:8} {name:22} {attach:13} {value:>6} {want:>6} {row['compiles']:8d}  "
+            lines.append(f"{variant:8} {row['spec']:22} {attach:13} {value:>6} {want:>6} {row['compiles']:8d}  "
                          f"{'ok' if good else 'FAILED'}" + ("" if good else f"  ({row['attach']}; {row['warnings']})"))
         first = f": {got['warnings'][0]}" if got["warnings"] else ""
         lines.append(f"{variant}: {len(got['warnings'])} AotWarning(s){first}")
