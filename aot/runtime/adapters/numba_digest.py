@@ -245,10 +245,6 @@ class _Walk:
         """The library's ``@overload`` (or other typing) templates registered for ``value``."""
         if self.quiet:
             return
-        try:
-            hash(value)
-        except TypeError:
-            return
         for ext in numba_overloads.templates_for(value):
             self.extension(ext, where)
 

@@ -103,10 +103,12 @@ def describe(template: Any) -> Extension | None:
         if not _is_library(fn):
             return None
         return Extension("intrinsic", fn, f"{_home(fn)}.{fn.__qualname__}", "")
-    if _top(getattr(template, "__module__", None)) in _NUMBA and not any(_is_library(f)
-                                                                         for f in _functions_of(template)):
-        return None
-    return Extension("opaque", None, name, "")
+    fns = _functions_of(template)
+    if any(_is_library(f) for f in fns):
+        return Extension("opaque", None, name, "")
+    if fns or _top(getattr(template, "__module__", None)) in _NUMBA:
+        return None  # numba-cuda's (a template made with type() may name "abc" as its module: its code says whose)
+    return Extension("opaque", None, name, "")  # a library's class of data only (a ConcreteTemplate's cases)
 
 
 def _base_kind(template: type) -> str:
