@@ -215,7 +215,8 @@ def run(site: Path, variant: str, cpu: bool) -> None:
             rows[name] = {"attach": attached.get(spec, "not packaged")[:400], "spec": spec, "value": value,
                           "served": served, "lto": kernel.targetoptions.get("lto"),
                           "compiles": len(compiles) - before,
-                          "warnings": [str(w.message)[:300] for w in caught[seen:]]}
+                          "warnings": [str(w.message)[:300] for w in caught[seen:]  # numba's occupancy hints apart
+                                       if issubclass(w.category, aot.AotWarning)]}
     print(json.dumps({"rows": rows, "warnings": [str(w.message)[:300] for w in caught
                                                  if issubclass(w.category, aot.AotWarning)]}))
 

@@ -13,7 +13,12 @@ it misses them; this digest reads what the kernel reads, the way numba's interpr
 * each value by content: ``None``/bool/int/float/complex/str/bytes by type and ``repr``; tuples and lists
   element by element (nested); numpy scalars by dtype and bytes; numpy arrays by dtype, shape, order and bytes;
   enum members and enum classes by their members; a ``@cuda.jit`` device function (or any numba dispatcher) by
-  its options and its own digest, recursively; a plain Python function likewise (``register_jitable``);
+  the options that change its code and its own digest, recursively; a plain Python function likewise
+  (``register_jitable``);
+* what numba-cuda types through its registries rather than the kernel's names (:mod:`.numba_overloads`): the
+  library's ``@overload`` templates of a value the kernel reaches, its ``@overload_method``/``@overload_attribute``
+  templates of an attribute name the code loads, its operator overloads (of a package the kernel reads from) and its
+  IR rewrites, each by the overload function's digest and options; a typing template it cannot key is refused;
 * numba, numpy, ``math`` and builtins objects (``cuda.grid``, ``np.float32``, ``math.sqrt``, ``float32``) by
   their name (numba's by package and name: its module layout moves between releases): their code is the installed
   numba-cuda's, whose version the spec records.
