@@ -78,6 +78,10 @@ step lib-example bash .ci/gpu/lib_example.sh
 step adopt bash .ci/gpu/adopt.sh
 # Issue 37 item 2: a compiled-in value edited after the build is refused at attach and JIT-compiled (writes B, not A).
 [ -d .gpu/numba_digest ] && step numba-digest python3 .ci/gpu/numba_digest.py check .gpu/numba_digest
+# Wrong numba kernels: edited @overload implementations refused (JIT writes 10), a launch-config kernel never packaged
+# (JIT writes 64), a device function's kernel attached without nvJitLink (0 compiles). Then aot vs JIT launch cost.
+[ -d .gpu/numba_wrong ] && step numba-wrong-kernels python3 .ci/gpu/numba_wrong_kernels.py check .gpu/numba_wrong
+[ -d .gpu/numba_launch ] && step numba-launch python3 benchmarks/numba_launch.py run .gpu/numba_launch --profile
 # Issue 37 item 1: flags as iterators, generators, bytes, ProgramOptions, ... select the unit built with them (writes 2).
 [ -d .gpu/redteam37 ] && step redteam37-flags python3 .ci/gpu/redteam37_flags.py check .gpu/redteam37
 # Issue 37 item 3: a parent __init__ that changes a kernel module's text: the running text is served (JIT), not the cubin.

@@ -196,7 +196,8 @@ def drive(out: Path, builders: list[str], attachers: list[str]) -> int:
         for where, res in got["sets"].items():
             built = Path(where).name.removeprefix("built-")
             digest = sorted(n for n, why in res["refused"].items() if "changed since the build" in why)
-            other = {n: why for n, why in res["refused"].items() if n not in digest}
+            twins = [n for n, why in res["refused"].items() if why.startswith("not attached: built for lto=")]
+            other = {n: why for n, why in res["refused"].items() if n not in digest and n not in twins}
             good = len(res["attached"]) + len(digest) == 5 and not other and not res["problems"]
             ok &= good
             print(f"  built {built:7} -> attached under {release:7}: {len(res['attached'])}/5 attached, "

@@ -185,9 +185,10 @@ def is_dispatcher(obj: Any) -> bool:
 def code_options(dispatcher: Any) -> dict[str, Any]:
     """The decorator's options that change code, spelled as :data:`aot.core.numbaspec.OPTIONS` spells them."""
     t = dispatcher.targetoptions
-    return {"fastmath": bool(t.get("fastmath", False)), "lineinfo": bool(t.get("lineinfo", False)),
+    fastmath = bool(t.get("fastmath", False))
+    return {"fastmath": fastmath, "lineinfo": bool(t.get("lineinfo", False)),
             "debug": bool(t.get("debug", False)), "opt": bool(t.get("opt", True)),
-            "max_registers": t.get("max_registers")}
+            "max_registers": t.get("max_registers"), "lto": bool(t.get("lto", False)) if fastmath else None}
 
 
 def refusal(dispatcher: Any) -> str | None:
@@ -281,15 +282,32 @@ def argtypes_of(signature: str) -> tuple[Any, ...]:
     return tuple(args)
 
 
-def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_functions: Any = ()
-                   ) -> tuple[bytes, dict[str, Any]]:
+def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_functions: Any = (),
+                   lto: bool | None = None) -> tuple[bytes, dict[str, Any]]:
     """The ``cubin`` (for ``sm_<sm>``) or ``ptx`` (``compute_<sm>``) of ``dispatcher`` at ``signature``, built as
     ``_Kernel.__init__`` builds it but for ``sm`` rather than the current device; and the header fields the
-    loader needs (``entry``: the kernel's symbol; ``links``: the files numba-cuda links in)."""
+    loader needs (``entry``: the kernel's symbol; ``links``: the files numba-cuda links in). Compiled with a probe
+    launch configuration current (:mod:`cccl_patches.numba_launch`): a kernel whose compile reads it is refused,
+    since numba-cuda compiles it per launch configuration. ``lto``: link as numba-cuda does with (``True``) or
+    without (``False``) nvJitLink's LTO; ``None``: as the decorator says."""
+    from .numba_launch import probed
     check_version()
     why = refusal(dispatcher)
     if why:
         raise NumbaCudaError(f"the kernel {why}")
+    got, reads, error = probed(lambda: _compile_kernel(dispatcher, signature, sm, kind, device_functions, lto))
+    if reads:
+        raise NumbaCudaError(f"compiling the kernel reads the launch configuration ({', '.join(reads[:3])}): "
+                             f"numba-cuda compiles it again for each grid, block and shared memory size, so aot "
+                             f"does not ship it; numba-cuda JIT-compiles it at its launches")
+    if error is not None:
+        raise error
+    assert got is not None
+    return got
+
+
+def _compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_functions: Any,
+                    lto: bool | None) -> tuple[bytes, dict[str, Any]]:
     from numba.cuda import types
     from numba.cuda.compiler import compile_cuda, kernel_fixup
     from numba.cuda.cudadrv import nvvm
@@ -303,7 +321,7 @@ def compile_kernel(dispatcher: Any, signature: str, sm: int, kind: str, device_f
         cres = compile_cuda(dispatcher.py_func, types.void, argtypes, debug=False, lineinfo=lineinfo,
                             forceinline=bool(t.get("forceinline", False)), fastmath=fastmath,
                             nvvm_options=nvvm_options, cc=cc, max_registers=t.get("max_registers"),
-                            lto=bool(t.get("lto", False)))
+                            lto=bool(t.get("lto", False)) if lto is None else lto)
         lib = cres.library
         fn = lib.get_function(cres.fndesc.llvm_func_name)
         lib._entry_name = cres.fndesc.llvm_func_name

@@ -102,8 +102,12 @@ def numba_build(tmp_path_factory):
 def test_the_matrix_gives_one_spec_per_signature_with_the_decorators_options(tmp_path):
     m, pkg = make_project(tmp_path)
     specs = {s.name: s for s in load_matrix(m).specs}
-    assert sorted(specs) == ["axpy.0", "axpy.1", "tile_sum"]
+    # axpy is fastmath: two builds per signature, with and without LTO (numba-cuda's decorator picks by nvJitLink)
+    assert sorted(specs) == ["axpy.0", "axpy.0.nolto", "axpy.1", "axpy.1.nolto", "tile_sum"]
     a0, a1 = specs["axpy.0"], specs["axpy.1"]
+    assert (a0.options["lto"], specs["axpy.0.nolto"].options["lto"], specs["tile_sum"].options["lto"]) == (True, False,
+                                                                                                          None)
+    assert specs["axpy.0.nolto"].content_key() != a0.content_key()
     assert a0.family == "numba" and a0.kernel == f"{pkg}.kernels:axpy" and a0.options["fastmath"] is True
     assert a0.signature == "void(float32[::1], float32[::1], float32)" and a0.digest == a1.digest
     assert a0.content_key() != a1.content_key()
@@ -135,8 +139,8 @@ def test_the_build_on_the_driverless_host_is_reproducible(numba_build, tmp_path)
     tmp, m, pkg, out = numba_build
     man = load_manifest(out)
     got = sorted((a["name"], a["payload_kind"], a["sm"]) for a in man.artifacts)
-    assert got == [("axpy.0", "cubin", 90), ("axpy.0", "ptx", 90), ("axpy.1", "cubin", 90), ("axpy.1", "ptx", 90),
-                   ("tile_sum", "cubin", 90), ("tile_sum", "ptx", 90)]
+    assert got == [(n, k, 90) for n in ("axpy.0", "axpy.0.nolto", "axpy.1", "axpy.1.nolto", "tile_sum")
+                   for k in ("cubin", "ptx")]
     art = fmt.read(out / "numba/tile_sum/sm_90.cubin.aot")
     assert art.payload[:4] == b"\x7fELF" and art.header["family"] == "numba"
     assert art.header["entry"].startswith("_ZN") and "tile_sum" in art.header["entry"]
@@ -185,7 +189,10 @@ def test_attach_serves_packaged_signatures_and_leaves_the_rest_to_jit(numba_buil
     from cccl_patches.numba_cuda import argtypes_of
     tmp, m, pkg, out = numba_build
     reg = _registry(out, pkg, tmp)
-    assert aot.attach_numba(reg) == {"axpy.0": "attached", "axpy.1": "attached", "tile_sum": "attached"}
+    got = aot.attach_numba(reg)  # here nvJitLink is installed: numba-cuda compiles axpy with lto, its twins wait
+    assert {n: s for n, s in got.items() if "nolto" not in n} == {"axpy.0": "attached", "axpy.1": "attached",
+                                                                   "tile_sum": "attached"}
+    assert got["axpy.0.nolto"].startswith("not attached: built for lto=False"), got
     axpy = importlib.import_module(f"{pkg}.kernels").axpy
     kernel = axpy._cache.load_overload(argtypes_of("void(float32[::1], float32[::1], float32)"), None)
     assert kernel is not None and kernel.argument_types == argtypes_of("void(float32[::1], float32[::1], float32)")
@@ -234,7 +241,7 @@ def test_kernels_built_by_another_checked_release_attach(numba_build, tmp_path):
     reg = _registry(_with_release(out, tmp_path / "other", "0.26.0"), pkg, tmp)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert set(aot.attach_numba(reg).values()) == {"attached"}
+        assert {s for n, s in aot.attach_numba(reg).items() if "nolto" not in n} == {"attached"}
     assert not [w for w in caught if issubclass(w.category, AotWarning)]
 
 
@@ -305,7 +312,7 @@ def test_an_edited_kernel_is_not_attached(numba_build, tmp_path):
 def test_the_example_matrix_validates():
     m = Path(__file__).resolve().parents[1] / "examples" / "numba-mypkg" / "build_matrix.yaml"
     names = [s.name for s in load_matrix(m).specs]
-    assert names == ["axpy.0", "axpy.1", "scale_inplace", "smooth", "block_sum"]
+    assert names == ["axpy.0", "axpy.0.nolto", "axpy.1", "axpy.1.nolto", "scale_inplace", "smooth", "block_sum"]
 
 
 # --------------------------------------------------------------------------- the gate, the GPU step faked
@@ -355,18 +362,22 @@ def test_verify_gpu_runs_each_numba_artifact_under_its_check_through_a_copy_that
     checks = {"axpy.0": f"{pkg}.checks:served", "axpy.1": f"{pkg}.checks:wrong_types", "tile_sum": f"{pkg}.checks:never"}
     rows = verify_gpu(reg, checks=checks, package=pkg)
     got = {(r.spec, r.kind, r.sm): (r.status, r.detail) for r in rows}
-    assert sorted(got) == [(n, k, 90) for n in ("axpy.0", "axpy.1", "tile_sum") for k in ("cubin", "ptx")]
-    assert got[("axpy.0", "cubin", 90)] == ("ok", "") and got[("axpy.0", "ptx", 90)] == ("ok", "")
+    names = ("axpy.0", "axpy.0.nolto", "axpy.1", "axpy.1.nolto", "tile_sum")  # a fastmath twin runs its base's check
+    assert sorted(got) == [(n, k, 90) for n in names for k in ("cubin", "ptx")]
+    for name in ("axpy.0", "axpy.0.nolto"):
+        assert got[(name, "cubin", 90)] == ("ok", "") and got[(name, "ptx", 90)] == ("ok", ""), got
     seen = importlib.import_module(f"{pkg}.checks").SEEN
     man = load_manifest(out)
     for name, sm, kind, served_kind, payload, copy in seen:  # each row ran the artifact it names
         (entry,) = [e for e in man.entries_for(name) if e["payload_kind"] == kind and e["sm"] == sm]
         assert served_kind == kind and payload == fmt.read(out / entry["path"]).payload
         assert copy is not mod.axpy and copy.py_func is mod.axpy.py_func
-    assert [(s[0], s[2]) for s in seen] == [("axpy.0", "cubin"), ("axpy.0", "ptx")]
+    assert sorted((s[0], s[2]) for s in seen) == [(n, k) for n in ("axpy.0", "axpy.0.nolto") for k in ("cubin", "ptx")]
+    assert seen[0][4] != [s for s in seen if s[0] == "axpy.0.nolto" and s[2] == seen[0][2]][0][4]  # two builds
     for kind in ("cubin", "ptx"):  # another type is an error, never numba-cuda's JIT of the installed source
-        status, detail = got[("axpy.1", kind, 90)]
-        assert status == "failed" and "NumbaCudaError" in detail and "packaged signature is void(float64" in detail
+        for name in ("axpy.1", "axpy.1.nolto"):
+            status, detail = got[(name, kind, 90)]
+            assert status == "failed" and "NumbaCudaError" in detail and "packaged signature is void(float64" in detail
         status, detail = got[("tile_sum", kind, 90)]
         assert status == "failed" and "never launched tile_sum" in detail
     assert (mod.axpy._cache, dict(mod.axpy.overloads)) == own  # the library's own dispatcher is untouched

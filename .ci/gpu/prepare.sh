@@ -60,6 +60,10 @@ cp -r .gpu/numba/site/numba_mypkg .gpu/numba/mutsite/ && rm -rf .gpu/numba/mutsi
 mv .gpu/numba/mutart .gpu/numba/mutsite/numba_mypkg/artifacts
 # Issue 37 item 2: six kernels, each compiling in one value (a module attribute, numpy globals, ...), built with A.
 step python .ci/gpu/numba_digest.py prepare .gpu/numba_digest "$SM"
+# Wrong numba kernels: @overload implementations edited after the build, a kernel compiled per launch configuration
+# (the build must refuse it), a device function's kernel without nvJitLink; and the steady-state launch benchmark.
+step python .ci/gpu/numba_wrong_kernels.py prepare .gpu/numba_wrong "$SM"
+step python benchmarks/numba_launch.py prepare .gpu/numba_launch "$SM"
 # Issue 37 item 1: one source as two NVRTC units (no flag: writes 7; -DN=2: writes 2), launched with flags of every spelling.
 rm -rf .gpu/redteam37
 step python .ci/gpu/redteam37_flags.py prepare .gpu/redteam37

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.errors import AotError
-from ..core.numbaspec import check_entry, variant_names
+from ..core.numbaspec import LTO_TWIN, check_entry, variant_names
 from ..core.spec import NumbaKernel
 from ..core.text import SpecError
 from ..runtime.adapters.numba_attach import resolve_dispatcher
@@ -42,8 +42,9 @@ def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any
 
 
 def parse_numba(e: Mapping[str, Any], name: str, root: Path, imports: CodeImports | None = None) -> list[NumbaKernel]:
-    """The specs of one ``numba:`` entry, one per signature (:func:`aot.core.numbaspec.variant_names`). The
-    matrix may state the options; they must be the decorator's (aot builds what numba-cuda would JIT)."""
+    """The specs of one ``numba:`` entry, one per signature (:func:`aot.core.numbaspec.variant_names`), two for a
+    fastmath kernel (with and without LTO: :data:`aot.core.numbaspec.LTO_TWIN`) unless the matrix states ``lto``.
+    The matrix may state the options; they must be the decorator's (aot builds what numba-cuda would JIT)."""
     from cccl_patches import numba_cuda as nc
     ref, sigs, options = check_entry(e)
     dispatcher = _dispatcher(ref, root, imports)
@@ -52,6 +53,8 @@ def parse_numba(e: Mapping[str, Any], name: str, root: Path, imports: CodeImport
         raise SpecError(f"{ref} {why}", "kernel")
     have = nc.code_options(dispatcher)
     for key, value in (options or {}).items():
+        if key == "lto" and (value is None or have["lto"] is not None):
+            continue  # unstated, or one of a fastmath kernel's two builds (below)
         if have[key] != value:
             raise SpecError(f"the matrix says {key}={value!r}, the @cuda.jit decorator of {ref} says {have[key]!r}; "
                             f"aot builds what numba-cuda would JIT, so state the decorator's", f"options.{key}")
@@ -69,8 +72,13 @@ def parse_numba(e: Mapping[str, Any], name: str, root: Path, imports: CodeImport
     except AotError as err:
         raise SpecError(str(err), "kernel") from None
     version = nc.installed_version()
-    return [NumbaKernel(name=n, kernel=ref, signature=s, options=have, digest=digest, numba_cuda=version)
-            for n, s in zip(variant_names(name, len(sigs)), sigs, strict=True)]
+    stated = (options or {}).get("lto")
+    twins = [("", have)]
+    if have["lto"] is not None:  # fastmath: numba-cuda's code differs by lto, which it sets from nvJitLink's presence
+        twins = ([("", {**have, "lto": stated})] if stated is not None else
+                 [("", {**have, "lto": True}), (LTO_TWIN, {**have, "lto": False})])
+    return [NumbaKernel(name=n + suffix, kernel=ref, signature=s, options=opts, digest=digest, numba_cuda=version)
+            for n, s in zip(variant_names(name, len(sigs)), sigs, strict=True) for suffix, opts in twins]
 
 
 def parse_numba_entry(ctx: Any, e: Mapping[str, Any], name: str, types: Any = None) -> list[NumbaKernel]:
@@ -92,4 +100,5 @@ def compile_numba_item(spec: NumbaKernel, sm: int, kind: str) -> tuple[bytes, di
     if kernel_digest(dispatcher) != spec.digest:
         raise AotError(f"{spec.name}: the source of {spec.kernel}, a function it calls or a value it compiles in "
                        f"changed since the matrix was read")
-    return nc.compile_kernel(dispatcher, spec.signature, sm, kind, device_functions(dispatcher))
+    return nc.compile_kernel(dispatcher, spec.signature, sm, kind, device_functions(dispatcher),
+                             lto=spec.options.get("lto"))

@@ -33,10 +33,16 @@ MATRIX_KEYS = ("name", "kernel", "signatures", "options")
 DEFINITION_FIELDS = ("name", "kernel", "signature", "options", "digest", "numba_cuda")
 #: The ``@cuda.jit`` options that change the code a kernel compiles to, their types and defaults (numba-cuda
 #: 0.30: ``opt`` defaults on, the others off). Anything else the decorator says (``link``, ``extensions``,
-#: ``launch_bounds``, ``cache``) is checked by the builder (:mod:`aot.build.numba_build`).
+#: ``launch_bounds``, ``cache``) is checked by the builder (:mod:`aot.build.numba_build`). ``lto`` is a fastmath
+#: kernel's only (``None`` otherwise): numba-cuda links such a kernel's LTO-IR with nvJitLink, which drops the
+#: flush-to-zero of some float operations the PTX path keeps, so the two are two builds
+#: (:data:`LTO_TWIN`); without fastmath both give the same arithmetic and ``lto`` is no option.
 OPTIONS: Mapping[str, tuple[type, Any]] = {"fastmath": (bool, False), "lineinfo": (bool, False),
                                            "debug": (bool, False), "opt": (bool, True),
-                                           "max_registers": (int, None)}
+                                           "max_registers": (int, None), "lto": (bool, None)}
+#: The suffix of a fastmath kernel's spec built without LTO (``axpy.0`` with nvJitLink's LTO, ``axpy.0.nolto``
+#: without: numba-cuda's decorator picks by whether nvJitLink is installed, and the attach picks alike).
+LTO_TWIN = ".nolto"
 #: What a signature may hold: numba's type syntax (names, ``[::1]``, ``[:, :]``, ``(...)``, ``,``), no quotes
 #: or calls beyond it: the text is parsed by numba only when building or attaching.
 _SIGNATURE = re.compile(r"[A-Za-z_][\w]*\s*\(([\w\s\[\]:,()]*)\)")
@@ -69,7 +75,7 @@ def check_options(options: Any) -> dict[str, Any]:
         if typ is int and value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                                   or not 1 <= value <= 255):
             raise SpecError(f"must be an integer in 1..255 (or absent), got {short(value)}", f"options.{key}")
-        if typ is bool and not isinstance(value, bool):
+        if typ is bool and not isinstance(value, bool) and not (default is None and value is None):
             raise SpecError(f"must be true or false, got {short(value)}", f"options.{key}")
         out[key] = value
     return out
@@ -115,6 +121,12 @@ def check_entry(d: Mapping[str, Any]) -> tuple[str, list[str], dict[str, Any] | 
     if len(set(texts)) != len(texts):
         raise SpecError("signatures lists one signature twice", "signatures")
     return ref, texts, (check_options(d["options"]) if "options" in d else None)
+
+
+def twin_base(name: str) -> str:
+    """The spec a fastmath kernel's build without LTO is the twin of (``axpy.0.nolto`` -> ``axpy.0``): a check
+    written for one runs both."""
+    return name[: -len(LTO_TWIN)] if name.endswith(LTO_TWIN) else name
 
 
 def variant_names(name: str, count: int) -> list[str]:

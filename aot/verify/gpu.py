@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 from ..core import format as fmt
 from ..core.errors import ArtifactError
 from ..core.manifest import load_manifest, verify_files
+from ..core.numbaspec import twin_base
 from .keys import key_problems
 
 
@@ -171,10 +172,12 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
                     from .numba_gate import check_numba_artifact
                     if entry is None:
                         source, kind = "jit", "numba-cuda"
-                    fn = resolve_check(checks[name], package) if checks and name in checks and package else None
-                    if fn is None and launches is not None and name in launches[1] and package is not None:
+                    cname = name if checks and name in checks else twin_base(name)  # a fastmath twin: its base's
+                    fn = resolve_check(checks[cname], package) if checks and cname in checks and package else None
+                    lname = name if launches is not None and name in launches[1] else twin_base(name)
+                    if fn is None and launches is not None and lname in launches[1] and package is not None:
                         from .launches import launch_check
-                        fn = launch_check(launches[0], launches[1][name])
+                        fn = launch_check(launches[0], launches[1][lname])
                     done = _replayed(registry, spec, entry, None, replays, runner, device) \
                         if fn is None and replays and entry is not None else None
                     if done:

@@ -78,7 +78,7 @@ def check_numba_artifact(registry: Any, spec: NumbaKernel, entry: Mapping[str, A
         raise AotError(f"built with numba-cuda {spec.numba_cuda}, installed is {installed} ({problem}): the loader "
                        f"would not serve these artifacts")
     dispatcher = resolve_dispatcher(spec.kernel)
-    if nc.code_options(dispatcher) != spec.options:
+    if {**nc.code_options(dispatcher), "lto": None} != {**spec.options, "lto": None}:  # lto: either twin runs
         raise AotError(f"{spec.kernel}: its @cuda.jit options differ from the build's: the loader would not serve it")
     if kernel_digest(dispatcher) != spec.digest:
         raise AotError(f"{spec.kernel}: its source (or a function it calls) changed since the build: the loader "

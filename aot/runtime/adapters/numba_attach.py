@@ -96,9 +96,8 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
                 raise AotError(f"aot: refusing to import kernel {ref!r}: it is outside the package that owns "
                                f"the artifacts ({owner!r})")
             dispatcher = resolve_dispatcher(ref)
-            if any(s.options != nc.code_options(dispatcher) for s in group):
-                raise AotError(f"aot: {ref}: its @cuda.jit options differ from the packaged build's; "
-                               f"numba-cuda JIT-compiles it")
+            group, twins = _fitting(ref, group, nc.code_options(dispatcher))
+            result.update(twins)
             memo = Memo()
             _check_digest(ref, dispatcher, group, memo)
         except AotError as e:
@@ -113,6 +112,19 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             for argtypes in served:
                 dispatcher.compile(argtypes).bind()
     return result
+
+
+def _fitting(ref: str, group: list[Any], now: Mapping[str, Any]) -> tuple[list[Any], dict[str, str]]:
+    """The specs of one kernel built with the options numba-cuda compiles it with here, and why the others (a
+    fastmath kernel's build for the other ``lto``: numba-cuda's decorator sets it from whether nvJitLink is
+    installed) are not attached. Raises when a packaged signature has no build with these options."""
+    fits = [s for s in group if s.options == now]
+    if {s.signature for s in fits} != {s.signature for s in group}:
+        raise AotError(f"aot: {ref}: its @cuda.jit options differ from the packaged build's; "
+                       f"numba-cuda JIT-compiles it")
+    why = (f"not attached: built for lto={{}}; numba-cuda compiles {ref} with lto={now.get('lto')} here (its "
+           f"default: whether nvJitLink is installed), which the other build serves")
+    return fits, {s.name: why.format(s.options.get("lto")) for s in group if s.options != now}
 
 
 def _check_digest(ref: str, dispatcher: Any, group: list[Any], memo: Memo) -> None:
@@ -151,6 +163,10 @@ def _maker(registry: Any, spec: Any, dispatcher: Any, memo: Memo | None = None):
     from cccl_patches import numba_cuda as nc
 
     def make() -> Any:
+        if getattr(dispatcher, "_launch_config_sensitive", False):  # numba-cuda 0.30+: compiled per launch config
+            registry._warn(f"aot: {spec.kernel}: numba-cuda marked it launch-config sensitive (its compile reads the "
+                           f"grid, block or shared memory size); numba-cuda JIT-compiles {spec.name}")
+            return None
         try:
             now = kernel_digest(dispatcher, memo)
         except AotError as e:

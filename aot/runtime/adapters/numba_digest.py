@@ -13,7 +13,12 @@ it misses them; this digest reads what the kernel reads, the way numba's interpr
 * each value by content: ``None``/bool/int/float/complex/str/bytes by type and ``repr``; tuples and lists
   element by element (nested); numpy scalars by dtype and bytes; numpy arrays by dtype, shape, order and bytes;
   enum members and enum classes by their members; a ``@cuda.jit`` device function (or any numba dispatcher) by
-  its options and its own digest, recursively; a plain Python function likewise (``register_jitable``);
+  the options that change its code and its own digest, recursively; a plain Python function likewise
+  (``register_jitable``);
+* what numba-cuda types through its registries rather than the kernel's names (:mod:`.numba_overloads`): the
+  library's ``@overload`` templates of a value the kernel reaches, its ``@overload_method``/``@overload_attribute``
+  templates of an attribute name the code loads, its operator overloads (of a package the kernel reads from) and its
+  IR rewrites, each by the overload function's digest and options; a typing template it cannot key is refused;
 * numba, numpy, ``math`` and builtins objects (``cuda.grid``, ``np.float32``, ``math.sqrt``, ``float32``) by
   their name (numba's by package and name: its module layout moves between releases): their code is the installed
   numba-cuda's, whose version the spec records.
@@ -39,9 +44,10 @@ import types as pytypes
 from typing import Any, Iterator
 
 from ...core.errors import AotError
+from . import numba_overloads
 
 #: The schema of the digest: another walk is another digest.
-SCHEMA = b"aot-numba-digest-v2\0"
+SCHEMA = b"aot-numba-digest-v3\0"
 #: Modules whose objects are keyed by qualified name: numba-cuda (its version is in the spec), numpy's types
 #: and functions (numba-cuda's lowering implements them), Python's own.
 _BY_NAME = frozenset({"numba", "numba_cuda", "llvmlite", "numpy", "math", "cmath", "operator", "_operator",
@@ -52,6 +58,12 @@ _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_NAME"}
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 _MAX_DEPTH = 32
 _MISSING = object()
+#: A device function's options that do not change its code: ``CUDADispatcher.compile_device`` reads debug,
+#: lineinfo, forceinline, inline, fastmath and opt (0.23.0 to 0.30.4), never ``lto`` (numba-cuda sets it from
+#: nvJitLink's presence; only the kernel's library links with it, and aot builds the kernel's cubin itself), nor
+#: the kernel-only ``launch_bounds``, ``extensions``, ``shared_memory_carveout``, nor ``cache``. Any other option
+#: is keyed.
+_NO_CODE_OPTIONS = frozenset({"lto", "cache", "launch_bounds", "extensions", "shared_memory_carveout"})
 
 
 class _Refused(AotError):
@@ -67,6 +79,7 @@ class Memo:
     def __init__(self) -> None:
         self.sources: dict[int, tuple[Any, str]] = {}
         self.reads: dict[int, tuple[Any, list[tuple[str, str, tuple[str, ...]]]]] = {}
+        self.attrs: dict[int, tuple[Any, frozenset[str]]] = {}
 
     def source(self, fn: Any) -> str:
         got = self.sources.get(id(fn))
@@ -78,6 +91,12 @@ class Memo:
         got = self.reads.get(id(code))
         if got is None or got[0] is not code:
             got = self.reads[id(code)] = (code, sorted(set(_reads(code))))
+        return got[1]
+
+    def attrs_of(self, code: pytypes.CodeType) -> frozenset[str]:
+        got = self.attrs.get(id(code))
+        if got is None or got[0] is not code:
+            got = self.attrs[id(code)] = (code, frozenset(_attribute_names(code)))
         return got[1]
 
 
@@ -113,10 +132,50 @@ class _Walk:
         self.seen: set[int] = set()
         self.dispatchers: list[Any] = []
         self.quiet = 0  # > 0: inside numba-cuda's own functions, walked for their callees only
+        self.attrs: set[str] = set()  # every attribute name the walked code loads (x.m: an @overload_method)
+        self.packages: set[str] = set()  # the top-level packages of the functions walked
         root = dispatcher.py_func
         self.name = f"{getattr(root, '__module__', '?')}:{getattr(root, '__qualname__', '?')}"
         self.function(root, root.__name__)
+        self.beyond(dispatcher)
         self.digest = self.h.hexdigest()
+
+    def beyond(self, dispatcher: Any) -> None:
+        """What numba-cuda compiles in that no name of the kernel's reaches: the library's templates for
+        operators and for the attribute names its code loads (until no new name comes), its IR rewrites, and
+        the dispatcher's compiler pipeline (:mod:`.numba_overloads`)."""
+        for op, ext in numba_overloads.operator_templates():
+            if _top(ext.label) in self.packages:  # a package's operators serve its own types: one the kernel reads
+                self.extension(ext, f"operator {op}")
+        done: set[str] = set()
+        while self.attrs - done:
+            names = self.attrs - done
+            done |= names
+            for attr, ext in numba_overloads.attribute_templates(names):
+                self.extension(ext, f".{attr}")
+        for cls in numba_overloads.library_rewrites():
+            self.put("rewrite", f"{cls.__module__}.{cls.__qualname__}")
+            for name, fn in numba_overloads.class_functions(cls):
+                self.function(fn, f"rewrite {cls.__qualname__}.{name}")
+        pipeline = getattr(getattr(dispatcher, "_compiler", None), "pipeline_class", None)
+        if pipeline is not None and _top(getattr(pipeline, "__module__", None)) not in _BY_NAME:
+            self.refuse("its compiler pipeline", f"is {pipeline.__module__}.{pipeline.__qualname__}, not "
+                                                 f"numba-cuda's own")
+
+    def extension(self, ext: Any, where: str) -> None:
+        """A library's template numba-cuda types a call, method or attribute with: an ``@overload`` by its
+        function (source, defaults, what it reads: the implementation it returns is nested in it or read by it)
+        and options, an ``@intrinsic`` by its function; another (``@type_callable`` with ``@lower_builtin``, an
+        attribute template class) is refused: aot cannot see what numba-cuda lowers for it."""
+        label = f"{where}@{ext.kind} {ext.label}"
+        if ext.kind == "opaque":
+            self.refuse(where, f"is typed by {ext.label}, a numba typing template aot cannot key (only @overload, "
+                               f"@overload_method, @overload_attribute and @intrinsic are)")
+            return
+        self.put(label, ext.options)
+        self.function(ext.fn, label)
+        if ext.inline is not None:
+            self.function(ext.inline, f"{label}#inline")
 
     def put(self, label: str, text: str | bytes) -> None:
         if self.quiet:
@@ -148,8 +207,11 @@ class _Walk:
         code = getattr(fn, "__code__", None)
         if code is None:
             return
-        cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=False))
         fn_globals = getattr(fn, "__globals__", {})
+        if not self.quiet:
+            self.attrs |= self.memo.attrs_of(code)
+            self.packages.add(_top(fn_globals.get("__name__")))
+        cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=False))
         fn_builtins = fn_globals.get("__builtins__", builtins)
         done: set[tuple[str, ...]] = set()
         for kind, name, attrs in self.memo.reads_of(code):
@@ -184,6 +246,13 @@ class _Walk:
     def value(self, value: Any, where: str) -> None:
         self.put(where, self.token(value, where, 0))
 
+    def overloads(self, value: Any, where: str) -> None:
+        """The library's ``@overload`` (or other typing) templates registered for ``value``."""
+        if self.quiet:
+            return
+        for ext in numba_overloads.templates_for(value):
+            self.extension(ext, where)
+
     def token(self, value: Any, where: str, depth: int) -> bytes:
         """``value`` as bytes that equal exactly when numba-cuda would compile the same (see the module doc)."""
         if depth > _MAX_DEPTH:
@@ -210,6 +279,7 @@ class _Walk:
                     + self.token(value.value, where, depth + 1))
         if type(value) in _SCALARS:
             return f"{type(value).__name__} {value!r}".encode()
+        self.overloads(value, where)
         if isinstance(value, (tuple, list)):
             cls = type(value)
             parts = [self.token(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -217,7 +287,7 @@ class _Walk:
             return head + b"".join(len(p).to_bytes(8, "little") + p for p in parts)
         if is_dispatcher_like(value):
             options = repr(sorted((str(k), repr(_option(v))) for k, v in dict(value.targetoptions).items()
-                                  if _option(v) is not None))
+                                  if _option(v) is not None and str(k) not in _NO_CODE_OPTIONS))
             if " at 0x" in options:
                 self.refuse(where, "is a numba function whose options name objects by address")
             if all(d is not value for d in self.dispatchers):
@@ -284,6 +354,19 @@ def _reads(code: pytypes.CodeType) -> Iterator[tuple[str, str, tuple[str, ...]]]
     for const in code.co_consts:
         if isinstance(const, pytypes.CodeType):
             yield from _reads(const)
+
+
+def _attribute_names(code: pytypes.CodeType) -> Iterator[str]:
+    """Every attribute name the code (and the code nested in it) loads, and its string constants
+    (``getattr(x, "m")``): the names an ``@overload_method``/``@overload_attribute`` may be reached by."""
+    for i in dis.get_instructions(code):
+        if i.opname in _ATTRS and isinstance(i.argval, str):
+            yield i.argval
+    for const in code.co_consts:
+        if isinstance(const, str) and const.isidentifier():
+            yield const
+        elif isinstance(const, pytypes.CodeType):
+            yield from _attribute_names(const)
 
 
 def _dtype(dtype: Any) -> str:
