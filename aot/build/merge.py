@@ -25,7 +25,9 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
-from ..core.manifest import Manifest, load_manifest, release_order, remove_manifest, verify_files, write_manifest
+from ..core.manifest import (MANIFEST_NAME, Manifest, is_release, load_manifest, release_order, remove_manifest,
+                             safe_join, verify_files, write_manifest)
+from ..core.text import short
 
 log = get_logger(__name__)
 
@@ -78,6 +80,21 @@ def _release(m: Manifest) -> str:
     return str(m.producer.get("cuda_cccl"))
 
 
+def _check_releases(m: Manifest) -> None:
+    """Every release an input names is a version (:func:`aot.core.manifest.is_release`): it becomes part of
+    output paths (:func:`blob_path`) and of the wheel's cuda-cccl requirement, and a merge input comes from
+    elsewhere (``"9/../../../../ESC"`` wrote outside ``--out``). ``load_manifest`` already holds every entry's
+    ``cuda_cccl`` to these (or to ``producer``'s)."""
+    where = m.root / MANIFEST_NAME
+    if not is_release(m.producer.get("cuda_cccl")):
+        raise ArtifactError(f"{where}: field 'cuda_cccl' of 'producer' is {short(m.producer.get('cuda_cccl'))}, "
+                            f"not a cuda-cccl release (a version such as 1.2.1)")
+    for rel in m.producers:
+        if not is_release(rel):
+            raise ArtifactError(f"{where}: field 'producers' names {short(rel)}, not a cuda-cccl release (a "
+                                f"version such as 1.2.1)")
+
+
 def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[str, Mapping[str, Any]]:
     """Release -> producer over every input (a merged input brings several); the same release built with
     other versions, or releases differing beyond :data:`MAY_DIFFER`, is refused naming the fields."""
@@ -115,6 +132,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         problems = verify_files(m)
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
+        _check_releases(m)
         manifests.append(m)
     producers = _producers(manifests, shards)
     several = len(producers) > 1
@@ -150,10 +168,11 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                 log.info("%s: cuda-cccl %s's copy replaces %s's", entry["path"], rel, prev[0].get("cuda_cccl"))
             entries[entry["path"]] = (entry, m.root, a["path"])
     out.mkdir(parents=True, exist_ok=True)
+    targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
     remove_manifest(out)
     for i, (path, (_entry, root, src_path)) in enumerate(entries.items()):
         on_copy(i, len(entries))
-        src, dst = root / src_path, out / path
+        src, dst = root / src_path, targets[path]
         if src.resolve() != dst.resolve():
             dst.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(dst, src.read_bytes())
