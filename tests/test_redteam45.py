@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -61,3 +62,75 @@ def test_merge_keeps_every_write_inside_out(tmp_path):
     with pytest.raises(ArtifactError, match="leads outside"):
         merge([a, b], out)
     assert list((tmp_path / "ESC").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ 2. merge conflicts
+def _unit(root: Path) -> bytes:
+    from aot.core import format as fmt
+    return fmt.read(root / "nvrtc/morton/sm_90.cubin.aot").payload
+
+
+def test_merge_refuses_other_bytes_under_one_content_key_whatever_release_they_claim(tmp_path):
+    genuine = fake_set(tmp_path / "genuine", "1.2.1", unit_bytes=b"genuine cubin")
+    foreign = fake_set(tmp_path / "foreign", "9.9.9", unit_bytes=b"foreign cubin")
+    for order in ([genuine, foreign], [foreign, genuine]):
+        with pytest.raises(ArtifactError) as e:
+            merge(order, tmp_path / "out")
+        msg = str(e.value)
+        assert "\n" not in msg and "nvrtc/morton/sm_90.cubin.aot" in msg and "0" * 16 in msg
+        assert str(genuine) in msg and str(foreign) in msg and "9.9.9" in msg
+        assert not (tmp_path / "out" / MANIFEST_NAME).exists()
+
+
+def test_merge_refuses_other_bytes_under_a_key_made_to_differ(tmp_path):
+    """Claiming another cuda-core as well changes the unit's content key (cuda-core is in it) but not what can
+    change a cubin that includes nothing from cuda-cccl: still a conflict."""
+    from tests.test_cccl_releases import producer
+    genuine = fake_set(tmp_path / "genuine", "1.2.1", unit_bytes=b"genuine cubin")
+    foreign = fake_set(tmp_path / "foreign", "9.9.9", unit_bytes=b"foreign cubin", unit_key="f" * 64,
+                       prod=producer("9.9.9", cuda_core="9.9.9"))
+    with pytest.raises(ArtifactError, match=r"0{16} vs f{16}\).*genuine.*foreign"):
+        merge([genuine, foreign], tmp_path / "out")
+
+
+def test_merge_lists_every_conflict_in_one_line(tmp_path):
+    a = fake_set(tmp_path / "a", "1.2.1", unit_bytes=b"a")
+    b = fake_set(tmp_path / "b", "1.2.1", unit_bytes=b"b")
+    for name in ("reduce_sum_i32", "lower_bound_i32"):  # one release: its blobs differ too
+        (b / f"cccl/{name}/sm_90.aot").write_bytes(b"other")
+    doc = json.loads((b / MANIFEST_NAME).read_text())
+    for e in doc["artifacts"]:
+        if e["family"] == "cccl":
+            e.update(size=5, sha256=hashlib.sha256(b"other").hexdigest())
+    (b / MANIFEST_NAME).write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match=r"^merge: 3 artifact\(s\) conflict") as e:
+        merge([a, b], tmp_path / "out")
+    assert "\n" not in str(e.value) and str(e.value).count(str(b)) == 3
+
+
+def test_merge_keeps_same_content_stamped_by_two_releases(tmp_path):
+    a = fake_set(tmp_path / "a", "1.2.1", unit_bytes=b"same cubin")
+    b = fake_set(tmp_path / "b", "1.1.0", unit_bytes=b"same cubin")
+    merge([a, b], tmp_path / "out")
+    assert _unit(tmp_path / "out") == b"same cubin"
+
+
+def test_a_unit_including_installed_headers_may_differ_by_release(tmp_path):
+    """Its cubin may change with cuda-cccl's headers, and so does its content key: the newest release's stays
+    (a key made to differ without such an include is refused above)."""
+    sets = []
+    for release, key in (("1.2.1", "a" * 64), ("1.1.0", "b" * 64)):
+        root = fake_set(tmp_path / release, release, unit_bytes=f"cubin {release}".encode(), unit_key=key)
+        doc = json.loads((root / MANIFEST_NAME).read_text())
+        doc["specs"]["morton"]["source"] = "#include <cuda/std/cstdint>\n" + doc["specs"]["morton"]["source"]
+        (root / MANIFEST_NAME).write_text(json.dumps(doc))
+        sets.append(root)
+    merge(sets, tmp_path / "out")
+    assert _unit(tmp_path / "out") == b"cubin 1.2.1"
+    doc["specs"]["morton"]["source"] = doc["specs"]["morton"]["source"].split("\n", 1)[1]
+    (sets[1] / MANIFEST_NAME).write_text(json.dumps(doc))
+    doc = json.loads((sets[0] / MANIFEST_NAME).read_text())
+    doc["specs"]["morton"]["source"] = doc["specs"]["morton"]["source"].split("\n", 1)[1]
+    (sets[0] / MANIFEST_NAME).write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="1 artifact"):
+        merge(sets, tmp_path / "out2")
