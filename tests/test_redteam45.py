@@ -4,12 +4,20 @@
    the output path unchecked, so a foreign input wrote a file of its choosing outside ``--out``, exit 0;
 2. ``aot merge``: an input claiming a newer cuda-cccl release replaced the genuine NVRTC cubin under the same
    content key (logged at INFO), and every user of every release loaded the foreign bytes;
+3. the numba launch store (``launches.json`` and its ``.npz``) was read unbounded: a 400 MB index took 837 MB, a
+   symlink to ``/dev/zero`` ran until MemoryError, a FIFO blocked ``verify`` forever, a 2 MB zip bomb inflated
+   to 2 GiB, and non-object ``args`` raised an AttributeError traceback;
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +25,7 @@ import pytest
 from aot.build.merge import merge
 from aot.core.errors import ArtifactError
 from aot.core.manifest import MANIFEST_NAME
+from tests.conftest import ROOT, repo_env
 from tests.test_cccl_releases import fake_set
 
 
@@ -134,3 +143,132 @@ def test_a_unit_including_installed_headers_may_differ_by_release(tmp_path):
     (sets[0] / MANIFEST_NAME).write_text(json.dumps(doc))
     with pytest.raises(ArtifactError, match="1 artifact"):
         merge(sets, tmp_path / "out2")
+
+
+# ------------------------------------------------------------------------------------------ 3. the numba store
+def _numba_store(folder: Path, npz: bytes, **entry_over) -> dict:
+    """A numba launch store of one launch (``axpy.1``) whose ``.npz`` is ``npz``, as ``aot record`` writes it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "axpy.1.npz").write_bytes(npz)
+    entry = {"kernel": "m:axpy", "signature": "void(int64[::1])", "grid": [1, 1, 1], "block": [1, 1, 1],
+             "sharedmem": 0, "args": [{"array": True, "dtype": "int64", "shape": [2]}], "file": "axpy.1.npz",
+             "sha256": hashlib.sha256(npz).hexdigest(), **entry_over}
+    (folder / "launches.json").write_text(json.dumps({"version": 1, "launches": {"axpy.1": entry}}))
+    return entry
+
+
+def _npz(**arrays) -> bytes:
+    import io
+
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _bomb(path: Path) -> bytes:
+    """An ``.npz`` of 64 KiB whose one member inflates to 64 MiB (a valid array of zeros)."""
+    import numpy as np
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("in0.npy", "w",
+                                                                                    force_zip64=True) as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (8 << 20,)})
+        for _ in range(64):
+            f.write(bytes(1 << 20))
+    return path.read_bytes()
+
+
+def _claims(path: Path) -> bytes:
+    """An ``.npz`` whose member's header claims 2**40 elements it does not hold."""
+    import numpy as np
+    with zipfile.ZipFile(path, "w") as z, z.open("in0.npy", "w") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)})
+    return path.read_bytes()
+
+
+_HOSTILE = {
+    "big index": lambda d: os.truncate(d / "launches.json", 400 << 20),
+    "index is /dev/zero": lambda d: ((d / "launches.json").unlink(), (d / "launches.json").symlink_to("/dev/zero")),
+    "index is a FIFO": lambda d: ((d / "launches.json").unlink(), os.mkfifo(d / "launches.json")),
+    "npz is /dev/zero": lambda d: ((d / "axpy.1.npz").unlink(), (d / "axpy.1.npz").symlink_to("/dev/zero")),
+    "npz is a FIFO": lambda d: ((d / "axpy.1.npz").unlink(), os.mkfifo(d / "axpy.1.npz")),
+    "npz is a zip bomb": lambda d: _numba_store(d, _bomb(d / "bomb.zip")),
+    "npz claims 2**40 elements": lambda d: _numba_store(d, _claims(d / "claims.zip")),
+}
+
+
+@pytest.mark.parametrize("case", list(_HOSTILE))
+def test_the_numba_store_is_read_bounded(tmp_path, case):
+    """Each case in a process of its own with 1 GiB of address space and 20 s: before, the index cases read
+    until memory ran out (or blocked), the bomb inflated whole; now each is one line naming the file."""
+    folder = tmp_path / "build_matrix.launches"
+    _numba_store(folder, _npz(in0=[0, 0], out0=[1, 1]))
+    _HOSTILE[case](folder)
+    script = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        from pathlib import Path
+        from aot.verify import launches
+        folder = Path({str(folder)!r})
+        try:
+            index = launches.read_index(folder)
+            launches._load(folder, index["axpy.1"])
+        except Exception as e:
+            print(type(e).__name__, str(e).replace(chr(10), "|"))
+        else:
+            print("read it whole")
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20,
+                              cwd=ROOT, env=repo_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: still reading after 20 s")
+    kind, _, msg = proc.stdout.strip().partition(" ")
+    assert proc.returncode == 0 and kind == "LaunchStoreError", (proc.stdout, proc.stderr[-2000:])
+    assert str(folder) in msg and "|" not in msg, msg
+
+
+@pytest.mark.parametrize("field, value", [("args", [1, 2]), ("args", {"a": 1}), ("grid", "x"), ("block", [0, 1, 1]),
+                                          ("sharedmem", -1), ("file", "../x.npz"), ("sha256", 5)])
+def test_a_numba_store_entry_of_the_wrong_shape_is_one_line(tmp_path, field, value):
+    from aot.verify import launches
+    from aot.verify.replay import LaunchStoreError
+    folder = tmp_path / "l"
+    _numba_store(folder, _npz(in0=[0, 0], out0=[1, 1]), **{field: value})
+    with pytest.raises(LaunchStoreError) as e:
+        launches._load(folder, launches.read_index(folder)["axpy.1"])
+    assert "\n" not in str(e.value) and str(folder / "launches.json") in str(e.value) and field in str(e.value)
+
+
+def test_a_good_numba_store_still_reads(tmp_path):
+    from aot.verify import launches
+    folder = tmp_path / "l"
+    _numba_store(folder, _npz(in0=[0, 0], out0=[1, 1]))
+    arrays = launches._load(folder, launches.read_index(folder)["axpy.1"])
+    assert sorted(arrays) == ["in0", "out0"] and arrays["out0"].tolist() == [1, 1]
+
+
+def test_aot_record_reads_an_earlier_index_bounded(tmp_path):
+    """``aot record`` reads the index an earlier recording left (to remove the files only it named): a FIFO or
+    ``/dev/zero`` in its place blocked or filled memory; now it is replaced like an unreadable one."""
+    folder = tmp_path / "build_matrix.launches"
+    folder.mkdir()
+    os.mkfifo(folder / "launches.json")
+    (folder / "index.json").symlink_to("/dev/zero")
+    script = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        from pathlib import Path
+        from aot.build.record import write_launches
+        from aot.build.record_launch_store import store
+        folder = Path({str(folder)!r})
+        write_launches({{}}, folder)
+        store([], {{}}, folder)
+        print("done")
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20,
+                              cwd=ROOT, env=repo_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail("still reading after 20 s")
+    assert proc.stdout.strip() == "done", proc.stderr[-2000:]
+    assert json.loads((folder / "launches.json").read_text()) == {"version": 1, "launches": {}}
