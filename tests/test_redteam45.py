@@ -7,6 +7,8 @@
 3. the numba launch store (``launches.json`` and its ``.npz``) was read unbounded: a 400 MB index took 837 MB, a
    symlink to ``/dev/zero`` ran until MemoryError, a FIFO blocked ``verify`` forever, a 2 MB zip bomb inflated
    to 2 GiB, and non-object ``args`` raised an AttributeError traceback;
+4. ``aot/build/image_symbols.py`` (inside ``aot record``'s hook) was quadratic on hostile images: PTX with
+   60,000 blank lines took 41 s, an ELF with 4,000 symbol tables of entry size 1 took 32 s;
 """
 
 from __future__ import annotations
@@ -272,3 +274,67 @@ def test_aot_record_reads_an_earlier_index_bounded(tmp_path):
         pytest.fail("still reading after 20 s")
     assert proc.stdout.strip() == "done", proc.stderr[-2000:]
     assert json.loads((folder / "launches.json").read_text()) == {"version": 1, "launches": {}}
+
+
+# ------------------------------------------------------------------------------------------ 4. image symbols
+def _elf(tables: int, entsize: int, region: int = 8192) -> bytes:
+    """An ELF64 image: a section-name table, a string table and ``tables`` symbol tables all over one region of
+    ``region`` bytes of symbols (each a global entry function of one name in a section of that name)."""
+    import struct
+    shstr = b"\0.text.k\0.strtab\0.symtab\0"
+    strtab = b"\0k\0"
+    sym = struct.pack("<IBBHQQ", 1, 0x12, 0x10, 3, 0, 0)  # name "k", GLOBAL FUNC, entry, section 3 (.text.k)
+    symbols = (sym * (region // len(sym) + 1))[:region]
+    body = shstr + strtab + symbols
+    shoff = 64 + len(body)
+    sections = [(0, 0, 0, 0, 0, 0)]  # (name, type, offset, size, link, entsize)
+    sections.append((shstr.index(b".strtab"), 3, 64, len(shstr), 0, 0))           # 1: .shstrtab (named .strtab)
+    sections.append((shstr.index(b".strtab"), 3, 64 + len(shstr), len(strtab), 0, 0))  # 2: .strtab
+    sections.append((shstr.index(b".text.k"), 1, 0, 0, 0, 0))                      # 3: .text.k
+    sections += [(shstr.index(b".symtab"), 2, 64 + len(shstr) + len(strtab), region, 2, entsize)] * tables
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 1, 190, 1, 0, 0, shoff, 0, 64, 0, 0,
+                                                                64, len(sections), 1)
+    table = b"".join(struct.pack("<IIQQQQIIQQ", n, t, 0, 0, o, sz, ln, 0, 0, es) for n, t, o, sz, ln, es in sections)
+    return header + body + table
+
+
+def _timed_symbols(tmp_path: Path, image: bytes) -> tuple[float, str]:
+    """``kernel_symbols(image)`` in a process of its own (the module loaded by path, as the hook loads it):
+    (seconds, what it returned or raised); a run past 20 s fails the test."""
+    (tmp_path / "image").write_bytes(image)
+    script = textwrap.dedent(f"""
+        import importlib.util, time
+        spec = importlib.util.spec_from_file_location("s", {str(ROOT / "aot/build/image_symbols.py")!r})
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        data = open({str(tmp_path / "image")!r}, "rb").read()
+        t = time.perf_counter()
+        try:
+            got = repr(m.kernel_symbols(data))
+        except m.ImageError as e:
+            got = "ImageError: " + str(e)
+        print(time.perf_counter() - t, got)
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kernel_symbols still reading after 20 s")
+    seconds, _, got = proc.stdout.strip().partition(" ")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return float(seconds), got
+
+
+def test_ptx_with_many_blank_lines_is_read_in_linear_time(tmp_path):
+    for ptx in (b".version 8.0\n.target sm_80\n" + b"\n" * 60_000,
+                b".version 8.0\n" + b" \t\n" * 60_000 + b".visible .entry k(\n)\n",
+                b".version 8.0\n" + b".visible \n" * 60_000 + b".func f(\n"):
+        seconds, got = _timed_symbols(tmp_path, ptx)
+        assert got == ("['k']" if b".entry" in ptx else "[]") and seconds < 2, (seconds, got)
+
+
+def test_elf_with_many_symbol_tables_is_read_in_bounded_time(tmp_path):
+    seconds, got = _timed_symbols(tmp_path, _elf(1, 24))
+    assert got == "['k']", got  # the builder makes a readable image
+    for tables, entsize in ((4000, 1), (4000, 24)):
+        seconds, got = _timed_symbols(tmp_path, _elf(tables, entsize))
+        assert seconds < 2 and got.startswith("ImageError"), (tables, entsize, seconds, got)
