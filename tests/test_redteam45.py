@@ -9,6 +9,8 @@
    to 2 GiB, and non-object ``args`` raised an AttributeError traceback;
 4. ``aot/build/image_symbols.py`` (inside ``aot record``'s hook) was quadratic on hostile images: PTX with
    60,000 blank lines took 41 s, an ELF with 4,000 symbol tables of entry size 1 took 32 s;
+5. the pin check evaluated markers for the build host only (``; python_version >= "3.12"`` on a 3.11 build)
+   and read ``cuda-cccl @ URL`` as any version: wheels that cannot install built with exit 0;
 """
 
 from __future__ import annotations
@@ -338,3 +340,39 @@ def test_elf_with_many_symbol_tables_is_read_in_bounded_time(tmp_path):
     for tables, entsize in ((4000, 1), (4000, 24)):
         seconds, got = _timed_symbols(tmp_path, _elf(tables, entsize))
         assert seconds < 2 and got.startswith("ImageError"), (tables, entsize, seconds, got)
+
+
+# ------------------------------------------------------------------------------------------ 5. the pin check
+HOST = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.parametrize("marker", [f'python_version != "{HOST}"', 'sys_platform == "win32"',
+                                    'platform_machine == "aarch64" or python_version > "3.99"',
+                                    f'extra == "gpu" and python_version != "{HOST}"'])
+def test_a_requirement_is_checked_wherever_its_marker_holds(marker):
+    """False on this build host, true on another Python or platform the wheel installs on: still checked."""
+    from aot.package.pins import pin_problems
+    from tests.test_cccl_releases import producer
+    deps = ["cccl-aot-cu13>=0.1.0,<0.2", f"cuda-cccl==1.1.0; {marker}"]
+    optional = {"gpu": deps[1:]} if "extra" in marker else {}
+    problems = pin_problems(deps[:1] if optional else deps, producer("1.2.1"), require=False, optional=optional)
+    assert len(problems) == 1 and "admits no cuda-cccl the artifacts load under" in problems[0], problems
+    assert marker.split()[0] in problems[0]
+
+
+def test_a_marker_that_holds_nowhere_is_still_skipped():
+    from aot.package.pins import pin_problems
+    from tests.test_cccl_releases import producer
+    assert pin_problems(["cccl-aot-cu13", 'cuda-cccl==1.1.0; python_version < "3"'], producer("1.2.1"),
+                        require=False) == []
+
+
+@pytest.mark.parametrize("req", ["cuda-cccl @ https://example.invalid/cuda_cccl-9.9.9-py3-none-any.whl",
+                                 "cccl-aot-cu13 @ file:///tmp/cccl_aot_cu13-0.1.0-py3-none-any.whl",
+                                 "cuda-bindings @ git+https://example.invalid/cuda-python"])
+def test_a_url_requirement_for_a_pinned_package_is_refused(req):
+    from aot.package.pins import pin_problems
+    from tests.test_cccl_releases import producer
+    deps = ["cccl-aot-cu13>=0.1.0,<0.2", "cuda-cccl==1.2.1", req]
+    problems = pin_problems(deps, producer("1.2.1"), require=False)
+    assert len(problems) == 1 and "URL" in problems[0] and req in problems[0], problems
