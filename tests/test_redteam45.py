@@ -11,6 +11,9 @@
    60,000 blank lines took 41 s, an ELF with 4,000 symbol tables of entry size 1 took 32 s;
 5. the pin check evaluated markers for the build host only (``; python_version >= "3.12"`` on a 3.11 build)
    and read ``cuda-cccl @ URL`` as any version: wheels that cannot install built with exit 0;
+6. the environment matrix resolved ``cccl-aot-cu13`` from the index and the wheelhouse together (a stand-in
+   index offering 0.1.9 was installed and "checked" in place of the checkout's 0.1.0), and ``.ci/envs.sh``
+   left 1.4 GB in ``~/.cache/uv`` and ``~/.cache/nox``;
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -376,3 +380,101 @@ def test_a_url_requirement_for_a_pinned_package_is_refused(req):
     deps = ["cccl-aot-cu13>=0.1.0,<0.2", "cuda-cccl==1.2.1", req]
     problems = pin_problems(deps, producer("1.2.1"), require=False)
     assert len(problems) == 1 and "URL" in problems[0] and req in problems[0], problems
+
+
+# ------------------------------------------------------------------------------------------ 6. the env matrix
+def _wheel_file(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A minimal pure wheel (metadata only): enough for pip to resolve it."""
+    dist = name.replace("-", "_")
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    files = {f"{info}/METADATA": "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+             + "".join(f"Requires-Dist: {r}\n" for r in requires),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{k},,\n" for k in files) + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in files.items():
+            z.writestr(k, v)
+    return path
+
+
+class _Session:
+    """nox's session as ``noxfile.envs`` uses it: each ``run`` recorded; the load check writes its result."""
+
+    def __init__(self):
+        self.runs: list[tuple] = []
+
+    def install(self, *args, **kw):
+        pass
+
+    def run(self, *args, env=None, **kw):
+        self.runs.append(args)
+        if "--out" in args:
+            Path(args[args.index("--out") + 1]).write_text("{}")
+
+    def chdir(self, where):
+        pass
+
+    def log(self, *a):
+        pass
+
+
+def test_the_matrix_installs_the_checkouts_own_runtime_whatever_the_index_offers(tmp_path, monkeypatch):
+    """``noxfile.envs``'s own pip commands, run by pip (``--dry-run``) with a stand-in index offering
+    cccl-aot-cu13 0.1.9 beside the wheelhouse's 0.1.0: the checkout's 0.1.0 is what gets installed."""
+    import importlib
+    import types
+    stub = types.ModuleType("nox")
+    stub.session = lambda *a, **k: (lambda f: f)  # type: ignore[attr-defined]
+    stub.parametrize = lambda *a, **k: (lambda f: f)  # type: ignore[attr-defined]
+    stub.options = types.SimpleNamespace()  # type: ignore[attr-defined]
+    stub.Session = object  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "nox", stub)
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.delitem(sys.modules, "noxfile", raising=False)
+    noxfile = importlib.import_module("noxfile")
+    work = tmp_path / "envs"
+    house, index = work / "wheelhouse", tmp_path / "index"
+    _wheel_file(house, "cccl-aot-cu13", "0.1.0")
+    _wheel_file(index, "cccl-aot-cu13", "0.1.9")
+    for role in ("nvrtc", "numba"):
+        _wheel_file(house, noxfile.EXAMPLES[role][1].replace("_", "-"), "0.1.0", ("cccl-aot-cu13>=0.1.0,<0.2",))
+    monkeypatch.setattr(noxfile, "WORK", work)
+    monkeypatch.setattr(noxfile, "WHEELHOUSE", house)
+    monkeypatch.setattr(noxfile, "RESULTS", work / "results")
+    monkeypatch.setitem(noxfile.ENVS, "stand-in", {"stack": [], "constraints": [], "cccl": False, "what": "test"})
+    session = _Session()
+    noxfile.envs(session, "stand-in")
+    installs = [r for r in session.runs if r[1:4] == ("-m", "pip", "install")]
+    assert len(installs) == 2
+    for args in installs:
+        report = tmp_path / "report.json"
+        proc = subprocess.run([sys.executable, *args[1:], "--dry-run", "--ignore-installed", "--no-index",
+                               "--find-links", str(index), "--report", str(report)],
+                              capture_output=True, text=True, timeout=120, env=repo_env(PIP_NO_INPUT="1"))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        got = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+        assert got["cccl-aot-cu13"] == "0.1.0", got
+        report.unlink()
+    shutil.rmtree(work / "tmp", ignore_errors=True)
+
+
+def test_envs_sh_leaves_no_cache_behind(tmp_path):
+    """``.ci/envs.sh`` with a stand-in nox that fills whatever caches it is given: nothing in ``~/.cache``,
+    nothing left in the temp dir."""
+    repo, home, tmp = tmp_path / "repo", tmp_path / "home", tmp_path / "tmp"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "envs.sh", repo / ".ci" / "envs.sh")
+    tools = repo / "build" / "envs" / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "nox").write_text('#!/bin/sh\nfor d in "${UV_CACHE_DIR:-$HOME/.cache/uv}" "${XDG_CACHE_HOME:-$HOME/.cache}/nox" '
+                               '"${PIP_CACHE_DIR:-$HOME/.cache/pip}"; do mkdir -p "$d/w" && chmod a-w "$d/w"; done\n')
+    (tools / "nox").chmod(0o755)
+    home.mkdir()
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("UV_CACHE_DIR", "PIP_CACHE_DIR", "XDG_CACHE_HOME")}
+    proc = subprocess.run(["bash", str(repo / ".ci" / "envs.sh")], env={**env, "HOME": str(home), "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert list(home.rglob("*")) == [] and list(tmp.iterdir()) == []
