@@ -4,11 +4,12 @@ For each named environment (:data:`ENVS`), a fresh virtual environment (uv) wher
 from the package index and the local wheelhouse, the checkout's own cccl-aot-cu13 wheel (by path, so that no
 release of that name on the index can stand in for it; checked after the installs), an example NVRTC-only wheel
 (examples/pystr-mypkg), the example CCCL wheel where its cuda-cccl fits the stack (examples/hatch-mypkg: the exact
-cuda-cccl that built it) and the example numba wheel (examples/numba-mypkg) beside that environment's stack; ``pip check`` must be clean; then
-``.ci/envs_check.py`` runs there, outside the source tree, with the stand-in driver (tests/fake_libcuda.c): the
-NVRTC units load, the CCCL blobs load where installed, the numba kernels attach or the one line says why they JIT,
-and each cuda-core feature (Kernel handle, JIT cache, program_cache) is there or says in one line why not. One
-JSON file per environment lands in build/envs/results/; ``nox -s table`` prints the table docs/dependencies.md
+cuda-cccl that built it) and the example numba wheel (examples/numba-mypkg) beside that environment's stack;
+``pip check`` must be clean; then ``.ci/envs_check.py`` runs there, outside the source tree, with the stand-in
+driver (tests/fake_libcuda.c): the NVRTC units load, the CCCL blobs load where installed, the numba kernels attach
+or the one line says why they JIT, and each cuda-core feature (Kernel handle, JIT cache, program_cache) is there or
+says in one line why not. One JSON file per environment lands in build/envs/results/; ``nox -s table`` prints the
+table docs/dependencies.md
 carries. Minutes per environment (the stacks' wheels are large): CI runs it as its own job (.ci/envs.sh).
 
     nox -s wheels                 # aot's cu13 wheel and the example wheels, built in a .[cu13] environment
