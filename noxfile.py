@@ -9,8 +9,8 @@ cuda-cccl that built it) and the example numba wheel (examples/numba-mypkg) besi
 driver (tests/fake_libcuda.c): the NVRTC units load, the CCCL blobs load where installed, the numba kernels attach
 or the one line says why they JIT, and each cuda-core feature (Kernel handle, JIT cache, program_cache) is there or
 says in one line why not. One JSON file per environment lands in build/envs/results/; ``nox -s table`` prints the
-table docs/dependencies.md
-carries. Minutes per environment (the stacks' wheels are large): CI runs it as its own job (.ci/envs.sh).
+table docs/dependencies.md carries. Minutes per environment (the stacks' wheels are large): CI runs it as its own
+job (.ci/envs.sh).
 
     nox -s wheels                 # aot's cu13 wheel and the example wheels, built in a .[cu13] environment
     nox -s envs                   # every environment (needs the wheels)
