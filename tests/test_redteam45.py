@@ -14,6 +14,8 @@
 6. the environment matrix resolved ``cccl-aot-cu13`` from the index and the wheelhouse together (a stand-in
    index offering 0.1.9 was installed and "checked" in place of the checkout's 0.1.0), and ``.ci/envs.sh``
    left 1.4 GB in ``~/.cache/uv`` and ``~/.cache/nox``;
+7. ``aot record`` with no terminal (CI cancelling, ``kill -INT -PGID``) sent the command a second SIGINT after
+   the group's, interrupting its own cleanup in 10 of 10 trials.
 """
 
 from __future__ import annotations
@@ -478,3 +480,55 @@ def test_envs_sh_leaves_no_cache_behind(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert list(home.rglob("*")) == [] and list(tmp.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ 7. SIGINT once
+_COUNTER = """
+import os, select, signal, sys, time
+# Python runs a handler once for signals that arrive before it gets to it; the wakeup fd gets a byte per delivery.
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.signal(signal.SIGINT, lambda *a: None)
+signal.set_wakeup_fd(w)
+open(sys.argv[1], "w").close()
+got = b""
+first = None
+deadline = time.monotonic() + 15
+while time.monotonic() < deadline and not (first and time.monotonic() - first > 1.0):
+    if select.select([r], [], [], 0.05)[0]:
+        got += os.read(r, 64)
+        first = first or time.monotonic()
+open(sys.argv[2], "w").write(str(got.count(bytes([signal.SIGINT]))))
+"""
+
+_DRIVER = """
+import sys
+from aot.build.record_run import _run
+rc, got = _run([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]], dict(__import__("os").environ), None)
+print(rc, got)
+"""
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_a_group_sigint_reaches_the_command_once_without_a_terminal(tmp_path, trial):
+    """``_run`` (what ``aot record`` runs the command with) in a session of its own, no terminal anywhere; the
+    group gets one SIGINT (``kill -INT -PGID``); the command counts what it gets: one."""
+    import signal
+    import time
+    ready, count = tmp_path / "ready", tmp_path / "count"
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, _COUNTER, str(ready), str(count)], cwd=ROOT,
+                            env=repo_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert ready.exists(), proc.communicate(timeout=5)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert out.split() == ["0", "SIGINT"], (out, err)
+    assert count.read_text() == "1"
