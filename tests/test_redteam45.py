@@ -134,6 +134,48 @@ def test_merge_keeps_same_content_stamped_by_two_releases(tmp_path):
     assert _unit(tmp_path / "out") == b"same cubin"
 
 
+def _as_release(src: Path, dst: Path, release: str, payload: bytes | None = None) -> Path:
+    """The real set ``src`` as if built under ``release``: every artifact's header stamped with it (as a build
+    there stamps it); with ``payload``, every NVRTC cubin's payload replaced too (a foreign input)."""
+    from aot.core import format as fmt
+    from tests.hostile_util import restamp
+    shutil.copytree(src, dst)
+    doc = json.loads((dst / MANIFEST_NAME).read_text())
+    doc["producer"]["cuda_cccl"] = release
+    for e in doc["artifacts"]:
+        if e["family"] == "cccl":
+            e["cuda_cccl"] = release
+        data = (dst / e["path"]).read_bytes()
+        changes: dict = {"producer": {"cuda_cccl": release}}
+        if payload is not None and e["family"] == "nvrtc" and e["payload_kind"] == "cubin":
+            header = fmt.read(dst / e["path"]).header
+            data = fmt.encode({**header, "payload_size": len(payload),
+                               "payload_sha256": hashlib.sha256(payload).hexdigest()}, payload)
+        data = restamp(data, **changes)
+        (dst / e["path"]).write_bytes(data)
+        e.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (dst / MANIFEST_NAME).write_text(json.dumps(doc))
+    return dst
+
+
+def test_real_artifacts_of_two_releases_merge_and_a_foreign_cubin_does_not(small_build, tmp_path):
+    """The session's real build beside itself as built under 9.9.9: the NVRTC artifacts' files differ (their
+    headers name the release), their content does not: one copy each. A 9.9.9 set whose cubins hold other
+    bytes under the same content keys: refused, every cubin named."""
+    other = _as_release(small_build.out, tmp_path / "other", "9.9.9")
+    merge([small_build.out, other], tmp_path / "merged")
+    from aot.core.manifest import load_manifest, verify_files
+    m = load_manifest(tmp_path / "merged")
+    assert verify_files(m) == [] and len(m.cccl_releases()) == 2
+    units = [e for e in m.artifacts if e["family"] == "nvrtc"]
+    assert units and all(e["cuda_cccl"] == "9.9.9" for e in units)
+    foreign = _as_release(small_build.out, tmp_path / "foreign", "9.9.9", payload=b"\x7fELF foreign")
+    cubins = [e for e in load_manifest(foreign).artifacts if e["family"] == "nvrtc" and e["payload_kind"] == "cubin"]
+    with pytest.raises(ArtifactError, match=rf"^merge: {len(cubins)} artifact\(s\) conflict") as e:
+        merge([small_build.out, foreign], tmp_path / "refused")
+    assert all(c["path"] in str(e.value) for c in cubins)
+
+
 def test_a_unit_including_installed_headers_may_differ_by_release(tmp_path):
     """Its cubin may change with cuda-cccl's headers, and so does its content key: the newest release's stays
     (a key made to differ without such an include is refused above)."""
