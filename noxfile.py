@@ -1,14 +1,16 @@
 """The environment matrix (issue 34): do aot's wheels install and load beside a library's own stack?
 
 For each named environment (:data:`ENVS`), a fresh virtual environment (uv) where pip's own resolver installs,
-from the package index and the local wheelhouse, an example NVRTC-only wheel (examples/pystr-mypkg), the example
-CCCL wheel where its cuda-cccl fits the stack (examples/hatch-mypkg: the exact cuda-cccl that built it) and the
-example numba wheel (examples/numba-mypkg) beside that environment's stack; ``pip check`` must be clean; then
-``.ci/envs_check.py`` runs there, outside the source tree, with the stand-in driver (tests/fake_libcuda.c): the
-NVRTC units load, the CCCL blobs load where installed, the numba kernels attach or the one line says why they JIT,
-and each cuda-core feature (Kernel handle, JIT cache, program_cache) is there or says in one line why not. One
-JSON file per environment lands in build/envs/results/; ``nox -s table`` prints the table docs/dependencies.md
-carries. Minutes per environment (the stacks' wheels are large): CI runs it as its own job (.ci/envs.sh).
+from the package index and the local wheelhouse, the checkout's own cccl-aot-cu13 wheel (by path, so that no
+release of that name on the index can stand in for it; checked after the installs), an example NVRTC-only wheel
+(examples/pystr-mypkg), the example CCCL wheel where its cuda-cccl fits the stack (examples/hatch-mypkg: the exact
+cuda-cccl that built it) and the example numba wheel (examples/numba-mypkg) beside that environment's stack;
+``pip check`` must be clean; then ``.ci/envs_check.py`` runs there, outside the source tree, with the stand-in
+driver (tests/fake_libcuda.c): the NVRTC units load, the CCCL blobs load where installed, the numba kernels attach
+or the one line says why they JIT, and each cuda-core feature (Kernel handle, JIT cache, program_cache) is there or
+says in one line why not. One JSON file per environment lands in build/envs/results/; ``nox -s table`` prints the
+table docs/dependencies.md carries. Minutes per environment (the stacks' wheels are large): CI runs it as its own
+job (.ci/envs.sh).
 
     nox -s wheels                 # aot's cu13 wheel and the example wheels, built in a .[cu13] environment
     nox -s envs                   # every environment (needs the wheels)
@@ -63,9 +65,11 @@ ENVS: dict[str, dict] = {
 
 
 def _pip_env() -> dict[str, str]:
-    """pip's cache and temp files under build/envs (a run leaves nothing in the system temp dir)."""
+    """pip's cache and temp files under build/envs (a run leaves nothing in the system temp dir); the cache is
+    the one .ci/envs.sh made for the run (PIP_CACHE_DIR, removed after it) where it set one."""
     (WORK / "tmp").mkdir(parents=True, exist_ok=True)
-    return {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(WORK / "pip-cache"), "TMPDIR": str(WORK / "tmp")}
+    return {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or
+            str(WORK / "pip-cache"), "TMPDIR": str(WORK / "tmp")}
 
 
 @nox.session(python=PYTHON)
@@ -105,11 +109,20 @@ def wheels(session: nox.Session) -> None:
 
 
 def _wheel(role: str) -> Path:
-    pattern = EXAMPLES[role][1] + "-*.whl"
+    """The wheelhouse's one wheel of ``role`` (an example's, or ``"runtime"``: the checkout's cccl-aot-cu13)."""
+    pattern = ("cccl_aot_cu13" if role == "runtime" else EXAMPLES[role][1]) + "-*.whl"
     found = sorted(WHEELHOUSE.glob(pattern))
     if len(found) != 1:
         raise SystemExit(f"{WHEELHOUSE}: expected one {pattern}, found {len(found)}: run `nox -s wheels` first")
     return found[0]
+
+
+#: Run in an environment after its installs: cccl-aot-cu13 there is the wheel named (pip records a wheel
+#: installed by path in ``direct_url.json``), not a release of the same name from the index.
+_FROM_CHECKOUT = ("import importlib.metadata as m, json, sys, pathlib; "
+                  "url = json.loads(m.distribution('cccl-aot-cu13').read_text('direct_url.json') or '{}').get('url'); "
+                  "want = pathlib.Path(sys.argv[1]).resolve().as_uri(); "
+                  "sys.exit(None if url == want else f'cccl-aot-cu13 installed from {url}, not {want}')")
 
 
 @nox.session(python=PYTHON)
@@ -124,12 +137,16 @@ def envs(session: nox.Session, env: str) -> None:
     constraints = WORK / f"constraints-{env}.txt"
     constraints.write_text("".join(c + "\n" for c in spec["constraints"]))
     pip = ["python", "-m", "pip"]
-    install = [*pip, "install", "-q", "--find-links", str(WHEELHOUSE), "-c", str(constraints)]
+    # The checkout's own runtime by path in every install: with only --find-links, pip chose between the
+    # wheelhouse and the index, and an index offering a newer cccl-aot-cu13 was installed and checked instead.
+    runtime = str(_wheel("runtime"))
+    install = [*pip, "install", "-q", "--find-links", str(WHEELHOUSE), "-c", str(constraints), runtime]
     session.run(*install, str(_wheel("nvrtc")), *spec["stack"], env=_pip_env())
     session.run(*pip, "check", env=_pip_env())
     session.run(*install, *map(str, (_wheel(r) for r in roles)), *spec["stack"], *spec.get("numba_fix", []),
                 env=_pip_env())
     session.run(*pip, "check", env=_pip_env())
+    session.run("python", "-c", _FROM_CHECKOUT, runtime)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{env}.json"
     run_dir = WORK / "run" / env  # outside the source tree: the installed packages, not the checkout

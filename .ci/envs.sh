@@ -3,9 +3,15 @@
 # this checkout, then each named environment (newest releases, the oldest supported, a cuda-cccl 0.6 and a
 # cuda-cccl 1.1 library stack) resolved by pip, `pip check`ed and loaded with the stand-in driver. Slow (minutes
 # per environment, a few GB of wheels): its own CI job, not part of .ci/run. Needs python3.11, a C compiler and
-# the package index. `bash .ci/envs.sh "envs(env='cccl-0.6')"` runs one environment (after the wheels).
+# the package index. `bash .ci/envs.sh "envs(env='cccl-0.6')"` runs one environment (after the wheels). The
+# checkout's cccl-aot-cu13 is installed by path in every environment (noxfile.py): the index cannot stand in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every cache of the run (uv's, pip's, nox's and what else follows XDG_CACHE_HOME: 1.4 GB of stack wheels) in one
+# temporary folder, removed when the script ends however it ends; nothing stays in ~/.cache.
+cache=$(mktemp -d "${TMPDIR:-/tmp}/aot-envs-cache.XXXXXX")
+trap 'chmod -R u+w "$cache" 2>/dev/null; rm -rf "$cache"' EXIT
+export UV_CACHE_DIR="$cache/uv" PIP_CACHE_DIR="$cache/pip" XDG_CACHE_HOME="$cache/xdg"
 tools=build/envs/tools
 if [[ ! -x $tools/bin/nox ]]; then
   python3 -m venv "$tools"

@@ -42,18 +42,25 @@ def producer(release: str, **over: str) -> dict:
 
 
 def fake_set(root: Path, release: str, *, unit_bytes: bytes = b"unit", shard: str | None = None,
-             names: tuple[str, ...] = CCCL, prod: dict | None = None) -> Path:
-    """A set as ``aot build`` under ``release`` writes it, with a few bytes in place of each blob."""
+             names: tuple[str, ...] = CCCL, prod: dict | None = None, unit_key: str = "0" * 64) -> Path:
+    """A set as ``aot build`` under ``release`` writes it, with a few bytes in place of each blob; the NVRTC
+    unit is an artifact of payload ``unit_bytes`` whose header is stamped with the release, as a build's is."""
+    from aot.core import format as fmt
     specs = {s.name: s for s in default_specs.load()}
+    prod = prod or producer(release)
     entries = []
     for name in names:
         data = f"blob {name} {release}".encode()
         entries.append(_entry(root, f"cccl/{name}/sm_90.aot", name, "cccl", "cccl-blob", data, release))
-    entries.append(_entry(root, f"nvrtc/{UNIT}/sm_90.cubin.aot", UNIT, "nvrtc", "cubin", unit_bytes, None))
+    unit = fmt.encode(fmt.make_header(family="nvrtc", name=UNIT, content_key=unit_key, sm=90, payload_kind="cubin",
+                                      payload=unit_bytes, producer={k: prod[k] for k in fmt.PRODUCER_FIELDS},
+                                      kernels=["morton"]), unit_bytes)
+    entries.append(dict(_entry(root, f"nvrtc/{UNIT}/sm_90.cubin.aot", UNIT, "nvrtc", "cubin", unit, None),
+                        content_key=unit_key))
     extra: dict = {"sms": [90]}
     if shard:
         extra.update(shard=shard, incomplete=[])
-    write_manifest(root, producer=prod or producer(release), specs=manifest_definitions(
+    write_manifest(root, producer=prod, specs=manifest_definitions(
         [specs[n] for n in (*names, UNIT)]), artifacts=entries, extra=extra)
     return root
 
@@ -145,13 +152,15 @@ def test_merge_refuses_what_one_release_cannot_explain(tmp_path):
     merge([a, core], tmp_path / "m3")  # another release may bring another cuda-core
 
 
-def test_merge_keeps_the_newest_releases_unit_where_they_differ(tmp_path):
-    a = fake_set(tmp_path / "a", "1.2.1", unit_bytes=b"new")
-    b = fake_set(tmp_path / "b", "1.1.0", unit_bytes=b"old")
+def test_merge_keeps_one_unit_where_only_its_release_stamp_differs(tmp_path):
+    a = fake_set(tmp_path / "a", "1.2.1")
+    b = fake_set(tmp_path / "b", "1.1.0")
+    assert (a / f"nvrtc/{UNIT}/sm_90.cubin.aot").read_bytes() != (b / f"nvrtc/{UNIT}/sm_90.cubin.aot").read_bytes()
     merge([a, b], tmp_path / "m")
     m = load_manifest(tmp_path / "m")
     (unit,) = m.entries_for(UNIT)
-    assert unit["cuda_cccl"] == "1.2.1" and (tmp_path / "m" / unit["path"]).read_bytes() == b"new"
+    assert unit["cuda_cccl"] == "1.2.1"
+    assert (tmp_path / "m" / unit["path"]).read_bytes() == (a / unit["path"]).read_bytes()
 
 
 def test_manifest_refuses_an_entry_of_a_release_it_has_no_producer_for(three):

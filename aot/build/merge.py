@@ -8,11 +8,14 @@ outputs of different releases may differ only in ``cuda_cccl`` and the ``cuda_co
 (:data:`MAY_DIFFER`). In a set of several releases every CCCL blob lives at
 ``cccl/<spec>/cuda-cccl-<release>/sm_<SM>.aot`` and every entry names its release (``cuda_cccl``); the
 manifest's ``producers`` holds each release's producer and ``producer`` is the newest one's
-(:class:`aot.core.manifest.Manifest`). NVRTC and numba artifacts load under any cuda-cccl: one copy, the newest
-release's where two differ. Shards are checked per release (1/N..N/N once each).
+(:class:`aot.core.manifest.Manifest`). NVRTC, numba and CuPy artifacts load under any cuda-cccl: one copy, the
+newest release's where the copies differ only in their release stamp (:func:`_conflict`). Shards are checked
+per release (1/N..N/N once each).
 
-Refused too: outputs that define a spec differently, and that hold different bytes for the same item of
-one release. The merged manifest is written last, like a build's, so an interrupted merge leaves no
+Inputs are untrusted: a release they name must be a version (it becomes part of output paths), and every
+output path is checked inside ``out`` before anything is written. Refused too: outputs that define a spec
+differently, and other bytes at one output path (every such conflict in one line, never resolved by a release
+claim). The merged manifest is written last, like a build's, so an interrupted merge leaves no
 manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
 byte for byte.
 """
@@ -20,12 +23,16 @@ byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
+from ..core import format as fmt
 from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
-from ..core.manifest import Manifest, load_manifest, release_order, remove_manifest, verify_files, write_manifest
+from ..core.manifest import (MANIFEST_NAME, Manifest, is_release, load_manifest, release_order, remove_manifest,
+                             safe_join, verify_files, write_manifest)
+from ..core.spec import NvrtcUnit
+from ..core.text import short
 
 log = get_logger(__name__)
 
@@ -78,6 +85,21 @@ def _release(m: Manifest) -> str:
     return str(m.producer.get("cuda_cccl"))
 
 
+def _check_releases(m: Manifest) -> None:
+    """Every release an input names is a version (:func:`aot.core.manifest.is_release`): it becomes part of
+    output paths (:func:`blob_path`) and of the wheel's cuda-cccl requirement, and a merge input comes from
+    elsewhere (``"9/../../../../ESC"`` wrote outside ``--out``). ``load_manifest`` already holds every entry's
+    ``cuda_cccl`` to these (or to ``producer``'s)."""
+    where = m.root / MANIFEST_NAME
+    if not is_release(m.producer.get("cuda_cccl")):
+        raise ArtifactError(f"{where}: field 'cuda_cccl' of 'producer' is {short(m.producer.get('cuda_cccl'))}, "
+                            f"not a cuda-cccl release (a version such as 1.2.1)")
+    for rel in m.producers:
+        if not is_release(rel):
+            raise ArtifactError(f"{where}: field 'producers' names {short(rel)}, not a cuda-cccl release (a "
+                                f"version such as 1.2.1)")
+
+
 def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[str, Mapping[str, Any]]:
     """Release -> producer over every input (a merged input brings several); the same release built with
     other versions, or releases differing beyond :data:`MAY_DIFFER`, is refused naming the fields."""
@@ -101,6 +123,53 @@ def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[st
     return {rel: found[rel][0] for rel in sorted(found, key=release_order)}
 
 
+class _Source(NamedTuple):
+    """One input's artifact for an output path: its (merged) entry, its manifest, its path there, its release."""
+    entry: dict
+    manifest: Manifest
+    src_path: str
+    release: str
+
+
+def _conflict(prev: _Source, new: _Source) -> str | None:
+    """Why ``prev`` and ``new`` (one output path, different file bytes) cannot both be merged, else ``None``.
+
+    A CCCL blob has one path per release, so two at one path are one release's, and must be equal; so must
+    anything else of one release. An NVRTC, numba or CuPy artifact loads under any cuda-cccl and is kept
+    once: builds under two releases stamp their release into its header, and that is all that may differ
+    (header and payload compared without it), unless the unit ``#include``s installed headers (cuda-cccl's:
+    its bytes may change with the release, and so does its content key). Anything else is a conflict, never
+    resolved by which input claims the newer release (a foreign input claiming 9.9.9 replaced the genuine
+    cubin under the same content key, and every user of every release loaded it)."""
+    a, b = prev.entry, new.entry
+    line = (f"{a['path']} (content key {_keys(a, b)}) in {prev.manifest.root} (cuda-cccl {prev.release}) and "
+            f"{new.manifest.root} (cuda-cccl {new.release})")
+    if a["family"] == "cccl" or prev.release == new.release:
+        return line
+    same_key = a["content_key"] == b["content_key"]
+    if _unstamped(prev, same_key) == _unstamped(new, same_key):
+        return None
+    spec = new.manifest.built.get(b["name"])
+    if not same_key and isinstance(spec, NvrtcUnit) and spec.includes_installed_headers():
+        return None
+    return line
+
+
+def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    ka, kb = a["content_key"][:16], b["content_key"][:16]
+    return ka if ka == kb else f"{ka} vs {kb}"
+
+
+def _unstamped(source: _Source, with_key: bool) -> dict:
+    """The artifact's header without the release stamp (and the content key, unless ``with_key``); the
+    header carries the payload's sha256, which :func:`aot.core.format.read` checked against the payload."""
+    header = dict(fmt.read(source.manifest.root / source.src_path).header)
+    header["producer"] = {k: v for k, v in header["producer"].items() if k != "cuda_cccl"}
+    if not with_key:
+        header.pop("content_key", None)
+    return header
+
+
 def blob_path(name: str, release: str, sm: int) -> str:
     """Where a set of several cuda-cccl releases keeps the CCCL blob of ``name`` for ``release`` and ``sm``."""
     return f"cccl/{name}/cuda-cccl-{release}/sm_{sm}.aot"
@@ -115,6 +184,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         problems = verify_files(m)
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
+        _check_releases(m)
         manifests.append(m)
     producers = _producers(manifests, shards)
     several = len(producers) > 1
@@ -125,9 +195,11 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
     for group in by_release.values():
         _check_shards_complete(group)
     specs: dict = {}
-    entries: dict[str, tuple[dict, Path, str]] = {}  # output path -> (entry, source root, source path)
+    entries: dict[str, _Source] = {}  # output path -> where its bytes come from
+    conflicts: list[str] = []
     sms: set = set()
-    # Oldest release first: where an NVRTC or numba artifact differs between releases, the newest one's stays.
+    # Oldest release first: where an NVRTC or numba artifact's release stamp differs between releases (same
+    # content otherwise, :func:`_conflict`), the newest one's stays.
     for m in sorted(manifests, key=lambda m: release_order(_release(m))):
         if m.incomplete:
             raise ArtifactError(f"{m.root}: shard build was incomplete ({len(m.incomplete)} items failed)")
@@ -143,17 +215,25 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                 entry["cuda_cccl"] = rel
                 if a["family"] == "cccl":
                     entry["path"] = blob_path(a["name"], rel, a["sm"])
+            here = _Source(entry, m, a["path"], rel)
             prev = entries.get(entry["path"])
-            if prev is not None and prev[0]["sha256"] != entry["sha256"]:
-                if a["family"] == "cccl" or prev[0].get("cuda_cccl") == entry.get("cuda_cccl"):
-                    raise ArtifactError(f"{entry['path']}: shards {prev[1]} and {m.root} hold different bytes")
-                log.info("%s: cuda-cccl %s's copy replaces %s's", entry["path"], rel, prev[0].get("cuda_cccl"))
-            entries[entry["path"]] = (entry, m.root, a["path"])
+            if prev is not None and prev.entry["sha256"] != entry["sha256"]:
+                why = _conflict(prev, here)
+                if why:
+                    conflicts.append(why)
+                    continue
+                log.info("%s: cuda-cccl %s's copy replaces %s's (the same content, stamped with its release)",
+                         entry["path"], rel, prev.release)
+            entries[entry["path"]] = here
+    if conflicts:
+        raise ArtifactError(f"merge: {len(conflicts)} artifact(s) conflict, one output path with different bytes "
+                            f"(never resolved by a release claim): " + "; ".join(conflicts))
     out.mkdir(parents=True, exist_ok=True)
+    targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
     remove_manifest(out)
-    for i, (path, (_entry, root, src_path)) in enumerate(entries.items()):
+    for i, (path, source) in enumerate(entries.items()):
         on_copy(i, len(entries))
-        src, dst = root / src_path, out / path
+        src, dst = source.manifest.root / source.src_path, targets[path]
         if src.resolve() != dst.resolve():
             dst.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(dst, src.read_bytes())
@@ -162,6 +242,6 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     write_manifest(out, producer=producers[newest], specs=specs,
-                   artifacts=[a for a, _, _ in entries.values()], extra=extra)
-    return {"artifacts": len(entries), "bytes": sum(a["size"] for a, _, _ in entries.values()),
+                   artifacts=[s.entry for s in entries.values()], extra=extra)
+    return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
             "shards": len(shards), "cuda_cccl": list(producers)}

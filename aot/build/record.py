@@ -33,7 +33,7 @@ from ..core.nvsource import fill, flags_to_options, short_value, suggest_name, v
 from ..core.text import SpecError
 from .cupy_build import entries_from_records
 from .record_cccl import Unnamed, spec_fields, spec_name
-from .record_launch_store import store as store_launches
+from .record_launch_store import old_index, store as store_launches
 from .record_run import run_recorded
 
 #: The families a recording reports, in the header's order: (record kind, what one is called).
@@ -374,10 +374,8 @@ def write_launches(kept: dict[str, tuple[dict, bytes]], folder: Path) -> None:
     """One ``<spec>.npz`` per kept launch, then ``launches.json`` (the index, written last); files an earlier
     index named and this one does not are removed."""
     index_path = folder / "launches.json"
-    try:
-        old = json.loads(index_path.read_text(encoding="utf-8")).get("launches", {})
-    except (OSError, ValueError, AttributeError):
-        old = {}
+    doc = old_index(index_path)  # bounded: the folder may hold anything
+    old = doc.get("launches", {}) if isinstance(doc, dict) else {}
     folder.mkdir(parents=True, exist_ok=True)
     for meta, data in kept.values():
         atomic_write(folder / meta["file"], data)

@@ -12,7 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ArtifactError
+from ..core.format import _read_regular
 from .record_launches import FORMAT, INDEX, MAX_PER_KERNEL, VERSION
+
+#: Largest launch index any reader reads (this one and :mod:`aot.verify.replay`, both stores).
+MAX_INDEX_BYTES = 8 << 20
 
 
 def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str]:
@@ -57,11 +62,21 @@ def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str
     return notes
 
 
+def old_index(path: Any) -> Any:
+    """The index a store's folder held before this recording (to remove the files only it named), read bounded
+    (a regular file of at most :data:`MAX_INDEX_BYTES`: a FIFO or ``/dev/zero`` in its place cannot hang or
+    fill memory); ``None`` when there is none or it cannot be read."""
+    try:
+        return json.loads(_read_regular(path, MAX_INDEX_BYTES))
+    except (OSError, ValueError, RecursionError, ArtifactError):
+        return None
+
+
 def _old_files(index: Any) -> set[str]:
     try:
-        doc = json.loads(index.read_bytes()[: 64 << 20])
+        doc = old_index(index)
         return {e["file"] for e in doc["launches"] if re.fullmatch(r"\d{4,6}\.bin", str(e.get("file")))}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):
         return set()
 
 

@@ -114,14 +114,14 @@ def run_recorded(command: Sequence[str], packages: Sequence[str], stand_in: str 
 
 def _run(command: Sequence[str], env: dict, cwd: Path | None) -> tuple[int, str | None]:
     """The command's exit status. SIGINT, SIGTERM and SIGHUP sent to this process are passed on to the
-    command, which is then waited for (its own cleanup runs; it is never killed from here); a Ctrl-C the
-    terminal already sent to the whole foreground group is not sent a second time."""
+    command, which is then waited for (its own cleanup runs; it is never killed from here); a SIGINT the
+    command's process group already got (:func:`_group_sent_it`) is not sent a second time."""
     got: list[str] = []
     procs: list[subprocess.Popen] = []
 
     def forward(signum: int, frame: Any) -> None:
         got.append(signal.Signals(signum).name)
-        if procs and not (signum == signal.SIGINT and _terminal_sent_it(procs[0].pid)):
+        if procs and not (signum == signal.SIGINT and _group_sent_it(procs[0].pid)):
             try:
                 procs[0].send_signal(signum)
             except ProcessLookupError:
@@ -144,13 +144,21 @@ def _run(command: Sequence[str], env: dict, cwd: Path | None) -> tuple[int, str 
     return rc, (got[0] if got else None)
 
 
-def _terminal_sent_it(pid: int) -> bool:
-    """Whether a Ctrl-C reached the command without us: it runs in the terminal's foreground group."""
+def _group_sent_it(pid: int) -> bool:
+    """Whether a SIGINT reached the command without us: it is in our process group (a Ctrl-C, CI cancelling a
+    job, ``kill -INT -PGID``: the signal went to every process of the group), or in the terminal's foreground
+    group. Looking at the terminal alone sent a second SIGINT where there is none (CI), interrupting the
+    command's own cleanup. The price: a SIGINT sent to aot's PID alone is not passed on (SIGTERM is)."""
+    try:
+        if os.getpgid(pid) == os.getpgrp():
+            return True
+    except (OSError, AttributeError):  # the command is gone; no process groups on this system
+        return False
     for fd in (0, 1, 2):
         try:
             if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgid(pid):
                 return True
-        except (OSError, AttributeError):  # no terminal there; no process groups on this system
+        except (OSError, AttributeError):  # no terminal there
             continue
     return False
 

@@ -52,7 +52,7 @@ def cmd_record(args) -> int:  # noqa: ANN001
         stand_in = choose_driver().path  # None where a real driver is present: it wins
     rec = record(command, args.out, packages, stand_in, launches=not args.no_launches)
     if rec.interrupted:
-        print(f"aot record: interrupted ({rec.interrupted}, passed on to the command); the command "
+        print(f"aot record: interrupted ({rec.interrupted}, which the command got too); the command "
               f"{rec.describe_exit()}; nothing written")
         return rec.exit_code or 130
     units = sum(len(e["params"]) if isinstance(e.get("params"), list) else

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,19 @@ class Manifest:
             object.__setattr__(self, "_real_dirs", real_dirs)  # frozen: a cache, not a field
         _check_inside(self.root, rel, real_dirs)
         return self.root / rel
+
+
+#: A cuda-cccl release as a manifest may name one: a PEP 440 version in its plain spelling (no leading ``v``, no
+#: spaces), or ``"missing"`` (built where cuda-cccl was not installed: :func:`aot.core.versions.producer_versions`).
+#: ``aot merge`` builds output paths from it (:func:`aot.build.merge.blob_path`), so nothing else may pass.
+_RELEASE = re.compile(r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+                      r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?|missing", re.ASCII)
+MAX_RELEASE_LEN = 64
+
+
+def is_release(value: Any) -> bool:
+    """Whether ``value`` is a cuda-cccl release string a manifest may carry (:data:`_RELEASE`, bounded)."""
+    return isinstance(value, str) and len(value) <= MAX_RELEASE_LEN and _RELEASE.fullmatch(value) is not None
 
 
 def release_order(release: str) -> tuple:

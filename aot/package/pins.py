@@ -5,6 +5,7 @@ declared requirements, its extras' included, can install beside them (:func:`pin
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.manifest import cccl_specifier, release_order
@@ -76,6 +77,35 @@ def _release_probes(releases: Sequence[str]) -> list[str]:
     return sorted({*known_releases(), *rels, *above, *(b for b in below if b)}, key=release_order)
 
 
+@functools.lru_cache(maxsize=1)
+def _environments() -> tuple[dict[str, str], ...]:
+    """Environments a wheel may be installed in, for evaluating requirement markers: CPython and PyPy 3.8-3.15
+    on Linux (x86_64, aarch64), Windows and macOS, and the build host's own. A marker is not evaluated for the
+    build host alone: ``; python_version >= "3.12"`` skipped on a 3.11 build host shipped a wheel that cannot
+    install on 3.12."""
+    from packaging.markers import default_environment
+    platforms = [("linux", "Linux", "x86_64", "posix"), ("linux", "Linux", "aarch64", "posix"),
+                 ("win32", "Windows", "AMD64", "nt"), ("darwin", "Darwin", "arm64", "posix"),
+                 ("darwin", "Darwin", "x86_64", "posix")]
+    out: list[dict[str, str]] = [{str(k): str(v) for k, v in default_environment().items()}]
+    for minor in range(8, 16):
+        for sys_platform, system, machine, os_name in platforms:
+            for impl, impl_name in (("cpython", "CPython"), ("pypy", "PyPy")):
+                out.append({"python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0",
+                            "sys_platform": sys_platform, "platform_system": system, "platform_machine": machine,
+                            "os_name": os_name, "implementation_name": impl,
+                            "platform_python_implementation": impl_name, "implementation_version": f"3.{minor}.0"})
+    return tuple(out)
+
+
+def _applies_somewhere(req: Any, extra: str) -> bool:
+    """Whether ``req`` (a :class:`packaging.requirements.Requirement` of ``extra``, "" for the project's own)
+    applies in any environment of :func:`_environments`: then it is checked as if everywhere."""
+    if req.marker is None:
+        return True
+    return any(req.marker.evaluate({**env, "extra": extra}) for env in _environments())
+
+
 def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, require: bool = True,
                  cccl: bool = True, releases: Sequence[str] | None = None,
                  optional: Mapping[str, Iterable[str]] | None = None) -> list[str]:
@@ -92,7 +122,9 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
     :func:`required_pins`. A cuda-cccl requirement that admits none of ``releases`` can never install beside
     them; in ``[project] dependencies`` with ``require`` (the project writes the pin itself) it must admit only
     those releases (a ``cuda-cccl[cuXX]`` extra, the project's own toolkit, is fine). Another CUDA major, or an
-    aot range without the version that built them, is refused too."""
+    aot range without the version that built them, is refused too. A requirement with a marker is checked if the
+    marker holds in any environment the wheel may be installed in (:func:`_environments`), and a URL reference
+    for a pinned package (cuda-cccl, the aot runtime, cuda-bindings) is refused: no version to check."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     major = int(str(producer["cuda_major"]))
@@ -102,6 +134,7 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
     runtime = RUNTIME_DIST.format(major=major)
     built_by = str(producer.get("aot") or "")
     problems, seen_cccl, seen_runtime = [], False, False
+    declare = {runtime: runtime_pin, "cuda-bindings": pins[-1], **({"cuda-cccl": pin} if cccl else {})}
     groups = [("[project] dependencies", "", list(dependencies))]
     groups += [(f"[project.optional-dependencies] {x}", x, list(v)) for x, v in sorted((optional or {}).items())]
     for where, extra, texts in groups:
@@ -112,9 +145,15 @@ def pin_problems(dependencies: Iterable[str], producer: Mapping[str, Any], *, re
             except InvalidRequirement as e:
                 problems.append(f"{where}: unreadable requirement {text!r}: {e}")
                 continue
-            if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            if not _applies_somewhere(req, extra):
                 continue
             name = canonicalize_name(req.name)
+            if req.url and name in declare:  # no version to check: any release could come from it
+                seen_cccl = seen_cccl or (own and name == "cuda-cccl")
+                seen_runtime = seen_runtime or (own and name == runtime)
+                problems.append(f"{where}: {text!r}: a URL reference, whose version this check cannot see; the "
+                                f"artifacts need {declare[name]} from a package index: declare \"{declare[name]}\"")
+                continue
             wrong_major = sorted(x for x in req.extras if x in ("cu12", "cu13") and x != f"cu{major}")
             if name == "cuda-cccl":
                 seen_cccl = seen_cccl or own

@@ -6,25 +6,41 @@ and compares every array the kernel could write with what the recorded launch le
 
 Comparison: integers and booleans bit for bit; floating point within :data:`TOLERANCE` (relative, absolute;
 NaN equal to NaN), for the same GPU kind may still round differently between a JIT compile and the packaged
-cubin when ``fastmath`` contracts differently. Files are read with ``allow_pickle=False`` and checked
-against the index's sha256 before use.
+cubin when ``fastmath`` contracts differently.
+
+The store is input (a package's may come from elsewhere): it is read as the other store is
+(:mod:`aot.verify.replay`: bounded, regular files only, strict JSON, every field checked), each ``.npz``
+checked against the index's sha256, unpacked bounded and never with pickle; the first problem is one
+:class:`~aot.verify.replay.LaunchStoreError` line naming the file and the field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
+import re
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from ..build.record_hook_numba import MAX_LAUNCH_BYTES
+from ..build.record_launches import MAX_ARGS, MAX_BUFFER
 from ..core.errors import AotError
+from ..core.format import is_sha256_hex
+from ..core.text import short
+from .replay import MAX_GRID, MAX_LAUNCHES, MAX_SYMBOL, MAX_THREADS, LaunchStoreError, read_bounded, read_index_json
 
 #: (rtol, atol) per floating dtype kind and size; integers and booleans are compared bit for bit.
 TOLERANCE = {2: (1e-3, 1e-3), 4: (1e-5, 1e-6), 8: (1e-12, 1e-12), 16: (1e-12, 1e-12)}
 INDEX = "launches.json"
+#: Largest ``.npz`` read, and the most its members may inflate to: every argument before the launch and every
+#: array after it (:data:`aot.build.record_hook_numba.MAX_LAUNCH_BYTES` each), with room for numpy's headers.
+MAX_NPZ_BYTES = 2 * MAX_LAUNCH_BYTES + (1 << 20)
+MAX_ZIP_DIRECTORY = 1 << 20
+_FILE = re.compile(r"^(?!\.)[\w.-]{1,250}\.npz$")  # a spec name (aot.core.rules) + .npz: no folder, no dotfile
+_MEMBER = re.compile(r"^(in|out)[0-9]{1,4}\.npy$")
 
 
 class LaunchMismatch(AotError, AssertionError):
@@ -35,16 +51,57 @@ class LaunchMismatch(AotError, AssertionError):
 
 
 def read_index(folder: Path) -> dict[str, dict]:
-    """The kept launches of ``folder`` (spec -> entry); an unreadable index is one error naming the file."""
+    """The kept launches of ``folder`` (spec -> entry), every field checked: the store may come from elsewhere
+    (a package's), so it is read as :mod:`aot.verify.replay` reads the other store (bounded, strict JSON, one
+    :class:`~aot.verify.replay.LaunchStoreError` line naming the file, the spec and the field)."""
     path = Path(folder) / INDEX
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise AotError(f"{path}: cannot read the recorded launches ({type(e).__name__})") from None
+    doc = read_index_json(path)
     launches = doc.get("launches") if isinstance(doc, dict) else None
-    if doc.get("version") != 1 or not isinstance(launches, dict):
-        raise AotError(f"{path}: not a launches index of version 1")
-    return {str(k): v for k, v in launches.items() if isinstance(v, dict)}
+    if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(launches, dict):
+        raise LaunchStoreError(f"{path}: not a launches index of version 1")
+    if len(launches) > MAX_LAUNCHES:
+        raise LaunchStoreError(f"{path}: launches: more than {MAX_LAUNCHES}")
+    for name, entry in launches.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise LaunchStoreError(f"{path}: launches[{short(name)}]{problem}")
+    return dict(launches)
+
+
+def _entry_problem(e: Any) -> str | None:
+    """What is wrong with one index entry (``.field: why``), else ``None``: the fields :func:`launch_check` uses,
+    as :func:`aot.build.record.kept_launches` writes them."""
+    if not isinstance(e, dict):
+        return ": not an object"
+    dims = []
+    for name in ("grid", "block"):
+        d = e.get(name)
+        if not (isinstance(d, list) and 1 <= len(d) <= 3 and all(_int(x, 1, MAX_GRID) for x in d)):
+            return f".{name}: not one to three integers in 1..{MAX_GRID}"
+        dims.extend(d)
+    if np.prod(dims, dtype=object) > MAX_THREADS:
+        return f".grid: more than {MAX_THREADS} threads"
+    if not _int(e.get("sharedmem", 0), 0, MAX_BUFFER):
+        return f".sharedmem: not an integer in 0..{MAX_BUFFER}"
+    args = e.get("args")
+    if not isinstance(args, list) or len(args) > MAX_ARGS:
+        return f".args: not a list of at most {MAX_ARGS}"
+    for j, a in enumerate(args):
+        if not isinstance(a, dict) or not isinstance(a.get("array", False), bool):
+            return f".args[{j}]: not an object saying whether it is an array"
+    file, sha = e.get("file"), e.get("sha256")
+    if not isinstance(file, str) or not _FILE.match(file):
+        return ".file: not a .npz name in the folder"
+    if not isinstance(sha, str) or not is_sha256_hex(sha):
+        return ".sha256: not 64 hex digits"
+    for name in ("kernel", "signature"):
+        if not isinstance(e.get(name, ""), str) or len(e.get(name, "")) > MAX_SYMBOL:
+            return f".{name}: not a text of at most {MAX_SYMBOL} characters"
+    return None
+
+
+def _int(x: Any, lo: int, hi: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
 
 
 def launch_check(folder: Path, entry: dict) -> Callable[[Any], None]:
@@ -63,14 +120,50 @@ def launch_check(folder: Path, entry: dict) -> Callable[[Any], None]:
 
 
 def _load(folder: Path, entry: dict) -> dict[str, np.ndarray]:
+    """The arrays of ``entry``'s ``.npz``: read bounded (:func:`aot.verify.replay.read_bounded`), checked against
+    the index's sha256, then unpacked with every member's size known before it is inflated and every array's
+    size checked against the bytes that hold it (a 2 MB zip bomb inflated to 2 GiB; a header may claim 2**40
+    elements), never with pickle."""
     name = entry.get("file")
-    if not isinstance(name, str) or "/" in name or name.startswith("."):
-        raise AotError(f"{folder / INDEX}: a launch file name {name!r} outside the folder")
-    data = (folder / name).read_bytes()
+    if not isinstance(name, str) or not _FILE.match(name):
+        raise LaunchStoreError(f"{folder / INDEX}: a launch file name {short(name)} outside the folder")
+    path = folder / name
+    data = read_bounded(path, MAX_NPZ_BYTES)
     if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-        raise AotError(f"{folder / name}: its sha256 is not the index's")
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+        raise LaunchStoreError(f"{path}: its sha256 is not the index's")
+    try:
+        return _arrays(data)
+    except LaunchStoreError as e:
+        raise LaunchStoreError(f"{path}: {e}") from None
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, RuntimeError, OverflowError) as e:
+        raise LaunchStoreError(f"{path}: not a launch file numpy wrote ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+
+
+def _arrays(data: bytes) -> dict[str, np.ndarray]:
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 0xFFFF))
+    if end < 0 or int.from_bytes(data[end + 12:end + 16], "little") > MAX_ZIP_DIRECTORY:
+        raise LaunchStoreError(f"not a zip file with a central directory of at most {MAX_ZIP_DIRECTORY} bytes")
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        infos = z.infolist()
+        if len(infos) > 2 * MAX_ARGS or not all(_MEMBER.match(i.filename) for i in infos):
+            raise LaunchStoreError(f"members are not at most {2 * MAX_ARGS} inN.npy/outN.npy")
+        if sum(i.file_size for i in infos) > MAX_NPZ_BYTES:
+            raise LaunchStoreError(f"its members inflate past {MAX_NPZ_BYTES} bytes")
+        out = {}
+        for info in infos:
+            raw = z.read(info)  # zipfile inflates no more than the size it was told (then checks the CRC)
+            f = io.BytesIO(raw)
+            version = np.lib.format.read_magic(f)
+            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = header(f)
+            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if dtype.hasobject or need != len(raw) - f.tell():
+                raise LaunchStoreError(f"{info.filename}: its header claims {dtype}{list(shape)}, "
+                                       f"{len(raw) - f.tell()} bytes hold it")
+            f.seek(0)
+            out[info.filename[:-4]] = np.lib.format.read_array(f, allow_pickle=False)
+        return out
 
 
 def _arguments(arrays: dict[str, np.ndarray], entry: dict) -> tuple[dict[int, Any], dict[int, np.ndarray]]:

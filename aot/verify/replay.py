@@ -38,6 +38,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..build.record_launch_store import MAX_INDEX_BYTES
 from ..build.record_launches import DTYPES, FORMAT, INDEX, MAX_ARGS, MAX_BUFFER, MAX_LAUNCH_BYTES, SCALARS, VERSION
 from ..core.errors import ArtifactError
 from ..core.format import _read_regular, loads_strict_json
@@ -45,7 +46,6 @@ from .compare import Mismatch
 
 #: (rtol, atol) per floating element size in bytes (complex: per component); integers compare bit for bit.
 TOLERANCE = {2: (1e-3, 1e-3), 4: (1e-5, 1e-6), 8: (1e-12, 1e-12)}
-MAX_INDEX_BYTES = 8 << 20
 MAX_LAUNCHES = 4096
 MAX_SYMBOL = 4096
 #: Largest grid dimension and total threads a stored launch may ask for (the driver's own limits).
@@ -108,11 +108,7 @@ class Launch:
     def states(self) -> list[tuple[bytes, bytes]]:
         """Each buffer's (before, after) bytes, read bounded and checked against the index's sha256."""
         path = self.folder / self.file
-        want = 2 * sum(s for s, _ in self.buffers)
-        try:
-            data = _read_regular(path, MAX_LAUNCH_BYTES, want)
-        except (OSError, ArtifactError) as e:
-            raise LaunchStoreError(f"{path}: {e}") from None
+        data = read_bounded(path, MAX_LAUNCH_BYTES, 2 * sum(s for s, _ in self.buffers))
         if hashlib.sha256(data).hexdigest() != self.sha256:
             raise LaunchStoreError(f"{path}: its sha256 is not the one {INDEX} records")
         out, at = [], 0
@@ -122,16 +118,33 @@ class Launch:
         return out
 
 
+def read_bounded(path: Path, limit: int, expect: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` (exactly ``expect`` when given), refused before
+    anything is read: a symlink to ``/dev/zero``, a FIFO or a 400 MB file from elsewhere is one
+    :class:`LaunchStoreError` line naming it. Both launch stores read through this (and :mod:`aot.verify.launches`)."""
+    try:
+        return _read_regular(path, limit, expect)
+    except OSError as e:
+        raise LaunchStoreError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ArtifactError as e:  # names the path already
+        raise LaunchStoreError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
+
+
+def read_index_json(path: Path) -> Any:
+    """A launch store's index (``index.json`` or numba's ``launches.json``): bounded, strict JSON."""
+    try:
+        return loads_strict_json(_read_regular(path, MAX_INDEX_BYTES))
+    except (OSError, ValueError, RecursionError, ArtifactError) as e:
+        raise LaunchStoreError(f"{path}: not a readable launch index ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+
+
 def read_store(folder: str | Path) -> list[Launch]:
     """The launches of ``folder`` (``<matrix>.launches/``), every field checked; raises
     :class:`LaunchStoreError` naming the file and the field of the first problem."""
     folder = Path(folder)
     path = folder / INDEX
-    try:
-        doc = loads_strict_json(_read_regular(path, MAX_INDEX_BYTES))
-    except (OSError, ValueError, ArtifactError) as e:
-        raise LaunchStoreError(f"{path}: not a readable launch index ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    doc = read_index_json(path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise LaunchStoreError(f"{path}: not an {FORMAT} index of version {VERSION}")
     entries = doc.get("launches")
