@@ -99,6 +99,25 @@ WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
                     "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
+def _parse_no_jit(raw: str) -> str:
+    value = raw.strip().lower()
+    if value in ("", "0", "off", "false", "no"):
+        return "off"
+    if value in ("warn", "raise"):
+        return value
+    raise UsageError(f"expected warn, raise or off, got {raw!r}")
+
+
+NO_JIT = _var("AOT_NO_JIT", _parse_no_jit, "off",
+              "warn|raise = from `import aot` on, every compile of any family (NVRTC through cuda.core or raw, "
+              "numba-cuda, CuPy, cuda.compute builds) warns once per kernel with the caller's stack, or raises "
+              "(aot.no_jit(); docs/gate.md#no-jit-after-startup).")
+NO_JIT_REPORT = _var("AOT_NO_JIT_REPORT", _parse_path, None,
+                     "With AOT_NO_JIT: write the compiles seen (aot.jit_report()) as JSON to this file at exit.")
+GATE_LOG = _var("AOT_GATE_LOG", _parse_path, None,
+                "Set by `aot gate` in the command it runs: the file its launch hook writes the digests to.")
+
+
 def _parse_paths(raw: str) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
 
