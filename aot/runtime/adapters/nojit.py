@@ -9,8 +9,8 @@ at exit the list is one warning, and, with ``AOT_NO_JIT_REPORT=FILE``, a JSON fi
 
 The entry points (each wrapped only while the setting is on, so an install without it pays nothing):
 
-* NVRTC: ``cuda.core.Program`` (an immutable extension type: the module's name is bound to a subclass whose
-  ``compile`` is watched, as ``aot record`` does; code holding the class from before keeps it) and
+* NVRTC: cuda.core's ``_program_compile_uncached`` (its documented seam: ``Program.compile`` without its
+  ``cache=``, so a kernel ``aot.program_cache`` serves is not a compile) and
   ``cuda.bindings.nvrtc.nvrtcCompileProgram`` (raw callers);
 * numba-cuda: ``compile_cuda`` where ``numba.cuda.compiler`` and ``numba.cuda.dispatcher`` bind it: every kernel
   and device function numba-cuda compiles (a first launch, ``kernel.compile(sig)``, ``cuda.compile_ptx``). A
@@ -204,20 +204,31 @@ def _first_kernel(source: Any) -> str:
 
 # ------------------------------------------------------------------------------------------- the families
 def _patch_cuda_core(mod: Any) -> None:
+    """cuda.core's own seam ``_program_compile_uncached`` (every ``Program.compile`` that compiles: a hit of a
+    ``cache=`` such as ``aot.program_cache`` never reaches it); a cuda.core without it: ``Program`` itself."""
+    prog_mod = sys.modules.get("cuda.core._program")
+    seam = getattr(prog_mod, "_program_compile_uncached", None)
+    if seam is not None and not getattr(seam, "_aot_nojit", False):
+        prog_mod._program_compile_uncached = _watched(seam, "nvrtc", "cuda.core Program.compile", _program_name)
     base = getattr(mod, "Program", None)
-    if base is None or getattr(base, "_aot_nojit", False):
+    if base is None or getattr(base, "_aot_nojit", False) or not isinstance(base, type):
         return
+    watch_compile = seam is None
 
     class Program(base):  # type: ignore[misc, valid-type]
+        """cuda.core's ``Program`` noting its kernel's name (the seam sees only the object)."""
+
         _aot_nojit = True
 
-        def __init__(self, code, code_type, options=None, *args, **kwargs):  # noqa: ANN001
-            super().__init__(code, code_type, options, *args, **kwargs)
-            self._aot_code = code
+        def __init__(self, code, *args, **kwargs):  # noqa: ANN001
+            super().__init__(code, *args, **kwargs)
+            self._aot_kernel = _first_kernel(code)
 
         def compile(self, target_type, *args, **kwargs):  # noqa: ANN001, ANN201
+            if not watch_compile:
+                return super().compile(target_type, *args, **kwargs)
             return _watched(super().compile, "nvrtc", "cuda.core Program.compile",
-                            lambda *a, **k: _first_kernel(self._aot_code))(target_type, *args, **kwargs)
+                            lambda *a, **k: _program_name(self))(target_type, *args, **kwargs)
 
     Program.__name__ = Program.__qualname__ = "Program"
     Program.__module__ = base.__module__
@@ -225,6 +236,15 @@ def _patch_cuda_core(mod: Any) -> None:
         m = sys.modules.get(name)
         if m is not None and getattr(m, "Program", None) is base:
             m.Program = Program
+
+
+def _program_name(program: Any, *args: Any, **kwargs: Any) -> str:
+    """A cuda.core ``Program``'s kernel, from its source where cuda.core keeps it (else its name option)."""
+    named = getattr(program, "_aot_kernel", None)
+    if isinstance(named, str):
+        return named
+    opts = getattr(program, "_options", None)
+    return str(getattr(opts, "name", None) or "<a cuda.core Program>")
 
 
 def _patch_nvrtc(mod: Any) -> None:

@@ -1,0 +1,240 @@
+"""The differential gate (issue 41): what the packaged kernels wrote, launch by launch, against the library's JIT.
+
+``aot gate --package PKG -- COMMAND`` runs the library's own command three times on the GPU host
+(:mod:`aot.verify.gate_run`): with its JIT (aot serving nothing), with the packaged kernels, and with its JIT
+again. A hook in every Python process of each run (:mod:`aot.verify.gate_hook`) writes, after each launch it
+sees, a digest of every buffer the launch was given. This module compares the three logs (:func:`compare`):
+
+* per kernel, launch by launch (the n-th launch of a kernel in one run against its n-th in the other), each
+  buffer's sha256. The packaged launch passes when it equals either JIT run's.
+* A launch whose buffers differ between the two JIT runs is **nondeterministic** (atomics, a race of equal
+  writers), never skipped: the packaged one must hold the same values in another order (an order-insensitive
+  hash of the elements equal), or, for floating point, a sum, a sum of magnitudes and :data:`QUANTILES`
+  within :func:`tolerance`: ``max(rtol * sum|x|, 4 * |JIT A - JIT B|)`` (``rtol`` per element size:
+  :data:`RTOL`). Integers that differ otherwise between the JIT runs fail unless the packaged run equals one.
+* CuPy kernels by image: the cubin aot served must be the one CuPy's own compile makes here (same name, the
+  hash of CuPy's whole key).
+
+Then the package's specs (:func:`listing`): each is ``ok`` (launched, served and equal), ``FAILED`` (the first
+differing launch named), ``not launched`` by the command, or ``not served`` (launched, but compiled in the
+packaged run). Anything but ``ok`` fails the gate, unless ``--allow-unlaunched`` accepts the last two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+#: Relative tolerance of a nondeterministic floating buffer, per element size (bytes), on its sum of magnitudes.
+RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-10}
+QUANTILES = 17
+OK, FAILED, NOT_LAUNCHED, NOT_SERVED = "ok", "FAILED", "not launched", "not served"
+
+
+@dataclass
+class KernelResult:
+    """One kernel (or CuPy image) across the three runs."""
+
+    family: str
+    kernel: str
+    launches: int = 0
+    status: str = OK
+    detail: str = ""
+    nondeterministic: int = 0
+    served: bool = True
+
+
+@dataclass
+class SpecRow:
+    spec: str
+    family: str
+    status: str
+    detail: str = ""
+    kernels: list[str] = field(default_factory=list)
+
+
+def by_kernel(records: Iterable[dict]) -> tuple[dict[tuple[str, str], list[dict]], dict[str, list[dict]]]:
+    """A run's log as ``{(family, kernel): [launch...]}`` in order, and ``{cupy name: [record...]}``."""
+    launches: dict[tuple[str, str], list[dict]] = {}
+    cupy: dict[str, list[dict]] = {}
+    for rec in records:
+        if rec.get("kind") == "launch" and isinstance(rec.get("kernel"), str):
+            launches.setdefault((str(rec.get("family")), rec["kernel"]), []).append(rec)
+        elif rec.get("kind") == "cupy" and isinstance(rec.get("kernel"), str):
+            cupy.setdefault(rec["kernel"], []).append(rec)
+    return launches, cupy
+
+
+def tolerance(dtype: str | None, a: dict, b: dict) -> tuple[float, float]:
+    """(sum tolerance, quantile tolerance) of a floating buffer whose two JIT runs ``a`` and ``b`` differ."""
+    import numpy as np
+    size = np.dtype(dtype).itemsize if dtype else 8
+    rtol = RTOL.get(size, 1e-10)
+    spread = abs(a.get("sum", 0.0) - b.get("sum", 0.0))
+    qa, qb = a.get("quantiles") or [0.0], b.get("quantiles") or [0.0]
+    qspread = max((abs(x - y) for x, y in zip(qa, qb)), default=0.0)
+    big = max((abs(x) for x in qa), default=0.0)
+    return max(rtol * a.get("abssum", 0.0), 4 * spread), max(rtol * big, 4 * qspread)
+
+
+def _first_sample(got: dict, want: dict) -> str:
+    for (i, g), (_, w) in zip(got.get("samples") or [], want.get("samples") or []):
+        if g != w:
+            return f"; first differing sampled element [{i}]: got {_value(g, got)}, want {_value(w, want)}"
+    return "; every sampled element equal (others differ)"
+
+
+def _value(hexbytes: str, buf: dict) -> str:
+    try:
+        import numpy as np
+        dt = np.dtype(buf.get("dtype") or "uint8")
+        return repr(np.frombuffer(bytes.fromhex(hexbytes), dt)[0].item())
+    except (ValueError, TypeError, IndexError):
+        return hexbytes
+
+
+def compare_buffer(p: dict, a: dict, b: dict) -> tuple[bool, bool, str]:
+    """(passes, nondeterministic, why) for one buffer of one launch: packaged ``p``, JIT runs ``a`` and ``b``."""
+    if p.get("size") != a.get("size"):
+        return False, False, f"{p.get('size')} bytes, JIT {a.get('size')}"
+    if p["sha256"] in (a["sha256"], b["sha256"]):
+        return True, a["sha256"] != b["sha256"], ""
+    if a["sha256"] == b["sha256"]:
+        return False, False, "differs from the JIT's (equal in both JIT runs)" + _first_sample(p, a)
+    if a.get("multiset") is not None and a.get("multiset") == b.get("multiset"):
+        if p.get("multiset") == a.get("multiset"):
+            return True, True, "the same values in another order (as in the two JIT runs)"
+        return False, True, "nondeterministic order in the JIT runs, and other values here" + _first_sample(p, a)
+    if "sum" in a and "sum" in b and "sum" in p:
+        tol_sum, tol_q = tolerance(p.get("dtype"), a, b)
+        qp, qa = p.get("quantiles") or [], a.get("quantiles") or []
+        bad = [f"sum {p['sum']!r} vs {a['sum']!r} (tolerance {tol_sum:.3g})"] if abs(p["sum"] - a["sum"]) > tol_sum \
+            else []
+        if abs(p.get("abssum", 0.0) - a.get("abssum", 0.0)) > tol_sum:
+            bad.append(f"sum of magnitudes {p.get('abssum')!r} vs {a.get('abssum')!r} (tolerance {tol_sum:.3g})")
+        if len(qp) != len(qa) or any(abs(x - y) > tol_q for x, y in zip(qp, qa)):
+            bad.append(f"quantiles outside {tol_q:.3g}")
+        if p.get("nan") != a.get("nan") and p.get("nan") != b.get("nan"):
+            bad.append(f"{p.get('nan')} NaN, JIT {a.get('nan')}")
+        if bad:
+            return False, True, "nondeterministic in the JIT runs, and outside the tolerance: " + "; ".join(bad)
+        return True, True, f"within tolerance (sum {tol_sum:.3g}, quantiles {tol_q:.3g})"
+    return False, True, "nondeterministic integer output in the JIT runs, and equal to neither here"
+
+
+def compare_kernel(family: str, kernel: str, pk: list[dict], ja: list[dict], jb: list[dict]) -> KernelResult:
+    """A kernel's launches in the packaged run against the two JIT runs; the first differing one named."""
+    res = KernelResult(family, kernel, len(pk))
+    if not pk:
+        res.status, res.detail = NOT_LAUNCHED, f"launched {len(ja)} time(s) with the JIT, never with the packaged kernels"
+        return res
+    if not ja:
+        res.status, res.detail = FAILED, f"launched {len(pk)} time(s) with the packaged kernels, never with the JIT"
+        return res
+    if len(pk) != len(ja) and len(pk) != len(jb or ja):
+        res.status, res.detail = FAILED, f"launched {len(pk)} time(s) with the packaged kernels, {len(ja)} with the JIT"
+        return res
+    for i, (p, a) in enumerate(zip(pk, ja)):
+        b = jb[i] if i < len(jb) else a
+        pb, ab, bb = p.get("buffers") or [], a.get("buffers") or [], b.get("buffers") or []
+        if len(pb) != len(ab):
+            res.status, res.detail = FAILED, f"launch {i}: {len(pb)} buffers, JIT {len(ab)}"
+            return res
+        for j, (x, y) in enumerate(zip(pb, ab)):
+            z = bb[j] if j < len(bb) else y
+            ok, nondet, why = compare_buffer(x, y, z)
+            res.nondeterministic += nondet
+            if not ok:
+                res.status = FAILED
+                res.detail = (f"launch {i} (grid {p.get('grid')}, block {p.get('block')}), buffer {j} "
+                              f"({x.get('size')} bytes, {x.get('dtype') or 'bytes'}): {why}")
+                return res
+    return res
+
+
+def compare_cupy(name: str, pk: list[dict], ja: list[dict], jb: list[dict]) -> KernelResult:
+    """A CuPy kernel by image: the cubin served in the packaged run against the one CuPy compiled."""
+    label = next((r.get("name") for r in ja + jb + pk if r.get("name")), "") or name
+    res = KernelResult("cupy", f"{label} ({name})", len(pk))
+    if not pk:
+        res.status, res.detail = NOT_LAUNCHED, "compiled with the JIT, never asked for with the packaged kernels"
+        return res
+    served = [r for r in pk if r.get("how") == "served"]
+    res.served = bool(served)
+    jit = {r["sha256"] for r in ja + jb}
+    if not jit:
+        res.status, res.detail = FAILED, "asked for with the packaged kernels, never with the JIT"
+        return res
+    for r in served or pk:
+        if r["sha256"] not in jit:
+            res.status = FAILED
+            res.detail = (f"the image {'aot served' if r.get('how') == 'served' else 'CuPy used'} "
+                          f"(sha256 {r['sha256'][:16]}, {r.get('size')} bytes) is not the one CuPy compiles here "
+                          f"({sorted(jit)[0][:16]})")
+            return res
+    if not served:
+        res.status, res.detail = NOT_SERVED, "CuPy compiled it in the packaged run"
+    return res
+
+
+def compare(jit_a: Iterable[dict], packaged: Iterable[dict], jit_b: Iterable[dict]) -> list[KernelResult]:
+    """Every kernel seen in any run, compared (see the module's docstring), in a stable order."""
+    (la, ca), (lp, cp), (lb, cb) = by_kernel(jit_a), by_kernel(packaged), by_kernel(jit_b)
+    out = [compare_kernel(f, k, lp.get((f, k), []), la.get((f, k), []), lb.get((f, k), []))
+           for f, k in sorted(set(la) | set(lp) | set(lb))]
+    out += [compare_cupy(n, cp.get(n, []), ca.get(n, []), cb.get(n, [])) for n in sorted(set(ca) | set(cp) | set(cb))]
+    return out
+
+
+def listing(specs: dict[str, dict], results: list[KernelResult], compiled: Iterable[str] = ()) -> list[SpecRow]:
+    """Each package spec's row. ``specs``: name -> ``{"family", "keys": [kernel keys it is launched as]}``
+    (numba ``mod:qualname(argtypes)``, NVRTC symbols, CuPy image sha256s, CCCL spec names); ``compiled``: the
+    kernel keys the packaged run compiled (its no-JIT report)."""
+    by_key: dict[str, KernelResult] = {}
+    for r in results:
+        by_key.setdefault(r.kernel, r)
+    compiled = set(compiled)
+    rows = []
+    for name in sorted(specs):
+        fam, keys = specs[name]["family"], list(specs[name].get("keys") or ())
+        hits = [by_key[k] for k in keys if k in by_key and by_key[k].status != NOT_LAUNCHED]
+        row = SpecRow(name, fam, OK, kernels=[h.kernel for h in hits])
+        failed = [h for h in hits if h.status == FAILED]
+        if failed:
+            row.status, row.detail = FAILED, f"{failed[0].kernel}: {failed[0].detail}"
+        elif not hits:
+            row.status, row.detail = NOT_LAUNCHED, "the command never launched it with the packaged kernels"
+        elif any(h.status == NOT_SERVED for h in hits) or any(k in compiled for k in keys):
+            row.status, row.detail = NOT_SERVED, "launched, but compiled in the packaged run (aot did not serve it)"
+        else:
+            n = sum(h.launches for h in hits)
+            nd = sum(h.nondeterministic for h in hits)
+            row.detail = f"{n} launch(es) equal" + (f" ({nd} nondeterministic buffer(s) within tolerance)" if nd else "")
+        rows.append(row)
+    return rows
+
+
+def cupy_keys(hits: list[KernelResult], shas: set[str], served_sha: dict[str, str]) -> list[str]:
+    """The CuPy results whose served image is one of a spec's payloads (``served_sha``: result kernel -> sha)."""
+    return [h.kernel for h in hits if served_sha.get(h.kernel) in shas]
+
+
+def verdict(rows: list[SpecRow], results: list[KernelResult], allow_unlaunched: bool) -> tuple[bool, list[str]]:
+    """(passes, lines under the table): failures first, then what was not launched or not served."""
+    lines = [f"FAILED {r.spec} ({r.family}): {r.detail}" for r in rows if r.status == FAILED]
+    spec_kernels = {k for r in rows for k in r.kernels}
+    lines += [f"FAILED {r.kernel} ({r.family}, not a spec of the package): {r.detail}" for r in results
+              if r.status == FAILED and r.kernel not in spec_kernels and not rows]
+    missing = [r.spec for r in rows if r.status in (NOT_LAUNCHED, NOT_SERVED)]
+    if missing:
+        shown = ", ".join(missing[:12]) + (", ..." if len(missing) > 12 else "")
+        lines.append(f"{len(missing)} not checked (not launched by the command, or not served): {shown}; "
+                     + ("allowed (--allow-unlaunched)" if allow_unlaunched else
+                        "the gate fails (run a command that launches them, or pass --allow-unlaunched)"))
+    passes = not any(r.status == FAILED for r in rows) and (allow_unlaunched or not missing) and \
+        not (not rows and any(r.status == FAILED for r in results))
+    return passes, lines
+
+
+def as_json(rows: list[SpecRow], results: list[KernelResult]) -> dict[str, Any]:
+    return {"specs": [vars(r) for r in rows], "kernels": [vars(r) for r in results]}
