@@ -78,10 +78,16 @@ def tolerance(dtype: str | None, a: dict, b: dict) -> tuple[float, float]:
 
 
 def _first_sample(got: dict, want: dict) -> str:
+    where = ""
+    for k, (g, w) in enumerate(zip(got.get("chunks") or [], want.get("chunks") or [])):
+        if g != w:
+            step = int(got.get("chunk") or 1)
+            where = f"; first difference in elements [{k * step}, {(k + 1) * step})"
+            break
     for (i, g), (_, w) in zip(got.get("samples") or [], want.get("samples") or []):
         if g != w:
-            return f"; first differing sampled element [{i}]: got {_value(g, got)}, want {_value(w, want)}"
-    return "; every sampled element equal (others differ)"
+            return f"{where}; first differing sampled element [{i}]: got {_value(g, got)}, want {_value(w, want)}"
+    return where
 
 
 def _value(hexbytes: str, buf: dict) -> str:
@@ -212,11 +218,6 @@ def listing(specs: dict[str, dict], results: list[KernelResult], compiled: Itera
             row.detail = f"{n} launch(es) equal" + (f" ({nd} nondeterministic buffer(s) within tolerance)" if nd else "")
         rows.append(row)
     return rows
-
-
-def cupy_keys(hits: list[KernelResult], shas: set[str], served_sha: dict[str, str]) -> list[str]:
-    """The CuPy results whose served image is one of a spec's payloads (``served_sha``: result kernel -> sha)."""
-    return [h.kernel for h in hits if served_sha.get(h.kernel) in shas]
 
 
 def verdict(rows: list[SpecRow], results: list[KernelResult], allow_unlaunched: bool) -> tuple[bool, list[str]]:

@@ -34,6 +34,8 @@ from typing import Any
 
 #: Samples of each buffer kept (evenly spaced elements): a differing launch names one of them.
 SAMPLES = 16
+#: Chunks each buffer is cut into, each hashed: a differing launch names the first differing range of elements.
+CHUNKS = 64
 #: Quantiles kept of a floating buffer (order-insensitive: compared within a tolerance when two JIT runs differ).
 QUANTILES = 17
 #: Arguments of a cuda.compute call that are scratch space, not results.
@@ -76,6 +78,11 @@ def digest(data: bytes, dtype: str | None) -> dict:
     two orders of the same values, as an atomic compaction writes them), :data:`SAMPLES` evenly spaced elements
     and, for a floating ``dtype``, the sum, the sum of magnitudes, NaN count and :data:`QUANTILES` quantiles."""
     out: dict[str, Any] = {"size": len(data), "dtype": dtype, "sha256": hashlib.sha256(data).hexdigest()}
+    item = _itemsize(dtype)
+    n = len(data) // item
+    step = max(1, -(-n // CHUNKS)) * item
+    out["chunk"] = step // item
+    out["chunks"] = [hashlib.blake2b(data[i:i + step], digest_size=8).hexdigest() for i in range(0, len(data), step)]
     try:
         import numpy as np
     except ImportError:
@@ -106,6 +113,11 @@ def digest(data: bytes, dtype: str | None) -> dict:
         out["quantiles"] = [float(q) for q in np.quantile(finite, np.linspace(0, 1, QUANTILES))] if finite.size \
             else []
     return out
+
+
+def _itemsize(dtype: str | None) -> int:
+    digits = "".join(c for c in str(dtype or "") if c.isdigit())
+    return 1 if dtype in (None, "bool") or not digits else int(digits) // 8
 
 
 def _typestr(cai: dict) -> str | None:
