@@ -160,8 +160,8 @@ def test_cupy_observer_says_served_cache_or_compiled(monkeypatch):
 def test_the_runs_environments(tmp_path):
     base = {"PYTHONPATH": "/lib", "AOT_DISABLE_PACKAGED": "1", "CUPY_CACHE_IN_MEMORY": "1"}
     jit, packaged = env_for("jit", tmp_path, base), env_for("packaged", tmp_path, base)
-    assert jit["AOT_DISABLE_PACKAGED"] == "1" and "AOT_NO_JIT" not in jit
-    assert "AOT_DISABLE_PACKAGED" not in packaged and packaged["AOT_NO_JIT"] == "warn"
+    assert jit["AOT_JIT_ONLY"] == "1" and "AOT_NO_JIT" not in jit and "AOT_DISABLE_PACKAGED" not in jit
+    assert "AOT_JIT_ONLY" not in packaged and packaged["AOT_NO_JIT"] == "warn"
     assert "CUPY_CACHE_IN_MEMORY" not in packaged  # in memory, CuPy would never ask aot's backend
     assert jit["CUPY_CACHE_DIR"] != packaged["CUPY_CACHE_DIR"] and jit["PYTHONPATH"].endswith(":/lib")
     assert packaged["AOT_DISABLE_CACHE"] == "1"
@@ -170,7 +170,7 @@ def test_the_runs_environments(tmp_path):
 FAKE = textwrap.dedent("""
     import os, sys, numpy as np
     hook = sys.modules["_aot_gate_hook"]  # installed by the gate's sitecustomize in this process
-    jit = os.environ.get("AOT_DISABLE_PACKAGED") == "1"
+    jit = os.environ.get("AOT_JIT_ONLY") == "1"
     x = np.arange(64, dtype=np.float32)
     for i in range(3):
         y = x * (i + 1)
@@ -212,3 +212,16 @@ def test_hook_is_inert_without_a_log(mode, tmp_path):
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(
                            __import__("pathlib").Path(__file__).resolve().parent.parent)}, timeout=60, check=False)
     assert r.stdout.strip() == "None", r.stderr
+
+
+def test_jit_only_keeps_the_definitions_and_serves_nothing(small_build, monkeypatch):
+    """``AOT_JIT_ONLY=1`` (the gate's JIT runs): the packaged specs stay known (to JIT them), no manifest is
+    served, so numba-cuda and CuPy attach nothing. ``AOT_DISABLE_PACKAGED`` forgets the definitions too."""
+    import aot
+    monkeypatch.setenv("AOT_JIT_ONLY", "1")
+    reg = aot.Registry(str(small_build.out), device_sm=90)
+    assert reg.manifest is None and {s.name for s in small_build.specs} <= set(reg.names())
+    assert reg.packaged_candidates(reg.spec("reduce_sum_i32"), 90) == []
+    monkeypatch.delenv("AOT_JIT_ONLY")
+    monkeypatch.setenv("AOT_DISABLE_PACKAGED", "1")
+    assert "reduce_sum_i32" not in aot.Registry(str(small_build.out), device_sm=90).names()

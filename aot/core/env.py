@@ -79,6 +79,9 @@ CACHE_MAX_BYTES = _var("AOT_CACHE_MAX_BYTES", _parse_size, 2 * 1024 ** 3,
                        "least recently used entries are evicted past it (0 = no cap).")
 DISABLE_PACKAGED = _var("AOT_DISABLE_PACKAGED", _parse_bool, False,
                         "1 = ignore packaged artifacts (forces the user cache / JIT path; for testing).")
+JIT_ONLY = _var("AOT_JIT_ONLY", _parse_bool, False,
+                "1 = serve no packaged artifact but keep the packaged specs' definitions (each JIT-compiled from "
+                "it; numba-cuda, CuPy and a library's own compile call compile as without aot): aot gate's JIT runs.")
 FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
                   "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
 STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
@@ -114,8 +117,7 @@ NO_JIT = _var("AOT_NO_JIT", _parse_no_jit, "off",
               "(aot.no_jit(); docs/gate.md#no-jit-after-startup).")
 NO_JIT_REPORT = _var("AOT_NO_JIT_REPORT", _parse_path, None,
                      "With AOT_NO_JIT: write the compiles seen (aot.jit_report()) as JSON to this file at exit.")
-GATE_LOG = _var("AOT_GATE_LOG", _parse_path, None,
-                "Set by `aot gate` in the command it runs: the file its launch hook writes the digests to.")
+
 
 
 def _parse_paths(raw: str) -> tuple[Path, ...]:
