@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, MatrixError,
-                          NoDeviceError, ToolchainError, UsageError, VerificationError)
+from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, JitForbiddenError,
+                          MatrixError, NoDeviceError, ToolchainError, UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -40,8 +40,8 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            # no JIT after startup, provable at run time (aot.runtime.adapters.nojit; AOT_NO_JIT)
            "no_jit", "jit_report",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
-           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
-           "ToolchainError", "UsageError", "VerificationError"]
+           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "JitForbiddenError", "MatrixError",
+           "NoDeviceError", "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.loader.registry", "default_registry": "runtime.loader.default",
          "cufunction": "runtime.adapters.handles", "cupy_module": "runtime.adapters.handles",

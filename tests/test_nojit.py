@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(f"""
     import json, sys, warnings
     warnings.simplefilter("always")
     import aot
-    from aot.runtime.adapters.nojit import JitForbiddenError
+    from aot import JitForbiddenError
     SRC = {SRC!r}
     out = {{"raised": []}}
 

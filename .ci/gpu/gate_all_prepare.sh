@@ -19,10 +19,15 @@ here=$PWD
 G=.gpu/gate41
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1700000000}
 mkdir -p .gpu .whl
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")"
+for d in /.gpu/ /.whl/; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
 step() { echo "== $*"; "$@"; }
-bash ../shared/gpu/fetch_wheels.sh cuda-cccl==1.2.1 cuda-core==1.2.2 platformdirs rich markdown-it-py mdurl \
-  pygments 'PyYAML>=6.0,<7' >/dev/null
+for r in cuda-cccl==1.2.1 cuda-core==1.2.2 'platformdirs>=4.2,<5' rich markdown-it-py mdurl pygments 'PyYAML>=6.0,<7'; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl "$r"
+done
 rm -f .whl/cccl_aot*.whl
 src=$(mktemp -d)
 git archive HEAD | tar -x -C "$src"

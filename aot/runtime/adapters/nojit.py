@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...core.env import NO_JIT, NO_JIT_REPORT
-from ...core.errors import AotError, AotWarning
+from ...core.errors import AotError, AotWarning, JitForbiddenError
 
 MODES = ("off", "warn", "raise")
 #: Frames kept of the caller's stack (innermost last), and events kept in all.
@@ -49,12 +49,6 @@ MAX_EVENTS = 10000
 _FRAMEWORKS = ("/numba_cuda/", "/numba/", "/cupy/", "/cupy_backends/", "/cuda/core/", "/cuda/compute/",
                "/cuda/bindings/", "/aot/runtime/", "/aot/build/")
 _KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
-
-
-class JitForbiddenError(AotError):
-    """A compile after startup under ``AOT_NO_JIT=raise`` (or ``aot.no_jit("raise")``)."""
-
-    return_code = 10
 
 
 @dataclass
