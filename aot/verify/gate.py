@@ -132,7 +132,8 @@ def compare_kernel(family: str, kernel: str, pk: list[dict], ja: list[dict], jb:
     """A kernel's launches in the packaged run against the two JIT runs; the first differing one named."""
     res = KernelResult(family, kernel, len(pk))
     if not pk:
-        res.status, res.detail = NOT_LAUNCHED, f"launched {len(ja)} time(s) with the JIT, never with the packaged kernels"
+        res.status = NOT_LAUNCHED
+        res.detail = f"launched {len(ja)} time(s) with the JIT, never with the packaged kernels"
         return res
     if not ja:
         res.status, res.detail = FAILED, f"launched {len(pk)} time(s) with the packaged kernels, never with the JIT"
@@ -215,7 +216,8 @@ def listing(specs: dict[str, dict], results: list[KernelResult], compiled: Itera
         else:
             n = sum(h.launches for h in hits)
             nd = sum(h.nondeterministic for h in hits)
-            row.detail = f"{n} launch(es) equal" + (f" ({nd} nondeterministic buffer(s) within tolerance)" if nd else "")
+            row.detail = f"{n} launch(es) equal" + (f" ({nd} nondeterministic buffer(s) within tolerance)"
+                                                     if nd else "")
         rows.append(row)
     return rows
 

@@ -261,9 +261,9 @@ def _patch_launch(name: str, mod: Any) -> None:
 
 # -------------------------------------------------------------------------------------------------- CCCL
 def _patch_objects(name: str, mod: Any) -> None:
-    cls = getattr(mod, "CcclAlgorithm", None)
-    original = getattr(cls, "__call__", None)
-    if cls is None or original is None or getattr(original, "_aot_gate", False):
+    cls: Any = getattr(mod, "CcclAlgorithm", None)
+    original: Any = cls.__dict__.get("__call__") if isinstance(cls, type) else None
+    if original is None or getattr(original, "_aot_gate", False):
         return
 
     @functools.wraps(original)
@@ -370,7 +370,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             original(module)
             _apply(fullname, module)
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module
         return spec
 
 

@@ -3,9 +3,10 @@
 
 The runs, in order, each in fresh caches (its own ``CUPY_CACHE_DIR``, ``NUMBA_CACHE_DIR`` and ``AOT_CACHE_DIR``,
 ``AOT_DISABLE_CACHE=1``): a JIT run (``AOT_JIT_ONLY=1``: the runtime serves nothing, JIT-compiles the packaged
-specs from their definitions, and every family compiles as without aot), the packaged run (``AOT_NO_JIT=warn`` and its report: what compiled there was not
-served), and a second JIT run (what differs between the two JIT runs is nondeterministic). CuPy's own kernel
-cache is empty in each run, so in the packaged run a kernel comes from aot or from CuPy's compile.
+specs from their definitions, and every family compiles as without aot), the packaged run (``AOT_NO_JIT=warn``
+and its report: what compiled there was not served), and a second JIT run (what differs between the two JIT runs
+is nondeterministic). CuPy's own kernel cache is empty in each run, so in the packaged run a kernel comes from aot
+or from CuPy's compile.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def package_keys(package: str | None, packaged: list[dict], results: list[Kernel
     for rec in packaged:
         if rec.get("kind") == "cupy" and rec.get("how") == "served":
             served[str(rec.get("kernel"))] = str(rec.get("sha256"))
-    cupy_by_sha = {}
+    cupy_by_sha: dict[str, list[str]] = {}
     for r in results:
         name = r.kernel.rsplit(" (", 1)[-1].rstrip(")") if r.family == "cupy" else None
         if name in served:

@@ -94,8 +94,9 @@ def no_jit(setting: str = "raise") -> None:
         if name in sys.modules:
             _apply(name, sys.modules[name])
     if _state["finder"] is None:
-        _state["finder"] = _AfterImport()
-        sys.meta_path.insert(0, _state["finder"])
+        finder = _AfterImport()
+        _state["finder"] = finder
+        sys.meta_path.insert(0, finder)
     if not _state["atexit"]:
         _state["atexit"] = True
         atexit.register(_at_exit)
@@ -200,7 +201,7 @@ def _first_kernel(source: Any) -> str:
 def _patch_cuda_core(mod: Any) -> None:
     """cuda.core's own seam ``_program_compile_uncached`` (every ``Program.compile`` that compiles: a hit of a
     ``cache=`` such as ``aot.program_cache`` never reaches it); a cuda.core without it: ``Program`` itself."""
-    prog_mod = sys.modules.get("cuda.core._program")
+    prog_mod: Any = sys.modules.get("cuda.core._program")
     seam = getattr(prog_mod, "_program_compile_uncached", None)
     if seam is not None and not getattr(seam, "_aot_nojit", False):
         prog_mod._program_compile_uncached = _watched(seam, "nvrtc", "cuda.core Program.compile", _program_name)
@@ -227,7 +228,7 @@ def _patch_cuda_core(mod: Any) -> None:
     Program.__name__ = Program.__qualname__ = "Program"
     Program.__module__ = base.__module__
     for name in ("cuda.core", "cuda.core.experimental"):
-        m = sys.modules.get(name)
+        m: Any = sys.modules.get(name)
         if m is not None and getattr(m, "Program", None) is base:
             m.Program = Program
 
@@ -278,7 +279,8 @@ def _patch_numba(mod: Any) -> None:
                 f"({', '.join(str(t) for t in (args or ()))})")
 
     wrapped = _watched(original, "numba", "numba-cuda compile_cuda", name_of)
-    for name, m in list(sys.modules.items()):
+    loaded: dict[str, Any] = dict(sys.modules)
+    for name, m in loaded.items():
         if m is not None and name.endswith(("numba.cuda.compiler", "numba.cuda.dispatcher")) and \
                 getattr(m, "compile_cuda", None) is original:
             m.compile_cuda = wrapped
@@ -353,5 +355,5 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             original(module)
             _apply(fullname, module)
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module
         return spec
