@@ -269,7 +269,7 @@ def _patch_objects(name: str, mod: Any) -> None:
     @functools.wraps(original)
     def __call__(self, **kwargs):  # noqa: ANN001, ANN202, N807
         result = original(self, **kwargs)
-        if _busy():
+        if _busy() or ("temp_storage" in kwargs and kwargs["temp_storage"] is None):  # a size query writes nothing
             return result
         try:
             with _Quiet():
