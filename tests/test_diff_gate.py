@@ -307,3 +307,35 @@ def test_a_numba_launch_is_named_by_its_kernel_and_types(monkeypatch):
                                                           "types.<locals>.axpy(array(float32, 1d, C), array(float32, "
                                                           "1d, C))")
     assert [(b["size"], b["dtype"]) for b in rec["buffers"]] == [(16, "float32"), (16, "float32")]  # the arrays' extent
+
+
+def test_a_cuda_compute_call_is_named_by_its_spec_and_its_size_query_skipped(monkeypatch):
+    import types
+
+    import aot.verify.gate_hook as hook
+    drv = _Memory()
+    written = []
+    monkeypatch.setitem(hook._state, "drv", drv)
+    monkeypatch.setitem(hook._state, "counts", {})
+    monkeypatch.setattr(hook, "_write", written.append)
+
+    class Arr:
+        def __init__(self, ptr, n):
+            self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,), "typestr": "<f4", "version": 3}
+
+    class CcclAlgorithm:  # aot's loaded algorithm: called with keywords
+        spec = types.SimpleNamespace(name="sum_f32")
+
+        def __call__(self, **kwargs):
+            return 64 if kwargs.get("temp_storage") is None else None
+
+    mod = types.SimpleNamespace(CcclAlgorithm=CcclAlgorithm)
+    hook._patch_objects("aot.runtime.loader.objects", mod)
+    algo = CcclAlgorithm()
+    assert algo(temp_storage=None, d_in=Arr(0x1000, 8), d_out=Arr(0x2000, 1), num_items=8) == 64
+    assert written == []  # the size query writes nothing
+    algo(temp_storage=Arr(0x2000, 8), d_in=Arr(0x1000, 8), d_out=Arr(0x2000, 1), num_items=8)
+    (rec,) = written
+    assert rec["family"] == "cccl" and rec["kernel"] == "sum_f32" and rec["args"] == ["d_in", "d_out", "num_items",
+                                                                                       "temp_storage"]
+    assert [(b["size"], b["dtype"]) for b in rec["buffers"]] == [(32, "float32"), (4, "float32")]  # not temp_storage
