@@ -55,7 +55,11 @@ def cmd_gate(args) -> int:  # noqa: ANN001
     for why in run.unseen[:10]:
         print(f"note: not seen: {why}")
     passes, lines = verdict(run.rows, run.results, args.allow_unlaunched)
-    if run.returncodes.get("packaged") != run.returncodes.get("jit"):
+    if run.returncodes.get("jit") != 0:
+        passes = False
+        lines.insert(0, f"the command exited {run.returncodes.get('jit')} with the library's own JIT: it must pass "
+                        f"there first (the comparison is against it)")
+    elif run.returncodes.get("packaged") != run.returncodes.get("jit"):
         passes = False
         lines.insert(0, f"the command exited {run.returncodes.get('packaged')} with the packaged kernels and "
                         f"{run.returncodes.get('jit')} with the JIT")
