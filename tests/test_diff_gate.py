@@ -339,3 +339,10 @@ def test_a_cuda_compute_call_is_named_by_its_spec_and_its_size_query_skipped(mon
     assert rec["family"] == "cccl" and rec["kernel"] == "sum_f32" and rec["args"] == ["d_in", "d_out", "num_items",
                                                                                        "temp_storage"]
     assert [(b["size"], b["dtype"]) for b in rec["buffers"]] == [(32, "float32"), (4, "float32")]  # not temp_storage
+
+
+def test_a_command_failing_with_its_own_jit_fails_the_gate(tmp_path, capsys):
+    from aot.cli.main import main
+    rc = main(["gate", "--", sys.executable, "-c", "import sys; sys.exit(3)"])
+    out = capsys.readouterr().out
+    assert rc == 7 and "the command exited 3 with the library's own JIT: it must pass there first" in out, out

@@ -51,6 +51,19 @@ SCRIPT = textwrap.dedent(f"""
         import cupy.cuda.compiler as cc
         cc.compile_using_nvrtc(SRC, arch=80)
 
+    def cccl():  # a cuda.compute module's factory, as no_jit finds it in sys.modules (no driver here to import it)
+        import types
+        from aot.runtime.adapters import nojit
+        fake = types.ModuleType("cuda.compute.algorithms._fake")
+        def make_reduce_into(d_in, d_out, op, h_init):
+            return "built"
+        make_reduce_into.__module__ = fake.__name__
+        fake.make_reduce_into = make_reduce_into
+        sys.modules[fake.__name__] = fake
+        nojit._patch_cccl(fake)
+        import numpy as np
+        fake.make_reduce_into(np.zeros(3, np.int32), np.zeros(1, np.int32), "plus", np.zeros(1, np.int32))
+
     for name in sys.argv[1].split(","):
         attempt(name, globals()[name])
         if name == "core":
@@ -83,9 +96,11 @@ def test_warn_once_per_kernel_with_the_caller_and_the_report(tmp_path):
 
 
 def test_raise_stops_every_family_before_it_compiles():
-    out = run("core,raw,numba,cupy", AOT_NO_JIT="raise")
+    out = run("core,raw,numba,cupy,cccl", AOT_NO_JIT="raise")
     raised = dict(out["raised"])
-    assert set(raised) == {"core", "core_again", "raw", "numba", "cupy"}, out
+    assert set(raised) == {"core", "core_again", "raw", "numba", "cupy", "cccl"}, out
+    assert raised["cccl"].startswith("aot: cccl compile of make_reduce_into(int32, int32, str, int32) (via "
+                                     "cuda.compute.make_reduce_into) after startup")
     assert raised["numba"].startswith("aot: numba compile of __main__:numba.<locals>.k(array(float32, 1d, C)) (via numba-cuda "
                                       "compile_cuda) after startup under AOT_NO_JIT=raise")
     assert "cupy compile of scale" in raised["cupy"] and "cupy_error" not in out  # before CuPy needed a driver
