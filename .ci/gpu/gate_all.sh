@@ -19,6 +19,11 @@ export PYTHONUNBUFFERED=1
 [ -d "$G" ] || { echo "no $G: run .ci/gpu/gate_all_prepare.sh on the CPU host and carry .gpu/gate41"; exit 2; }
 python3 -c "import aot, cupy, numba.cuda, cuda.core; print('aot', aot.__version__, 'cupy', cupy.__version__)" \
   || { echo "gate_all: FAIL (aot, CuPy, numba-cuda or cuda.core not importable)"; exit 2; }
+# numpy >= 2.5 there dropped np.row_stack, which numba-cuda 0.30.4's JIT overloads (as .ci/gpu_checks.sh does: a
+# user's sitecustomize aliases it in every Python process; aot gate's hook chains to it, as to any user's own)
+mkdir -p /tmp/npfix && printf '%s\n' 'try:' '    import numpy as _np' '    if not hasattr(_np, "row_stack"): _np.row_stack = _np.vstack' \
+  'except ImportError: pass' > /tmp/npfix/sitecustomize.py
+export PYTHONPATH=/tmp/npfix${PYTHONPATH:+:$PYTHONPATH}
 declare -A PKG=([cccl]=gate_cccl [adopt]=adopt_mypkg [numba]=numba_mypkg [cupy]=cupy_mypkg)
 declare -A CMD=([cccl]="python3 $W cccl" [adopt]="python3 $W adopt" [numba]="python3 $W numba"
                 [cupy]="python3 -m cupy_mypkg.workload float32 float64")

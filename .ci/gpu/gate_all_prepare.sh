@@ -3,8 +3,8 @@
 # the developer venv active:   bash .ci/gpu/gate_all_prepare.sh [SM]      (default 90: the lent H200)
 #
 # Writes (git-ignored; carry both: [".gpu/gate41", ".whl"], about 25 MB):
-#   .whl/                  the Python 3.12 wheels the GPU machine lacks (cuda-cccl 1.2.1, cuda-core, PyYAML, rich,
-#                          platformdirs) and this checkout's cccl-aot-cu13 wheel
+#   .whl/                  the Python 3.12 wheels the GPU machine lacks (cuda-cccl 1.2.1, cuda-core, numba-cuda
+#                          0.30.4, PyYAML, rich, platformdirs) and this checkout's cccl-aot-cu13 wheel
 #   .gpu/gate41/FAMILY/site/PKG/artifacts   each library's package with its kernels built for SM (`aot build`):
 #                          cccl   .ci/gpu/gate_cccl (two cuda.compute specs, built-in operators)
 #                          adopt  examples/adopt-mypkg (NVRTC: three units, four kernels)
@@ -23,7 +23,9 @@ exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
 mkdir -p "$(dirname "$exclude")"
 for d in /.gpu/ /.whl/; do grep -qx "$d" "$exclude" 2>/dev/null || echo "$d" >> "$exclude"; done
 step() { echo "== $*"; "$@"; }
-for r in cuda-cccl==1.2.1 cuda-core==1.2.2 'platformdirs>=4.2,<5' rich markdown-it-py mdurl pygments 'PyYAML>=6.0,<7'; do
+# numba-cuda 0.30.4: the release the numba kernels are built with here (as .ci/gpu/prepare.sh carries it)
+for r in cuda-cccl==1.2.1 cuda-core==1.2.2 numba-cuda==0.30.4 'platformdirs>=4.2,<5' rich markdown-it-py mdurl pygments \
+    'PyYAML>=6.0,<7'; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl "$r"
