@@ -346,3 +346,26 @@ def test_a_command_failing_with_its_own_jit_fails_the_gate(tmp_path, capsys):
     rc = main(["gate", "--", sys.executable, "-c", "import sys; sys.exit(3)"])
     out = capsys.readouterr().out
     assert rc == 7 and "the command exited 3 with the library's own JIT: it must pass there first" in out, out
+
+
+def test_jit_only_attaches_no_numba_or_cupy_kernel(small_build, tmp_path, monkeypatch):
+    """The gate's JIT runs: a package shipping numba-cuda and CuPy kernels gets none attached, so both compile as
+    without aot (before, AOT_JIT_ONLY kept the definitions and attach_* served them through aot's fallback)."""
+    import shutil
+
+    import aot
+    from aot.runtime.adapters import cupy_attach, numba_attach
+    pkg = tmp_path / "jit_only_pkg"
+    shutil.copytree(small_build.out, pkg / "artifacts")
+    (pkg / "artifacts" / "numba").mkdir(exist_ok=True)
+    (pkg / "artifacts" / "cupy").mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls = []
+    monkeypatch.setattr(numba_attach, "attach_numba", lambda reg: calls.append("numba"))
+    monkeypatch.setattr(cupy_attach, "attach_cupy", lambda reg: calls.append("cupy"))
+    aot.Registry.from_package("jit_only_pkg")
+    assert calls == ["numba", "cupy"]
+    monkeypatch.setenv("AOT_JIT_ONLY", "1")
+    reg = aot.Registry.from_package("jit_only_pkg")
+    assert calls == ["numba", "cupy"] and reg.manifest is None and "reduce_sum_i32" in reg.names()
