@@ -123,6 +123,22 @@ def test_listing_names_unlaunched_and_failed_specs_and_fails_the_gate():
     assert {r.spec: r.status for r in rows2}["scale_f32"] == gate.NOT_SERVED
 
 
+def test_one_symbol_rendered_per_dtype_is_one_kernel_per_parameter_layout():
+    """``extern "C" scale`` for float32 and float64: a wrong float32 unit fails scale_f32 alone; without a device
+    to read the layouts (bare symbols), both specs see both layouts."""
+    x64 = X.astype(np.float64)
+    jit = [launch("scale(8,8,4,4)", X), launch("scale(8,8,8,4)", x64)]
+    packaged = [launch("scale(8,8,4,4)", X + 1), launch("scale(8,8,8,4)", x64)]
+    results = gate.compare(jit, packaged, jit)
+    specs = {"scale_f32": {"family": "nvrtc", "keys": ["scale(8,8,4,4)"]},
+             "scale_f64": {"family": "nvrtc", "keys": ["scale(8,8,8,4)"]}}
+    assert {r.spec: r.status for r in gate.listing(specs, results)} == {"scale_f32": gate.FAILED,
+                                                                         "scale_f64": gate.OK}
+    bare = {n: {"family": "nvrtc", "keys": ["scale"]} for n in specs}
+    assert {r.spec: r.status for r in gate.listing(bare, results)} == {"scale_f32": gate.FAILED,
+                                                                        "scale_f64": gate.FAILED}
+
+
 def test_extent_of_strided_and_contiguous_arrays():
     assert _extent({"data": (1000, False), "shape": (10,), "typestr": "<f4"}) == (1000, 40)
     assert _extent({"data": (1000, False), "shape": (3, 4), "typestr": "<f8", "strides": (64, 8)}) == (1000, 160)
@@ -246,6 +262,9 @@ class _Memory:
     def symbol(self, handle):
         return "scale"
 
+    def param_sizes(self, handle):
+        return [8, 8, 4]
+
 
 def test_the_launch_hook_digests_after_the_launch_and_passes_it_through(tmp_path, monkeypatch):
     import aot.verify.gate_hook as hook
@@ -263,7 +282,7 @@ def test_the_launch_hook_digests_after_the_launch_and_passes_it_through(tmp_path
                                                                                    [x, y, np.int32(n)]))
     assert launch("fn", 0x1000, 0x2000, 8) == "the launch's own result"
     (rec,) = written
-    assert rec["kernel"] == "scale" and rec["family"] == "nvrtc" and rec["n"] == 0 and drv.syncs == 1
+    assert rec["kernel"] == "scale(8,8,4)" and rec["family"] == "nvrtc" and rec["n"] == 0 and drv.syncs == 1
     after = np.arange(8, dtype=np.float32) * 2
     assert [b["sha256"] for b in rec["buffers"]] == [digest(np.arange(8, dtype=np.float32).tobytes(), None)["sha256"],
                                                      digest(after.tobytes(), None)["sha256"]]

@@ -195,16 +195,15 @@ def compare(jit_a: Iterable[dict], packaged: Iterable[dict], jit_b: Iterable[dic
 
 def listing(specs: dict[str, dict], results: list[KernelResult], compiled: Iterable[str] = ()) -> list[SpecRow]:
     """Each package spec's row. ``specs``: name -> ``{"family", "keys": [kernel keys it is launched as]}``
-    (numba ``mod:qualname(argtypes)``, NVRTC symbols, CuPy image sha256s, CCCL spec names); ``compiled``: the
+    (numba ``mod:qualname(argtypes)``; NVRTC ``symbol(parameter sizes)``, or a bare symbol, which matches it at
+    every size; the CuPy results of its images; CCCL spec names); ``compiled``: the
     kernel keys the packaged run compiled (its no-JIT report)."""
-    by_key: dict[str, KernelResult] = {}
-    for r in results:
-        by_key.setdefault(r.kernel, r)
     compiled = set(compiled)
     rows = []
     for name in sorted(specs):
         fam, keys = specs[name]["family"], list(specs[name].get("keys") or ())
-        hits = [by_key[k] for k in keys if k in by_key and by_key[k].status != NOT_LAUNCHED]
+        hits = [r for r in results if r.status != NOT_LAUNCHED and (r.kernel in keys or (
+            fam == "nvrtc" and r.kernel.split("(", 1)[0] in keys and r.kernel.endswith(")")))]
         row = SpecRow(name, fam, OK, kernels=[h.kernel for h in hits])
         failed = [h for h in hits if h.status == FAILED]
         if failed:

@@ -211,6 +211,12 @@ def _after(family: str, kernel: str, bufs: list[tuple[int, int, str | None]], dr
     _write(rec)
 
 
+def nvrtc_name(symbol: str, sizes: Any) -> str:
+    """An NVRTC kernel's name in the log: its symbol and its parameters' sizes (``scale(8,8,4,4)``), so a source
+    rendered per dtype with one ``extern "C"`` name is one kernel per dtype."""
+    return f"{symbol}({','.join(str(int(n)) for n in sizes)})" if sizes else symbol
+
+
 def _wrap_launch(original: Any, via: str, unpack: Any) -> Any:
     drv = _state["drv"]
 
@@ -222,7 +228,7 @@ def _wrap_launch(original: Any, via: str, unpack: Any) -> Any:
             with _Quiet():
                 handle, grid, block, shmem, args = unpack(drv, *a, **k)
                 numba, arrays = _numba_caller() if via == "cuda.core" else (None, {})
-                symbol = drv.symbol(handle)
+                symbol, sizes = _rl()._named(drv, handle)  # one source per dtype: one symbol, other sizes
                 bufs = _buffers(args, drv, arrays)
         except Exception as e:  # noqa: BLE001 - a launch this hook cannot read: noted, run unchanged
             _write({"kind": "unseen", "via": via, "why": f"{type(e).__name__}: {e}"[:300]})
@@ -230,7 +236,7 @@ def _wrap_launch(original: Any, via: str, unpack: Any) -> Any:
         result = original(*a, **k)
         try:
             with _Quiet():
-                family, kernel = ("numba", numba) if numba else ("nvrtc", symbol)
+                family, kernel = ("numba", numba) if numba else ("nvrtc", nvrtc_name(symbol, sizes))
                 _after(family, kernel, bufs, drv, {"symbol": symbol, "grid": list(grid) if isinstance(grid, tuple)
                                                    else grid, "block": list(block) if isinstance(block, tuple)
                                                    else block})

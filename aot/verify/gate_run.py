@@ -168,14 +168,37 @@ def package_keys(package: str | None, packaged: list[dict], results: list[Kernel
             except Exception:  # noqa: BLE001 - an unreadable artifact has no key: its spec is listed unchecked
                 continue
             if spec.family == "nvrtc":
-                from ..build.image_symbols import kernel_symbols
-                keys += [s for s in kernel_symbols(art.payload) if s not in keys]
+                keys += [k for k in _nvrtc_keys(art.payload, art.kind) if k not in keys]
             elif spec.family == "cupy":
                 keys += cupy_by_sha.get(hashlib.sha256(art.payload).hexdigest(), [])
         if spec.family == "nvrtc":
             keys += [k for k in getattr(spec, "kernels", ()) if k not in keys]
         out[name] = {"family": spec.family, "keys": keys}
     return out
+
+
+_NO_DEVICE: list[bool] = []
+
+
+def _nvrtc_keys(payload: bytes, kind: str) -> list[str]:
+    """The names an NVRTC image's kernels are launched under (:func:`aot.verify.gate_hook.nvrtc_name`): each entry
+    symbol with its parameters' sizes, read from the image loaded on this GPU; without one, the symbols alone
+    (:func:`aot.verify.gate.listing` then matches every size of a symbol)."""
+    from ..build.image_symbols import kernel_symbols
+    from .gate_hook import nvrtc_name
+    symbols = kernel_symbols(payload)
+    if _NO_DEVICE:
+        return symbols
+    try:
+        from cuda.core import ObjectCode
+        from .gpu import current_device
+        from .replay import kernel_symbol
+        current_device()
+        code = ObjectCode.from_cubin(payload) if kind == "cubin" else ObjectCode.from_ptx(payload)
+        return [nvrtc_name(*kernel_symbol(code.get_kernel(s))) for s in symbols]
+    except Exception:  # noqa: BLE001 - no device here (or an image it cannot load): the symbols alone
+        _NO_DEVICE.append(True)
+        return symbols
 
 
 def _numba_key(spec: Any) -> str:
