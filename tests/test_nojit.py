@@ -118,5 +118,13 @@ def test_unset_wraps_nothing():
 def test_a_bad_setting_is_one_line():
     r = subprocess.run([sys.executable, "-c", "import aot"], env=repo_env(AOT_NO_JIT="sometimes"),
                        capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode != 0 and "environment variable AOT_NO_JIT: expected warn, raise or off, got 'sometimes'" \
-        in r.stderr
+    assert r.returncode != 0 and "environment variable AOT_NO_JIT: expected warn, raise, report or off, got " \
+        "'sometimes'" in r.stderr
+
+
+def test_report_only_counts(tmp_path):
+    """``report`` (aot gate's packaged run): no warning a test suite could turn into an error, the report at exit."""
+    report = tmp_path / "jit.json"
+    out = run("core,numba", AOT_NO_JIT="report", AOT_NO_JIT_REPORT=str(report))
+    assert out["core"] == [] and out["numba"] == [] and out["raised"] == []
+    assert json.loads(report.read_text())["compiles"] == 3

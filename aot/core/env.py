@@ -106,15 +106,15 @@ def _parse_no_jit(raw: str) -> str:
     value = raw.strip().lower()
     if value in ("", "0", "off", "false", "no"):
         return "off"
-    if value in ("warn", "raise"):
+    if value in ("warn", "raise", "report"):
         return value
-    raise UsageError(f"expected warn, raise or off, got {raw!r}")
+    raise UsageError(f"expected warn, raise, report or off, got {raw!r}")
 
 
 NO_JIT = _var("AOT_NO_JIT", _parse_no_jit, "off",
               "warn|raise = from `import aot` on, every compile of any family (NVRTC through cuda.core or raw, "
               "numba-cuda, CuPy, cuda.compute builds) warns once per kernel with the caller's stack, or raises "
-              "(aot.no_jit(); docs/gate.md#no-jit-after-startup).")
+              "(aot.no_jit(); docs/gate.md#no-jit-after-startup); report = only counted, for AOT_NO_JIT_REPORT.")
 NO_JIT_REPORT = _var("AOT_NO_JIT_REPORT", _parse_path, None,
                      "With AOT_NO_JIT: write the compiles seen (aot.jit_report()) as JSON to this file at exit.")
 

@@ -3,7 +3,7 @@
 
 The runs, in order, each in fresh caches (its own ``CUPY_CACHE_DIR``, ``NUMBA_CACHE_DIR`` and ``AOT_CACHE_DIR``,
 ``AOT_DISABLE_CACHE=1``): a JIT run (``AOT_JIT_ONLY=1``: the runtime serves nothing, JIT-compiles the packaged
-specs from their definitions, and every family compiles as without aot), the packaged run (``AOT_NO_JIT=warn``
+specs from their definitions, and every family compiles as without aot), the packaged run (``AOT_NO_JIT=report``
 and its report: what compiled there was not served), and a second JIT run (what differs between the two JIT runs
 is nondeterministic). CuPy's own kernel cache is empty in each run, so in the packaged run a kernel comes from aot
 or from CuPy's compile.
@@ -70,7 +70,7 @@ def env_for(run: str, work: Path, base: dict[str, str]) -> dict[str, str]:
     for var in ("AOT_DISABLE_PACKAGED", "AOT_JIT_ONLY", "AOT_NO_JIT", "AOT_NO_JIT_REPORT", "CUPY_CACHE_IN_MEMORY"):
         env.pop(var, None)
     if run == "packaged":
-        env.update(AOT_NO_JIT="warn", AOT_NO_JIT_REPORT=str(work / "packaged-nojit.json"))
+        env.update(AOT_NO_JIT="report", AOT_NO_JIT_REPORT=str(work / "packaged-nojit.json"))
     else:
         env["AOT_JIT_ONLY"] = "1"
     return env
