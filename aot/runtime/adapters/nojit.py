@@ -4,8 +4,9 @@ A library that ships its kernels should compile nothing once it has started. Und
 entry point of the four families is wrapped, and each compile it sees after the setting was turned on is one
 :class:`JitEvent` (family, kernel, the caller's stack): ``warn`` says it once per kernel
 (:class:`~aot.core.errors.AotWarning`, with the stack) and lets it compile; ``raise`` raises
-:class:`JitForbiddenError` before anything compiles; ``report`` only counts (``aot gate``'s packaged run). :func:`jit_report` lists them (what the build matrix lacks);
-at exit the list is one warning, and, with ``AOT_NO_JIT_REPORT=FILE``, a JSON file.
+:class:`JitForbiddenError` before anything compiles; ``report`` only counts (``aot gate``'s packaged run).
+:func:`jit_report` lists them (what the build matrix lacks); at exit the list is one warning, and, with
+``AOT_NO_JIT_REPORT=FILE``, a JSON file.
 
 The entry points (each wrapped only while the setting is on, so an install without it pays nothing):
 
