@@ -69,7 +69,8 @@ def cccl() -> None:
     twice(lambda t: reduce(temp_storage=t, d_in=xi, d_out=total, num_items=N, h_init=np.zeros(1, np.int64)))
     xf, run = cp.asarray(rng.standard_normal(N)), cp.empty(N, cp.float64)
     scan = registry.cccl("gate_cummax_f64")
-    twice(lambda t: scan(temp_storage=t, d_in=xf, d_out=run, num_items=N))
+    lowest = np.array([np.finfo(np.float64).min])  # the spec's init (min), passed as cuda.compute takes it
+    twice(lambda t: scan(temp_storage=t, d_in=xf, d_out=run, init_value=lowest, num_items=N))
     print("sum", int(total.get()[0]), "cummax", float(run.get()[-1]))
 
 
