@@ -65,6 +65,20 @@ def test_nondeterministic_floats_compare_within_the_tolerance_never_skipped():
     assert res.status == gate.FAILED and "outside the tolerance" in res.detail and "sum" in res.detail
 
 
+def test_a_raw_buffer_of_float_atomics_compares_as_float32():
+    """An NVRTC kernel's buffer has no element type (a raw pointer): its float32 view carries the tolerance."""
+    v = np.random.default_rng(2).standard_normal(1024).astype(np.float32)
+    a, b, p = v.copy(), v.copy(), v.copy()
+    b[3] = np.nextafter(b[3], np.float32(10))
+    p[4] = np.nextafter(p[4], np.float32(-10))
+    raw = [{"kind": "launch", "family": "nvrtc", "kernel": "k", "buffers": [digest(x.tobytes(), None)]} for x in (a, p, b)]
+    (res,) = gate.compare([raw[0]], [raw[1]], [raw[2]])
+    assert res.status == gate.OK and res.nondeterministic == 1
+    wrong = [{"kind": "launch", "family": "nvrtc", "kernel": "k", "buffers": [digest((v * 2).tobytes(), None)]}]
+    (res,) = gate.compare([raw[0]], wrong, [raw[2]])
+    assert res.status == gate.FAILED and "outside the tolerance" in res.detail
+
+
 def test_nondeterministic_order_needs_the_same_values():
     idx = np.arange(100, dtype=np.int32)
     a, b = idx.copy(), idx[::-1].copy()  # an atomic compaction: the same indices in another order

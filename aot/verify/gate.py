@@ -66,9 +66,11 @@ def by_kernel(records: Iterable[dict]) -> tuple[dict[tuple[str, str], list[dict]
 
 
 def tolerance(dtype: str | None, a: dict, b: dict) -> tuple[float, float]:
-    """(sum tolerance, quantile tolerance) of a floating buffer whose two JIT runs ``a`` and ``b`` differ."""
+    """(sum tolerance, quantile tolerance) of a floating buffer whose two JIT runs ``a`` and ``b`` differ (a buffer of
+    no known element type: of its float32 view, ``stats_dtype``)."""
     import numpy as np
-    size = np.dtype(dtype).itemsize if dtype else 8
+    stats = a.get("stats_dtype") or dtype
+    size = np.dtype(stats).itemsize if stats else 8
     rtol = RTOL.get(size, 1e-10)
     spread = abs(a.get("sum", 0.0) - b.get("sum", 0.0))
     qa, qb = a.get("quantiles") or [0.0], b.get("quantiles") or [0.0]

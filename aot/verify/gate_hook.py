@@ -76,7 +76,8 @@ def _busy() -> bool:
 def digest(data: bytes, dtype: str | None) -> dict:
     """A buffer's digest: its size, sha256, an order-insensitive hash of its elements (``multiset``: equal for
     two orders of the same values, as an atomic compaction writes them), :data:`SAMPLES` evenly spaced elements
-    and, for a floating ``dtype``, the sum, the sum of magnitudes, NaN count and :data:`QUANTILES` quantiles."""
+    and, for a floating ``dtype`` (with none known: the float32 view, ``stats_dtype``), the sum, the sum of
+    magnitudes, NaN count and :data:`QUANTILES` quantiles."""
     out: dict[str, Any] = {"size": len(data), "dtype": dtype, "sha256": hashlib.sha256(data).hexdigest()}
     item = _itemsize(dtype)
     n = len(data) // item
@@ -104,8 +105,10 @@ def digest(data: bytes, dtype: str | None) -> dict:
         out["multiset"] = format(int(h.sum(dtype=np.uint64)), "016x")
     idx = np.unique(np.linspace(0, a.size - 1, min(SAMPLES, a.size)).astype(np.int64))
     out["samples"] = [[int(i), a[i].tobytes().hex()] for i in idx]
-    if dt.kind == "f":
-        v = a.astype(np.float64)
+    stats = dt if dt.kind == "f" else np.dtype(np.float32) if dtype is None and len(data) % 4 == 0 else None
+    if stats is not None:  # a raw pointer's buffer (no element type known): its float32 view, NVRTC atomics' usual type
+        out["stats_dtype"] = str(stats)
+        v = np.frombuffer(data, stats).astype(np.float64)
         finite = v[np.isfinite(v)]
         out["sum"] = float(finite.sum()) if finite.size else 0.0
         out["abssum"] = float(np.abs(finite).sum()) if finite.size else 0.0
