@@ -9,8 +9,8 @@ sees, a digest of every buffer the launch was given. This module compares the th
   buffer's sha256. The packaged launch passes when it equals either JIT run's.
 * A launch whose buffers differ between the two JIT runs is **nondeterministic** (atomics, a race of equal
   writers), never skipped: the packaged one must hold the same values in another order (an order-insensitive
-  hash of the elements equal), or, for floating point, a sum, a sum of magnitudes and :data:`QUANTILES`
-  within :func:`tolerance`: ``max(rtol * sum|x|, 4 * |JIT A - JIT B|)`` (``rtol`` per element size:
+  hash of the elements equal), or, for floating point, its sum, sum of magnitudes, sum of squares and
+  extremes within :func:`tolerance`: ``max(rtol * scale, 4 * |JIT A - JIT B|)`` (``rtol`` per element size:
   :data:`RTOL`). Integers that differ otherwise between the JIT runs fail unless the packaged run equals one.
 * CuPy kernels by image: the cubin aot served must be the one CuPy's own compile makes here (same name, the
   hash of CuPy's whole key).
@@ -27,7 +27,6 @@ from typing import Any, Iterable
 
 #: Relative tolerance of a nondeterministic floating buffer, per element size (bytes), on its sum of magnitudes.
 RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-10}
-QUANTILES = 17
 OK, FAILED, NOT_LAUNCHED, NOT_SERVED = "ok", "FAILED", "not launched", "not served"
 
 
@@ -65,18 +64,19 @@ def by_kernel(records: Iterable[dict]) -> tuple[dict[tuple[str, str], list[dict]
     return launches, cupy
 
 
-def tolerance(dtype: str | None, a: dict, b: dict) -> tuple[float, float]:
-    """(sum tolerance, quantile tolerance) of a floating buffer whose two JIT runs ``a`` and ``b`` differ (a buffer of
-    no known element type: of its float32 view, ``stats_dtype``)."""
+def tolerance(dtype: str | None, a: dict, b: dict) -> dict[str, float]:
+    """Per moment, the tolerance of a floating buffer whose two JIT runs ``a`` and ``b`` differ (a buffer of no known
+    element type: of its float32 view, ``stats_dtype``): ``max(rtol * scale, 4 * |a - b|)``, the scale being the
+    sum of magnitudes (sums), the sum of squares, or the largest magnitude (extremes)."""
     import numpy as np
     stats = a.get("stats_dtype") or dtype
-    size = np.dtype(stats).itemsize if stats else 8
-    rtol = RTOL.get(size, 1e-10)
-    spread = abs(a.get("sum", 0.0) - b.get("sum", 0.0))
-    qa, qb = a.get("quantiles") or [0.0], b.get("quantiles") or [0.0]
-    qspread = max((abs(x - y) for x, y in zip(qa, qb)), default=0.0)
-    big = max((abs(x) for x in qa), default=0.0)
-    return max(rtol * a.get("abssum", 0.0), 4 * spread), max(rtol * big, 4 * qspread)
+    rtol = RTOL.get(np.dtype(stats).itemsize if stats else 8, 1e-10)
+    ea, eb = a.get("extremes") or [0.0, 0.0], b.get("extremes") or [0.0, 0.0]
+    return {"sum": max(rtol * a.get("abssum", 0.0), 4 * abs(a.get("sum", 0.0) - b.get("sum", 0.0))),
+            "abssum": max(rtol * a.get("abssum", 0.0), 4 * abs(a.get("abssum", 0.0) - b.get("abssum", 0.0))),
+            "sumsq": max(rtol * a.get("sumsq", 0.0), 4 * abs(a.get("sumsq", 0.0) - b.get("sumsq", 0.0))),
+            "extremes": max(rtol * max((abs(x) for x in ea), default=0.0),
+                            4 * max((abs(x - y) for x, y in zip(ea, eb)), default=0.0))}
 
 
 def _first_sample(got: dict, want: dict) -> str:
@@ -105,28 +105,27 @@ def compare_buffer(p: dict, a: dict, b: dict) -> tuple[bool, bool, str]:
     """(passes, nondeterministic, why) for one buffer of one launch: packaged ``p``, JIT runs ``a`` and ``b``."""
     if p.get("size") != a.get("size"):
         return False, False, f"{p.get('size')} bytes, JIT {a.get('size')}"
-    if p["sha256"] in (a["sha256"], b["sha256"]):
-        return True, a["sha256"] != b["sha256"], ""
-    if a["sha256"] == b["sha256"]:
+    if p["digest"] in (a["digest"], b["digest"]):
+        return True, a["digest"] != b["digest"], ""
+    if a["digest"] == b["digest"]:
         return False, False, "differs from the JIT's (equal in both JIT runs)" + _first_sample(p, a)
     if a.get("multiset") is not None and a.get("multiset") == b.get("multiset"):
         if p.get("multiset") == a.get("multiset"):
             return True, True, "the same values in another order (as in the two JIT runs)"
         return False, True, "nondeterministic order in the JIT runs, and other values here" + _first_sample(p, a)
     if "sum" in a and "sum" in b and "sum" in p:
-        tol_sum, tol_q = tolerance(p.get("dtype"), a, b)
-        qp, qa = p.get("quantiles") or [], a.get("quantiles") or []
-        bad = [f"sum {p['sum']!r} vs {a['sum']!r} (tolerance {tol_sum:.3g})"] if abs(p["sum"] - a["sum"]) > tol_sum \
-            else []
-        if abs(p.get("abssum", 0.0) - a.get("abssum", 0.0)) > tol_sum:
-            bad.append(f"sum of magnitudes {p.get('abssum')!r} vs {a.get('abssum')!r} (tolerance {tol_sum:.3g})")
-        if len(qp) != len(qa) or any(abs(x - y) > tol_q for x, y in zip(qp, qa)):
-            bad.append(f"quantiles outside {tol_q:.3g}")
+        tol = tolerance(p.get("dtype"), a, b)
+        names = {"sum": "sum", "abssum": "sum of magnitudes", "sumsq": "sum of squares"}
+        bad = [f"{names[k]} {p.get(k)!r} vs {a.get(k)!r} (tolerance {tol[k]:.3g})" for k in names
+               if abs(p.get(k, 0.0) - a.get(k, 0.0)) > tol[k]]
+        ep, ea = p.get("extremes") or [], a.get("extremes") or []
+        if len(ep) != len(ea) or any(abs(x - y) > tol["extremes"] for x, y in zip(ep, ea)):
+            bad.append(f"smallest and largest {ep} vs {ea} (tolerance {tol['extremes']:.3g})")
         if p.get("nan") != a.get("nan") and p.get("nan") != b.get("nan"):
             bad.append(f"{p.get('nan')} NaN, JIT {a.get('nan')}")
         if bad:
             return False, True, "nondeterministic in the JIT runs, and outside the tolerance: " + "; ".join(bad)
-        return True, True, f"within tolerance (sum {tol_sum:.3g}, quantiles {tol_q:.3g})"
+        return True, True, f"within tolerance (sum {tol['sum']:.3g})"
     return False, True, "nondeterministic integer output in the JIT runs, and equal to neither here"
 
 

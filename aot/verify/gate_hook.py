@@ -36,8 +36,6 @@ from typing import Any
 SAMPLES = 16
 #: Chunks each buffer is cut into, each hashed: a differing launch names the first differing range of elements.
 CHUNKS = 64
-#: Quantiles kept of a floating buffer (order-insensitive: compared within a tolerance when two JIT runs differ).
-QUANTILES = 17
 #: Arguments of a cuda.compute call that are scratch space, not results.
 SCRATCH = ("temp_storage", "d_temp_storage")
 _local = threading.local()
@@ -74,16 +72,18 @@ def _busy() -> bool:
 
 # ------------------------------------------------------------------------------------------------ digests
 def digest(data: bytes, dtype: str | None) -> dict:
-    """A buffer's digest: its size, sha256, an order-insensitive hash of its elements (``multiset``: equal for
+    """A buffer's digest: its size, a hash of the whole (BLAKE2b over the hashes of :data:`CHUNKS` chunks, one
+    pass over the bytes), an order-insensitive hash of its elements (``multiset``: equal for
     two orders of the same values, as an atomic compaction writes them), :data:`SAMPLES` evenly spaced elements
-    and, for a floating ``dtype`` (with none known: the float32 view, ``stats_dtype``), the sum, the sum of
-    magnitudes, NaN count and :data:`QUANTILES` quantiles."""
-    out: dict[str, Any] = {"size": len(data), "dtype": dtype, "sha256": hashlib.sha256(data).hexdigest()}
+    and, for a floating ``dtype`` (with none known: the float32 view, ``stats_dtype``), the order-insensitive
+    moments a nondeterministic launch is compared by: sum, sum of magnitudes, sum of squares, the smallest and
+    largest finite element and the NaN count (cheap: one pass each, no sort)."""
     item = _itemsize(dtype)
-    n = len(data) // item
-    step = max(1, -(-n // CHUNKS)) * item
-    out["chunk"] = step // item
-    out["chunks"] = [hashlib.blake2b(data[i:i + step], digest_size=8).hexdigest() for i in range(0, len(data), step)]
+    step = max(1, -(-(len(data) // item) // CHUNKS)) * item
+    chunks = [hashlib.blake2b(data[i:i + step], digest_size=16).digest() for i in range(0, len(data), step)]
+    out: dict[str, Any] = {"size": len(data), "dtype": dtype, "chunk": step // item,
+                           "digest": hashlib.blake2b(b"".join(chunks), digest_size=32).hexdigest(),
+                           "chunks": [c[:8].hex() for c in chunks]}
     try:
         import numpy as np
     except ImportError:
@@ -94,27 +94,32 @@ def digest(data: bytes, dtype: str | None) -> dict:
     a = np.frombuffer(data, dt)
     if a.size == 0:
         return out
-    words = np.frombuffer(data, np.uint32 if dt.itemsize >= 4 and len(data) % 4 == 0 else np.uint8)
-    per = max(1, dt.itemsize // words.itemsize)
-    x = words.astype(np.uint64).reshape(-1, per) if words.size % per == 0 else words.astype(np.uint64).reshape(-1, 1)
-    h = np.zeros(x.shape[0], np.uint64)
+    if len(data) % 4 == 0:  # one 32-bit hash per element, over its words in order (per word for 1/2-byte types)
+        words, per = np.frombuffer(data, np.uint32), max(1, dt.itemsize // 4)
+    else:
+        words, per = np.frombuffer(data, np.uint8).astype(np.uint32), 1
     with np.errstate(over="ignore"):
-        for j in range(x.shape[1]):  # one hash per element, over its words in order
-            h = (h ^ (x[:, j] + np.uint64(0x9E3779B97F4A7C15 + j))) * np.uint64(0xBF58476D1CE4E5B9)
-            h ^= h >> np.uint64(31)
+        h = np.zeros(words.size // per, np.uint32)
+        for j in range(per):
+            h = (h ^ words[j::per] ^ np.uint32(0x9E3779B9 + j)) * np.uint32(0x85EBCA6B)
+            h ^= h >> np.uint32(13)
+            h *= np.uint32(0xC2B2AE35)
+            h ^= h >> np.uint32(16)
         out["multiset"] = format(int(h.sum(dtype=np.uint64)), "016x")
     idx = np.unique(np.linspace(0, a.size - 1, min(SAMPLES, a.size)).astype(np.int64))
     out["samples"] = [[int(i), a[i].tobytes().hex()] for i in idx]
     stats = dt if dt.kind == "f" else np.dtype(np.float32) if dtype is None and len(data) % 4 == 0 else None
     if stats is not None:  # a raw pointer's buffer (no element type known): its float32 view, NVRTC atomics' usual type
         out["stats_dtype"] = str(stats)
-        v = np.frombuffer(data, stats).astype(np.float64)
-        finite = v[np.isfinite(v)]
-        out["sum"] = float(finite.sum()) if finite.size else 0.0
-        out["abssum"] = float(np.abs(finite).sum()) if finite.size else 0.0
-        out["nan"] = int(np.isnan(v).sum())
-        out["quantiles"] = [float(q) for q in np.quantile(finite, np.linspace(0, 1, QUANTILES))] if finite.size \
-            else []
+        v = np.frombuffer(data, stats)
+        finite = np.isfinite(v)
+        others = v.size - int(np.count_nonzero(finite))
+        w = v[finite] if others else v
+        out["sum"] = float(w.sum(dtype=np.float64))
+        out["abssum"] = float(np.abs(w).sum(dtype=np.float64))
+        out["sumsq"] = float(np.square(w, dtype=np.float64).sum())
+        out["extremes"] = [float(w.min()), float(w.max())] if w.size else []
+        out["nan"] = int(np.count_nonzero(np.isnan(v))) if others else 0
     return out
 
 
