@@ -271,6 +271,9 @@ def _patch_launch(name: str, mod: Any) -> None:
         m = sys.modules.get(other)
         if m is not None and getattr(m, attr, None) is original:
             setattr(m, attr, wrapped)
+    twin = "cuda.bindings.driver" if name == "cuda.core._launcher" else "cuda.core._launcher"
+    if twin in sys.modules:  # imported while this hook was busy (the driver, just above): patched now
+        _patch_launch(twin, sys.modules[twin])
 
 
 # -------------------------------------------------------------------------------------------------- CCCL
