@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, MatrixError,
-                          NoDeviceError, ToolchainError, UsageError, VerificationError)
+from .core.errors import (AotError, AotWarning, ArtifactError, BuildError, BusyError, CallError, JitForbiddenError,
+                          MatrixError, NoDeviceError, ToolchainError, UsageError, VerificationError)
 
 if TYPE_CHECKING:  # names for annotations only: importing the loader here would slow `import aot`
     from collections.abc import Iterable
@@ -21,6 +21,14 @@ if TYPE_CHECKING:  # names for annotations only: importing the loader here would
 from .core.version import __version__
 from .runtime.loader import import_hook as _import_hook  # noqa: F401 - a lean `import cuda.compute` works after aot
 
+import os as _os
+
+# AOT_NO_JIT (declared in aot.core.env, which parses it): read here directly so that `import aot` imports nothing
+# more without it; with it, the compile entry points are watched from now on (aot/runtime/adapters/nojit.py).
+if _os.environ.get("AOT_NO_JIT", "").strip().lower() not in ("", "0", "off", "false", "no"):
+    from .runtime.adapters.nojit import from_env as _no_jit_from_env
+    _no_jit_from_env()
+
 __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_warmup", "ensure_warm",
            "status", "default_registry",
            # other handles on an NVRTC kernel (aot.runtime.adapters.handles, imported when first used)
@@ -29,15 +37,18 @@ __all__ = ["__version__", "Registry", "AotWarning", "cccl", "kernel", "request_w
            "program_cache", "by_source",
            # numba-cuda kernels served through their own dispatchers (aot.runtime.adapters.numba_attach)
            "attach_numba",
+           # no JIT after startup, provable at run time (aot.runtime.adapters.nojit; AOT_NO_JIT)
+           "no_jit", "jit_report",
            # the error catalogue (aot.errors, stdlib only): each carries the CLI's exit code
-           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "MatrixError", "NoDeviceError",
-           "ToolchainError", "UsageError", "VerificationError"]
+           "AotError", "ArtifactError", "BuildError", "BusyError", "CallError", "JitForbiddenError", "MatrixError",
+           "NoDeviceError", "ToolchainError", "UsageError", "VerificationError"]
 
 _LAZY = {"Registry": "runtime.loader.registry", "default_registry": "runtime.loader.default",
          "cufunction": "runtime.adapters.handles", "cupy_module": "runtime.adapters.handles",
          "cupy_kernel": "runtime.adapters.handles",
          "program_cache": "runtime.adapters.program_cache", "by_source": "runtime.adapters.bysource",
-         "attach_numba": "runtime.adapters.numba_attach"}
+         "attach_numba": "runtime.adapters.numba_attach", "no_jit": "runtime.adapters.nojit",
+         "jit_report": "runtime.adapters.nojit"}
 
 
 def __getattr__(name: str):

@@ -23,6 +23,7 @@ from .build_cmds import cmd_build, cmd_bundle, cmd_merge, cmd_validate
 from .check_cmds import cmd_inspect, cmd_verify
 from .env_cmds import _cache_parser, cmd_cache, cmd_doctor
 from .record_cmds import cmd_record, record_parser
+from .gate_cmds import cmd_gate, gate_parser
 
 def _parser() -> argparse.ArgumentParser:
     # -v works before or after the subcommand (`aot -v build`, `aot build -vv`).
@@ -113,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _cache_parser(sub)
     record_parser(sub)
+    gate_parser(sub)
 
     mg = sub.add_parser("merge", parents=[verbose],
                         help="combine shard outputs (build --shard K/N), and builds made under different "
@@ -243,7 +245,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         commands = {"build": cmd_build, "validate": cmd_validate, "verify": cmd_verify, "inspect": cmd_inspect,
                     "doctor": cmd_doctor, "merge": cmd_merge, "cache": cmd_cache, "bundle": cmd_bundle,
-                    "record": cmd_record}
+                    "record": cmd_record, "gate": cmd_gate}
         return commands[args.command](args)
     except AotError as e:  # clipped: a message quoting unbounded input must not become a 1 MB line
         print(f"aot: error: {printable(_clip(str(e), 1000))}", file=sys.stderr)  # one line, whatever it quotes

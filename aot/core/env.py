@@ -79,6 +79,9 @@ CACHE_MAX_BYTES = _var("AOT_CACHE_MAX_BYTES", _parse_size, 2 * 1024 ** 3,
                        "least recently used entries are evicted past it (0 = no cap).")
 DISABLE_PACKAGED = _var("AOT_DISABLE_PACKAGED", _parse_bool, False,
                         "1 = ignore packaged artifacts (forces the user cache / JIT path; for testing).")
+JIT_ONLY = _var("AOT_JIT_ONLY", _parse_bool, False,
+                "1 = serve no packaged artifact but keep the packaged specs' definitions (each JIT-compiled from "
+                "it; numba-cuda, CuPy and a library's own compile call compile as without aot): aot gate's JIT runs.")
 FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
                   "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
 STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,
@@ -99,6 +102,24 @@ WHEEL_MATRIX = _var("AOT_WHEEL_MATRIX", _parse_path, None,
                     "Build matrix the wheel build compiles with AOT_WHEEL_SM (default: build_matrix.yaml).")
 WHEEL_ARTIFACTS = _var("AOT_WHEEL_ARTIFACTS", _parse_path, None,
                        "Bundle this prebuilt (merged) artifact directory into the wheel instead of building.")
+def _parse_no_jit(raw: str) -> str:
+    value = raw.strip().lower()
+    if value in ("", "0", "off", "false", "no"):
+        return "off"
+    if value in ("warn", "raise", "report"):
+        return value
+    raise UsageError(f"expected warn, raise, report or off, got {raw!r}")
+
+
+NO_JIT = _var("AOT_NO_JIT", _parse_no_jit, "off",
+              "warn|raise = from `import aot` on, every compile of any family (NVRTC through cuda.core or raw, "
+              "numba-cuda, CuPy, cuda.compute builds) warns once per kernel with the caller's stack, or raises "
+              "(aot.no_jit(); docs/gate.md#no-jit-after-startup); report = only counted, for AOT_NO_JIT_REPORT.")
+NO_JIT_REPORT = _var("AOT_NO_JIT_REPORT", _parse_path, None,
+                     "With AOT_NO_JIT: write the compiles seen (aot.jit_report()) as JSON to this file at exit.")
+
+
+
 def _parse_paths(raw: str) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
 

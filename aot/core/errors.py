@@ -62,6 +62,11 @@ class VerificationError(AotError):
     return_code = 7
 
 
+class JitForbiddenError(VerificationError):
+    """A compile after startup under ``AOT_NO_JIT=raise`` (``aot.no_jit("raise")``): the packaged artifacts lack
+    the kernel (or aot refused to serve it, saying why). Raised before anything compiles."""
+
+
 class CallError(AotError, TypeError):
     """A loaded algorithm was called with an argument its artifact cannot serve: state missing, unknown, of
     another dtype or on the host, an iterator's leaf of the wrong kind or dtype. Never a wrong result."""

@@ -369,4 +369,4 @@ def unchecked_line(names: list[str], allowed: bool) -> str:
     shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
     return (f"{len(names)} unchecked (neither a check nor a recorded launch): {shown}; "
             + ("allowed (--allow-unchecked)" if allowed else "the gate fails (pass --allow-unchecked to accept them, "
-               "or record launches: aot record)"))
+               "or record launches: aot record, or check every kernel with the library's own command: aot gate)"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ...core.env import DISABLE_PACKAGED
+from ...core.env import DISABLE_PACKAGED, JIT_ONLY
 from ...core.errors import AotError, ArtifactError
 from ...core.manifest import MANIFEST_NAME, Manifest, load_manifest
 from ...core.spec import Spec
@@ -59,6 +59,8 @@ def read_catalog(source: str | None, caller_specs: Iterable[Spec], specs_from: C
     if manifest is not None:
         assert root is not None  # a manifest was read from it
         specs.update(manifest.built)  # checked by the matrix's own validator, once
+        if JIT_ONLY.get():  # `aot gate`'s JIT runs: the definitions, to JIT them; no artifact is served
+            return Catalog(root, None, {**specs, **{s.name: s for s in caller_specs}}, {s.name for s in caller_specs})
         skipped = manifest.skipped
         for name, why in skipped[:MAX_SPEC_WARNINGS]:
             warn(f"{root / MANIFEST_NAME}: spec {short(name)} skipped ({why}); it can only JIT if the caller's "

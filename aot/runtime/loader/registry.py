@@ -124,7 +124,7 @@ class Registry:
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
             reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
-        else:
+        elif not _jit_only():  # AOT_JIT_ONLY (aot gate's JIT runs): numba-cuda and CuPy compile as without aot
             if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
                 from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
                 attach_numba(reg)
@@ -415,6 +415,11 @@ def package_dir(package: str) -> str:
         return paths[0]
     from .sources import package_artifact_dir  # a namespace package, a zip import, a module: the general way
     return os.path.normpath(package_artifact_dir(package, "."))
+
+
+def _jit_only() -> bool:
+    from ...core.env import JIT_ONLY  # read at from_package only: the import closure stays the loader's
+    return JIT_ONLY.get()
 
 
 def _packaged_disabled() -> bool:
