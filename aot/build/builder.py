@@ -125,7 +125,7 @@ def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | Non
     for spec in specs:
         if isinstance(spec, CcclSpec):
             items += [Item(spec, sm, "cccl-blob") for sm in sms]
-        elif spec.family == "cupy":  # CuPy caches a cubin per SM and keys it by the SM: no PTX serves it
+        elif spec.family in ("cupy", "triton"):  # cached per SM, keyed by the SM: no PTX serves them
             items += [Item(spec, sm, "cubin") for sm in sms]
         else:
             items += [Item(spec, sm, "cubin") for sm in sms]
@@ -323,6 +323,9 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
         elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (runtime.adapters.cupy_attach)
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
+        elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
+            header = fmt.read(out / e["path"]).header
+            e["triton_key"], e["triton_name"] = header["triton_key"], header["triton_name"]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
             e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}
