@@ -76,6 +76,9 @@ def _fields(kernel: Any, v: Mapping[str, Any]) -> dict[str, Any]:
     missing = [n for n in runtime if n not in sig]
     if missing:
         raise SpecError(f"gives no type for {', '.join(missing)}", "signature")
+    unknown = [n for n in consts if n not in {p.name for p in params}]
+    if unknown:
+        raise SpecError(f"{unknown[0]!r} is not a parameter of {kernel.fn.__qualname__}", "constexprs")
     out_consts = []
     for p in params:
         if not p.is_constexpr:
@@ -88,8 +91,6 @@ def _fields(kernel: Any, v: Mapping[str, Any]) -> dict[str, Any]:
             out_consts.append((p.name, p.default))
         else:
             raise SpecError(f"gives no value for the tl.constexpr {p.name!r}", "constexprs")
-    if consts:
-        raise SpecError(f"{next(iter(consts))!r} is not a parameter of {kernel.fn.__qualname__}", "constexprs")
     pointers = [n for n in runtime if sig[n].startswith("*")]
     div = pointers if v["divisible_by_16"] is None else list(v["divisible_by_16"])
     for n in div:

@@ -1,0 +1,238 @@
+"""Triton, the fifth family (docs/triton.md), on the driverless host: the ``triton:`` section validates (a bad
+entry is one line naming the field), examples/triton-mypkg builds for two SMs through Triton's own compiler with
+an explicit target (no GPU, the user's Triton cache untouched), and a launch through the kernel's own
+``JITFunction.run`` (``kernel.warmup``, a stand-in driver that names the device's target and launches nothing) is
+served from the packaged cubins with 0 Triton compiles; an edited kernel, an edited called function, a changed
+constexpr global and a changed module attribute (which Triton's own key does not see) each compile instead.
+
+Launching the served cubins on a GPU is ``.ci/gpu/triton_check.sh``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, repo_env
+
+triton = pytest.importorskip("triton")
+
+EXAMPLE = ROOT / "examples" / "triton-mypkg"
+SPECS = ["add.0", "add.1", "add.2", "add.3", "scale_shift", "softmax", "sum_rows"]
+
+#: A launch of every packaged specialisation through Triton's own launch path, on a stand-in driver (the target of
+#: an SM 90 device; nothing is launched: ``warmup`` stops after the compile or the cache's answer). Prints what
+#: Triton compiled (a cache miss) and under which key, and what it found in its cache.
+LAUNCH = r'''
+import json, sys, warnings
+warnings.simplefilter("always")
+import triton, triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from triton.runtime.cache import _base32
+
+class StandInDriver:
+    def get_current_device(self): return 0
+    def get_current_stream(self, device): return 0
+    def get_current_target(self): return GPUTarget("cuda", 90, 32)
+driver.set_active(StandInDriver())
+
+class Tensor:  # what Triton's specialisation reads of a torch tensor
+    def __init__(self, dtype): self.dtype = dtype
+    def data_ptr(self): return 1 << 20
+
+seen = []
+knobs.compilation.listener = lambda src, metadata, metadata_group, times, cache_hit: seen.append(
+    (src.fn.__name__, _base32(metadata["hash"]), cache_hit))
+import triton_mypkg
+from triton_mypkg import cfg, kernels as k
+if "assign" in sys.argv:
+    cfg.OFFSET = tl.constexpr(0.75)  # after the attach, before the first launch
+f32, f16 = tl.float32, tl.float16
+k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1 << 20, BLOCK=1024, grid=(1,))
+k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1000, BLOCK=1024, grid=(1,))
+k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1 << 20, BLOCK=256, grid=(1,))
+k.add.warmup(Tensor(f16), Tensor(f16), Tensor(f16), 1 << 20, BLOCK=1024, grid=(1,))
+k.scale_shift.warmup(Tensor(f32), Tensor(f32), 1 << 20, BLOCK=1024, grid=(1,))
+k.softmax_rows.warmup(Tensor(f32), Tensor(f32), 1024, 1024, BLOCK=1024, num_warps=4, grid=(1,))
+k.sum_rows.warmup(Tensor(f32), Tensor(f32), 1024, 1024, BLOCK=1024, num_warps=8, grid=(1,))
+if "unpackaged" in sys.argv:
+    k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1 << 20, BLOCK=512, grid=(1,))
+print(json.dumps(seen))
+'''
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """examples/triton-mypkg built for SM 80 and 90 (``aot build``, one job), with the user's Triton cache folder
+    named and absent: the build must not create it."""
+    out = tmp_path_factory.mktemp("triton-build") / "out"
+    cache = out.parent / "user-triton-cache"
+    r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(EXAMPLE / "build_matrix.yaml"),
+                        "--sm", "80,90", "--jobs", "1", "--out", str(out)], capture_output=True, text=True,
+                       env=repo_env(TRITON_CACHE_DIR=str(cache)), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not cache.exists()
+    return out
+
+
+def _site(tmp_path: Path, built: Path, edit=None) -> Path:
+    """The example installed as a user gets it (its package and the built set as its artifacts), ``edit``
+    applied to its sources after the build."""
+    site = tmp_path / "site"
+    shutil.copytree(EXAMPLE / "triton_mypkg", site / "triton_mypkg", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(built, site / "triton_mypkg" / "artifacts")
+    if edit:
+        path, old, new = edit
+        f = site / "triton_mypkg" / path
+        assert old in f.read_text()
+        f.write_text(f.read_text().replace(old, new))
+    return site
+
+
+def _launch(site: Path, *args: str) -> tuple[list, str]:
+    r = subprocess.run([sys.executable, "-c", LAUNCH, *args], capture_output=True, text=True, timeout=300,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}",
+                                    TRITON_CACHE_DIR=str(site.parent / "triton-cache")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
+def _keys(built: Path, sm: int = 90) -> dict[str, str]:
+    m = json.loads((built / "manifest.json").read_text())
+    return {a["name"]: a["triton_key"] for a in m["artifacts"] if a["sm"] == sm}
+
+
+def test_the_example_matrix_validates_with_triton_s_own_specialisation():
+    from aot.build.matrix import load_matrix
+    specs = load_matrix(EXAMPLE / "build_matrix.yaml").specs
+    assert [s.name for s in specs] == SPECS and {s.family for s in specs} == {"triton"}
+    by = {s.name: s for s in specs}
+    assert by["add.1"].divisible_by_16 == ("x_ptr", "y_ptr", "out_ptr")  # the default: every pointer
+    assert by["add.0"].divisible_by_16 == ("x_ptr", "y_ptr", "out_ptr", "n")
+    assert dict(by["add.2"].constexprs) == {"BLOCK": 256} and by["sum_rows"].options["num_warps"] == 8
+    assert by["add.3"].signature[0] == ("x_ptr", "*fp16") and by["add.0"].options["num_stages"] == 3
+    assert len({s.digest for s in specs}) == 4 and {s.triton for s in specs} == {triton.__version__}
+    assert len({s.content_key() for s in specs}) == len(specs)
+
+
+@pytest.mark.parametrize("entry, field, words", [
+    ('signature: {x_ptr: "*fp33", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}', "signature.x_ptr", "not a Triton argument type"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32"}', "signature", "gives no type for n"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}\n    constexprs: {BLOK: 4}', "constexprs", "'BLOK' is not a parameter"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}', "constexprs", "no value for the tl.constexpr 'BLOCK'"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}\n    constexprs: {BLOCK: 64}\n    options: {num_warps: 3}', "options.num_warps", "power of 2"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}\n    constexprs: {BLOCK: 64}\n    options: {num_warp: 4}', "options.num_warp", "did you mean 'num_warps'"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}\n    constexprs: {BLOCK: 64}\n    divisible_by_16: [m]', "divisible_by_16", "'m' is not an argument"),
+    ('signature: {x_ptr: "*fp32", y_ptr: "*fp32", out_ptr: "*fp32", n: i32}\n    specializations:\n      - {constexprs: {BLOCK: [1]}}', "specializations[0].constexprs.BLOCK", "not a constexpr value"),
+    ('signatures: {}', "signatures", "did you mean 'signature'"),
+])
+def test_a_bad_entry_is_one_line_naming_the_field(tmp_path, entry, field, words):
+    from aot.build.matrix import load_matrix
+    from aot.core.errors import MatrixError
+    shutil.copytree(EXAMPLE / "triton_mypkg", tmp_path / "triton_mypkg", ignore=shutil.ignore_patterns("__pycache__"))
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(f'version: 1\ntriton:\n  - name: bad\n    kernel: "triton_mypkg.kernels:add"\n    {entry}\n')
+    with pytest.raises(MatrixError) as e:
+        load_matrix(matrix)
+    text = str(e.value)
+    assert "\n" not in text and f"spec 'bad': field '{field}'" in text and words in text, text
+
+
+def test_an_autotuned_or_foreign_kernel_is_refused_in_one_line(tmp_path):
+    from aot.build.matrix import load_matrix
+    from aot.core.errors import MatrixError
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "k.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.autotune(configs=[triton.Config({})], key=[])\n"
+        "@triton.jit\ndef tuned(x_ptr):\n    pass\n\n\ndef plain(x_ptr):\n    pass\n")
+    for name, words in (("tuned", "@triton.autotune"), ("plain", "not a @triton.jit kernel")):
+        (tmp_path / "m.yaml").write_text(f'version: 1\ntriton:\n  - name: x\n    kernel: "lib.k:{name}"\n'
+                                         f'    signature: {{x_ptr: "*fp32"}}\n')
+        with pytest.raises(MatrixError) as e:
+            load_matrix(tmp_path / "m.yaml")
+        assert "field 'kernel'" in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_the_set_carries_a_cubin_per_spec_and_sm_with_what_triton_launches_with(built):
+    from aot.core import format as fmt
+    m = json.loads((built / "manifest.json").read_text())
+    rows = sorted((a["name"], a["sm"]) for a in m["artifacts"])
+    assert rows == sorted((n, sm) for n in SPECS for sm in (80, 90))
+    for a in m["artifacts"]:
+        art = fmt.read(built / a["path"])
+        assert art.payload[:4] == b"\x7fELF" and art.kind == "cubin" and art.header["family"] == "triton"
+        meta = art.header["triton_metadata"]
+        assert meta["target"]["arch"] == a["sm"] and meta["name"] == art.header["triton_name"] == a["triton_name"]
+        assert art.header["triton_key"] == a["triton_key"]
+        assert os.path.dirname(triton.__file__) not in json.dumps(meta)  # the build host's path: a placeholder
+    warps = {a["name"]: fmt.read(built / a["path"]).header["triton_metadata"]["num_warps"] for a in m["artifacts"]}
+    assert warps["sum_rows"] == 8 and warps["add.0"] == 4
+    assert len({a["triton_key"] for a in m["artifacts"]}) == len(m["artifacts"])
+
+
+def test_a_launch_of_every_packaged_specialisation_compiles_nothing(tmp_path, built):
+    seen, err = _launch(_site(tmp_path, built), "unpackaged")
+    hits = [(name, key) for name, key, hit in seen if hit]
+    assert sorted(key for _, key in hits) == sorted(_keys(built).values()), err
+    assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]  # BLOCK=512: not packaged
+    assert "Warning" not in err, err
+    # in a new process the user's Triton cache answers (aot put the files there as Triton would have)
+    again, _ = _launch(tmp_path / "site")
+    assert all(hit for *_, hit in again)
+
+
+def test_without_the_set_triton_compiles_every_one(tmp_path, built):
+    site = _site(tmp_path, built)
+    shutil.rmtree(site / "triton_mypkg" / "artifacts")
+    seen, _ = _launch(site)
+    assert len(seen) == len(SPECS) and not any(hit for *_, hit in seen)
+
+
+@pytest.mark.parametrize("edit, kernel, triton_sees_it", [
+    (("kernels.py", "tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr", "tl.load(x_ptr + offs, mask=m) - tl.load(y_ptr"),
+     "add", True),                                                                    # the kernel's own source
+    (("kernels.py", "return x * FACTOR", "return x * FACTOR + 1"), "scale_shift", True),  # a @triton.jit it calls
+    (("kernels.py", "FACTOR = tl.constexpr(3.0)", "FACTOR = tl.constexpr(4.0)"), "scale_shift", True),  # a global
+    (("cfg.py", "OFFSET = tl.constexpr(0.5)", "OFFSET = tl.constexpr(0.75)"), "scale_shift", False),  # cfg.OFFSET
+    (None, "scale_shift", False),                                  # cfg.OFFSET assigned after the attach
+])
+def test_an_edit_after_the_build_is_compiled_never_served_stale(tmp_path, built, edit, kernel, triton_sees_it):
+    seen, err = _launch(_site(tmp_path, built, edit), *(() if edit else ("assign",)))
+    compiled = [(name, key) for name, key, hit in seen if not hit]
+    assert {name for name, _ in compiled} == {kernel}, seen
+    packaged = set(_keys(built).values())
+    # Triton's own key: another one for an edit it sees; the packaged one for cfg.OFFSET, which only aot's digest
+    # sees (without it that stale cubin would have been served)
+    assert all((key in packaged) != triton_sees_it for _, key in compiled), (compiled, packaged)
+    assert "differs from the packaged build's" in err or triton_sees_it, err
+
+
+def test_the_digest_follows_what_the_kernel_reaches():
+    from aot.runtime.adapters.triton_digest import kernel_digest
+    import triton_mypkg.kernels as k  # noqa: F401 - examples/triton-mypkg on the path below
+    assert kernel_digest(k.scale_shift) == kernel_digest(k.scale_shift)
+    before = kernel_digest(k.scale_shift)
+    old = k.cfg.OFFSET
+    try:
+        k.cfg.OFFSET = triton.language.constexpr(1.5)
+        assert kernel_digest(k.scale_shift) != before
+    finally:
+        k.cfg.OFFSET = old
+    assert kernel_digest(k.scale_shift) == before and kernel_digest(k.add) != before
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _example_on_path():
+    sys.path.insert(0, str(EXAMPLE))
+    yield
+    sys.path.remove(str(EXAMPLE))
+    for name in [m for m in sys.modules if m == "triton_mypkg" or m.startswith("triton_mypkg.")]:
+        del sys.modules[name]
