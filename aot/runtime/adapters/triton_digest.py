@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import inspect
 import types as pytypes
 from typing import Any
 
 from ...core.errors import AotError
-from .numba_digest import Memo, _reads
+from .numba_digest import Memo
 
 #: The schema of the digest: another walk is another digest.
 SCHEMA = b"aot-triton-digest-v1\0"
