@@ -229,6 +229,52 @@ def test_the_digest_follows_what_the_kernel_reaches():
     assert kernel_digest(k.scale_shift) == before and kernel_digest(k.add) != before
 
 
+def test_shards_merge_into_the_one_build_and_a_definition_holds_no_triton_build(tmp_path, built):
+    from aot.core.rules import spec_from_definition
+    for k in (1, 2):
+        r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(EXAMPLE / "build_matrix.yaml"),
+                            "--sm", "80,90", "--jobs", "1", "--shard", f"{k}/2", "--out", str(tmp_path / f"s{k}")],
+                           capture_output=True, text=True, env=repo_env(), timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, "-m", "aot", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out",
+                        str(tmp_path / "m")], capture_output=True, text=True, env=repo_env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = sorted(p.relative_to(built) for p in (built / "triton").rglob("*.aot"))
+    assert len(files) == 14 and files == sorted(p.relative_to(tmp_path / "m") for p in (tmp_path / "m" / "triton").rglob("*.aot"))
+    assert all((built / f).read_bytes() == (tmp_path / "m" / f).read_bytes() for f in files)
+    m = json.loads((built / "manifest.json").read_text())
+    assert {a["triton"] for a in m["artifacts"]} == {triton.__version__}
+    for d in m["specs"].values():  # the build is each artifact's, not the spec's: sets of two builds merge
+        assert "triton" not in d and "triton_build" not in d and spec_from_definition(d).family == "triton"
+
+
+@pytest.mark.skipif(not os.environ.get("AOT_TRITON_OTHER"), reason="AOT_TRITON_OTHER: a folder with another Triton "
+                    "release installed (pip install --no-deps --target DIR triton==3.5.1)")
+def test_one_set_carries_two_triton_builds_and_each_is_served(tmp_path, built):
+    """The example built under another Triton (AOT_TRITON_OTHER first on the path) and merged with the default
+    build: under either Triton every packaged specialisation is served, 0 compiles."""
+    other = os.environ["AOT_TRITON_OTHER"]
+    env = repo_env(PYTHONPATH=f"{other}{os.pathsep}{ROOT}")
+    r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(EXAMPLE / "build_matrix.yaml"), "--sm",
+                        "80,90", "--jobs", "1", "--out", str(tmp_path / "other")], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, "-m", "aot", "merge", str(built), str(tmp_path / "other"), "--out",
+                        str(tmp_path / "both")], capture_output=True, text=True, env=repo_env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path / "both" / "manifest.json").read_text())
+    assert len(m["artifacts"]) == 28 and len({a["triton"] for a in m["artifacts"]}) == 2
+    site = _site(tmp_path, tmp_path / "both")
+    for first in ("", other):
+        shutil.rmtree(tmp_path / "triton-cache", ignore_errors=True)
+        r = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, timeout=300,
+                           env=repo_env(PYTHONPATH=os.pathsep.join(p for p in (first, str(site), str(ROOT)) if p),
+                                        TRITON_CACHE_DIR=str(tmp_path / "triton-cache")))
+        assert r.returncode == 0, r.stderr[-2000:]
+        seen = json.loads(r.stdout.strip().splitlines()[-1])
+        assert len(seen) == len(SPECS) and all(hit for *_, hit in seen), (first, seen)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _example_on_path():
     sys.path.insert(0, str(EXAMPLE))

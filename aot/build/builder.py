@@ -51,6 +51,8 @@ class Item:
     def rel_path(self) -> str:
         if self.kind == "cccl-blob":
             return f"cccl/{self.spec.name}/sm_{self.sm}.aot"
+        if self.spec.family == "triton":  # one per Triton build: a wheel carries several (aot merge)
+            return f"triton/{self.spec.name}/{getattr(self.spec, 'triton_build', '')[:16]}/sm_{self.sm}.cubin.aot"
         if self.kind == "cubin":
             return f"{self.spec.family}/{self.spec.name}/sm_{self.sm}.cubin.aot"
         return f"{self.spec.family}/{self.spec.name}/compute_{self.sm}.ptx.aot"
@@ -325,7 +327,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
         elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
             header = fmt.read(out / e["path"]).header
-            e["triton_key"], e["triton_name"] = header["triton_key"], header["triton_name"]
+            for k in ("triton_key", "triton_name", "triton", "triton_build"):
+                e[k] = header[k]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
             e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}

@@ -201,4 +201,5 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
         shutil.rmtree(folder, ignore_errors=True)
     home = os.path.dirname(triton.__file__)  # the build host's install path: written as a placeholder
     meta = json.loads(json.dumps(meta).replace(json.dumps(home)[1:-1], TRITON_DIR))
-    return cubin, {"triton_key": _base32(compiled.hash), "triton_name": name, "triton_metadata": meta}
+    return cubin, {"triton_key": _base32(compiled.hash), "triton_name": name, "triton_metadata": meta,
+                   "triton": spec.triton, "triton_build": spec.triton_build}

@@ -184,9 +184,11 @@ class TritonKernel:
     """One ``@triton.jit`` kernel at one specialisation (:mod:`aot.core.tritonspec` checks it): where it lives
     (``pkg.mod:kernel``), the type of each runtime argument, the constexpr values, which arguments Triton
     specialises as divisible by 16 or equal to 1, the launch options that change code (``num_warps``,
-    ``num_stages``, ...), aot's digest of its code (:mod:`aot.runtime.adapters.triton_digest`) and the Triton build
-    that compiles it (``triton``: the release; ``triton_build``: the sha256 of Triton's own content key, which a
-    cubin is cached under: another build of the same release is another key). All of it is the content key."""
+    ``num_stages``, ...) and aot's digest of its code (:mod:`aot.runtime.adapters.triton_digest`): the definition
+    and content key. The Triton build that compiles it (``triton``: the release; ``triton_build``: the sha256 of
+    Triton's own content key of that build) is not: one definition is built under each Triton build a wheel carries,
+    each artifact at its own path (``triton/<name>/<build>/sm_<N>.cubin.aot``) with the build and Triton's cache
+    key in its header and manifest entry (one blob per build, as a CCCL set carries one per cuda-cccl release)."""
 
     name: str
     kernel: str
@@ -196,16 +198,15 @@ class TritonKernel:
     equal_to_1: tuple[str, ...]
     options: Mapping[str, Any]
     digest: str
-    triton: str
-    triton_build: str
+    triton: str = field(default="", compare=False)
+    triton_build: str = field(default="", compare=False)
     family: str = field(default="triton", init=False)
     kernels: tuple[str, ...] = field(default=(), init=False)
 
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "kernel": self.kernel, "signature": [list(p) for p in self.signature],
                 "constexprs": [list(p) for p in self.constexprs], "divisible_by_16": list(self.divisible_by_16),
-                "equal_to_1": list(self.equal_to_1), "options": dict(self.options), "digest": self.digest,
-                "triton": self.triton, "triton_build": self.triton_build}
+                "equal_to_1": list(self.equal_to_1), "options": dict(self.options), "digest": self.digest}
 
     def content_key(self) -> str:
         d = self.definition()

@@ -1,6 +1,6 @@
 """The Triton family as data: what a ``triton:`` matrix entry and a manifest's Triton definition may say, checked
 field by field by the one validator (:func:`aot.core.rules.spec_from_definition` calls :func:`check_triton` for a
-definition that names a ``triton`` release).
+definition that lists ``divisible_by_16``, which only a Triton kernel has).
 
 A matrix entry names a ``@triton.jit`` kernel where it lives and the specialisations a library launches::
 
@@ -16,8 +16,8 @@ A matrix entry names a ``@triton.jit`` kernel where it lives and the specialisat
           - {constexprs: {BLOCK: 256}, options: {num_warps: 2}}
 
 Each specialisation is one :class:`~aot.core.spec.TritonKernel` (named ``add`` alone, else ``add.0``, ``add.1``,
-...). The builder fills in ``digest`` (:mod:`aot.runtime.adapters.triton_digest`), ``triton`` (the release) and
-``triton_build`` (the content of that Triton build, as Triton's own cache key hashes it).
+...). The builder fills in ``digest`` (:mod:`aot.runtime.adapters.triton_digest`), and the Triton build that
+compiles it (``triton``, ``triton_build``: not part of the definition; each artifact's entry names its build).
 
 Pure Python, no Triton import: the runtime reads manifests with it.
 """
@@ -36,7 +36,7 @@ from .text import MAX_LIST_LEN, SpecError, _text_problem, hint, short
 VARIANT_KEYS = ("signature", "constexprs", "divisible_by_16", "equal_to_1", "options")
 MATRIX_KEYS = ("name", "kernel", *VARIANT_KEYS, "specializations")
 #: The fields of a Triton kernel as a manifest stores it (``TritonKernel.definition()``).
-DEFINITION_FIELDS = ("name", "kernel", *VARIANT_KEYS, "digest", "triton", "triton_build")
+DEFINITION_FIELDS = ("name", "kernel", *VARIANT_KEYS, "digest")
 #: The launch options that change the code Triton compiles (``CUDAOptions``), their checks and Triton's defaults.
 #: ``enable_fp_fusion`` defaults to ``TRITON_DEFAULT_FP_FUSION`` (on): the build writes the value it used.
 OPTIONS: Mapping[str, tuple[str, Any]] = {"num_warps": ("pow2", 4), "num_stages": ("int", 3), "num_ctas": ("int", 1),
@@ -48,7 +48,6 @@ DTYPES = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp8e4nv",
           "bf16", "fp32", "fp64")
 SCALARS = ("i1", "i32", "i64", "u64", "fp32")
 _IDENT = re.compile(r"[A-Za-z_]\w{0,127}")
-_VERSION = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -206,18 +205,14 @@ def check_triton(d: Mapping[str, Any], name: str) -> TritonKernel:
     for key in d:
         if key not in DEFINITION_FIELDS:
             raise SpecError(f"unknown field for a Triton kernel{hint(key, DEFINITION_FIELDS)}", str(key))
-    for key in ("digest", "triton_build"):
-        if not (isinstance(d.get(key), str) and _HEX.fullmatch(d[key])):
-            raise SpecError(f"{key} must be a sha256 (64 hex digits)", key)
-    version = d.get("triton")
-    if not isinstance(version, str) or not _VERSION.fullmatch(version):
-        raise SpecError(f"triton must be a release like '3.6.0', got {short(version)}", "triton")
+    if not (isinstance(d.get("digest"), str) and _HEX.fullmatch(d["digest"])):
+        raise SpecError("digest must be a sha256 (64 hex digits)", "digest")
     v = check_variant(d)
     if v["divisible_by_16"] is None:
         raise SpecError("a definition lists divisible_by_16", "divisible_by_16")
     return TritonKernel(name=name, kernel=check_kernel_ref(d.get("kernel")), signature=v["signature"],
                         constexprs=v["constexprs"], divisible_by_16=v["divisible_by_16"], equal_to_1=v["equal_to_1"],
-                        options=v["options"], digest=d["digest"], triton=version, triton_build=d["triton_build"])
+                        options=v["options"], digest=d["digest"])
 
 
 def variant_names(name: str, count: int) -> list[str]:

@@ -75,19 +75,18 @@ def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str
         return {}
     result: dict[str, str] = {}
     installed = installed_version()
-    other = sorted({s.triton for s in specs if s.triton != installed})
-    if other:
-        why = (f"aot: {registry.root}: Triton kernels built under Triton {', '.join(other)}, installed is {installed}: "
-               f"they are not served; Triton compiles them")
-        registry._warn(why)
-        result.update({s.name: why for s in specs if s.triton != installed})
     by_kernel: dict[str, list[Any]] = {}
     for s in specs:
-        if s.name not in result:
-            by_kernel.setdefault(s.kernel, []).append(s)
+        by_kernel.setdefault(s.kernel, []).append(s)
     owner = registry._owner
-    rows = []
+    rows, carried = [], set()
     for ref, group in by_kernel.items():
+        entries = {s.name: [e for e in registry.manifest.entries_for(s.name) if isinstance(e.get("triton_key"), str)]
+                   for s in group}
+        carried |= {str(e.get("triton")) for es in entries.values() for e in es}
+        group = [s for s in group if any(e.get("triton") == installed for e in entries[s.name])]
+        if not group:
+            continue
         try:
             if owner is None or not inside(ref, owner):
                 raise AotError(f"aot: refusing to import kernel {ref!r}: it is outside the package that owns the "
@@ -98,11 +97,16 @@ def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str
             registry._warn(f"{e}; Triton compiles it")
             result.update({s.name: str(e) for s in group})
             continue
-        for s in group:
-            for entry in registry.manifest.entries_for(s.name):
-                if isinstance(entry.get("triton_key"), str):
-                    rows.append((entry["triton_key"], (registry, s, entry, kernel, memo)))
+        for s in group:  # one row per Triton build carried under this release: Triton's key picks the build
+            rows += [(e["triton_key"], (registry, s, e, kernel, memo)) for e in entries[s.name]
+                     if e.get("triton") == installed]
             result[s.name] = "attached"
+    missed = [s.name for s in specs if s.name not in result]
+    if missed:
+        why = (f"aot: {registry.root}: Triton kernels built under Triton {', '.join(sorted(carried)) or 'none'}, "
+               f"installed is {installed}: they are not served; Triton compiles them")
+        registry._warn(why)
+        result.update({n: why for n in missed})
     if rows:
         with _lock:
             for key, row in rows:
