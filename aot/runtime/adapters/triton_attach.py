@@ -12,7 +12,9 @@ or one the user configured): the user's own cache answers first; when it has not
 kernel was built under (the artifact's ``triton_key``: the build computed it with Triton's own function for the
 same specialisation), the artifact is checked (size, sha256, header, content key), the kernel's code is digested
 again (:mod:`aot.runtime.adapters.triton_digest`: what Triton's key misses, a ``cfg.BLOCK`` module attribute), and
-its cubin and metadata are put into the wrapped cache exactly as Triton would have after compiling. Another Triton
+its cubin and metadata are written to this process's private folder and returned as the group; Triton loads them
+and compiles nothing. Nothing is written into the user's Triton cache: in a later process the kernel is checked
+and served again (a library upgrade that changes only what Triton's key misses is then seen). Another Triton
 build, an edited kernel, another specialisation or option: another key, and Triton compiles as it does today.
 
 Why here and not in ``JITFunction``'s device cache: the manager class is the interface Triton offers for this
@@ -161,15 +163,32 @@ def _serve(manager: Any, row: tuple) -> dict[str, str] | None:
     import os
     import triton
     text = json.dumps(meta).replace(json.dumps(TRITON_DIR)[1:-1], json.dumps(os.path.dirname(triton.__file__))[1:-1])
-    inner = manager.inner
-    group = {f"{name}.cubin": inner.put(art.payload, f"{name}.cubin", binary=True)}
-    group[f"{name}.json"] = inner.put(text, f"{name}.json", binary=False)
-    inner.put_group(f"{name}.json", group)
+    folder = os.path.join(_private_dir(), manager.key)
+    os.makedirs(folder, exist_ok=True)
+    group = {}
+    for fname, data in ((f"{name}.cubin", art.payload), (f"{name}.json", text.encode())):
+        group[fname] = path = os.path.join(folder, fname)
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
     log.debug("triton: %s served from a packaged kernel", spec.name)
     return group
 
 
 _CLASS: list[type] = []
+
+
+def _private_dir() -> str:
+    """This process's folder for served files (0700, removed at exit): Triton reads a hit's files by path, and the
+    user's Triton cache is left to Triton (a served kernel is checked again in each process, never kept there)."""
+    with _lock:
+        if _state.get("dir") is None:
+            import atexit
+            import shutil
+            import tempfile
+            _state["dir"] = tempfile.mkdtemp(prefix="aot-triton-")
+            atexit.register(shutil.rmtree, _state["dir"], True)
+        return _state["dir"]
 
 
 def _manager_class() -> type:
