@@ -42,6 +42,7 @@ if [ -n "$wheel" ]; then
     || { cat "$out/install.log"; echo "triton check: FAIL (pip install $wheel)"; exit 1; }
 else
   cp -r "$repo/examples/triton-mypkg" "$work/project"
+  rm -rf "$work/project/build" "$work/project/triton_mypkg/artifacts"  # a build made elsewhere is not this one
   (cd "$work/project" && CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR="$work/build-cache" timeout 900 \
     python3 -m aot bundle --sm "$sm" --jobs 4) >"$out/build.log" 2>&1 \
     || { tail -n 20 "$out/build.log"; echo "triton check: FAIL (aot bundle)"; exit 1; }
@@ -54,7 +55,7 @@ python3 - "$work/site/triton_mypkg/artifacts/manifest.json" "$sm" <<'PY' | tee -
 import hashlib, json, sys
 from triton.runtime.cache import triton_key
 m = json.load(open(sys.argv[1]))
-builds = {d["triton_build"] for d in m["specs"].values()}
+builds = {a["triton_build"] for a in m["artifacts"]}
 here = hashlib.sha256(triton_key().encode()).hexdigest()
 sms = sorted({a["sm"] for a in m["artifacts"]})
 print(f"set: {len(m['specs'])} specs for sm {sms}, Triton build(s) {[b[:12] for b in builds]}; here {here[:12]}")
