@@ -23,7 +23,7 @@ from conftest import ROOT, repo_env
 triton = pytest.importorskip("triton")
 
 EXAMPLE = ROOT / "examples" / "triton-mypkg"
-SPECS = ["add.0", "add.1", "add.2", "add.3", "scale_shift", "softmax", "sum_rows"]
+SPECS = ["add.0", "add.1", "add.2", "add.3", "scale_shift", "softmax", "sum_rows", "scale_tuned.0", "scale_tuned.1"]
 
 #: A launch of every packaged specialisation through Triton's own launch path, on a stand-in driver (the target of
 #: an SM 90 device; nothing is launched: ``warmup`` stops after the compile or the cache's answer). Prints what
@@ -62,6 +62,7 @@ k.add.warmup(Tensor(f16), Tensor(f16), Tensor(f16), 1 << 20, BLOCK=1024, grid=(1
 k.scale_shift.warmup(Tensor(f32), Tensor(f32), 1 << 20, BLOCK=1024, grid=(1,))
 k.softmax_rows.warmup(Tensor(f32), Tensor(f32), 1024, 1024, BLOCK=1024, num_warps=4, grid=(1,))
 k.sum_rows.warmup(Tensor(f32), Tensor(f32), 1024, 1024, BLOCK=1024, num_warps=8, grid=(1,))
+k.scale_tuned.warmup(Tensor(f32), Tensor(f32), 1 << 20, grid=(1,))  # the autotuner compiles each of its configs
 if "unpackaged" in sys.argv:
     k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1 << 20, BLOCK=512, grid=(1,))
 print(json.dumps(seen))
@@ -118,7 +119,9 @@ def test_the_example_matrix_validates_with_triton_s_own_specialisation():
     assert by["add.0"].divisible_by_16 == ("x_ptr", "y_ptr", "out_ptr", "n")
     assert dict(by["add.2"].constexprs) == {"BLOCK": 256} and by["sum_rows"].options["num_warps"] == 8
     assert by["add.3"].signature[0] == ("x_ptr", "*fp16") and by["add.0"].options["num_stages"] == 3
-    assert len({s.digest for s in specs}) == 4 and {s.triton for s in specs} == {triton.__version__}
+    assert len({s.digest for s in specs}) == 5 and {s.triton for s in specs} == {triton.__version__}
+    tuned = [(dict(by[f"scale_tuned.{i}"].constexprs), by[f"scale_tuned.{i}"].options["num_warps"]) for i in (0, 1)]
+    assert tuned == [({"BLOCK": 256}, 2), ({"BLOCK": 1024}, 4)]  # @triton.autotune: one spec per config
     assert len({s.content_key() for s in specs}) == len(specs)
 
 
@@ -145,15 +148,16 @@ def test_a_bad_entry_is_one_line_naming_the_field(tmp_path, entry, field, words)
     assert "\n" not in text and f"spec 'bad': field '{field}'" in text and words in text, text
 
 
-def test_an_autotuned_or_foreign_kernel_is_refused_in_one_line(tmp_path):
+def test_a_foreign_kernel_or_an_ir_override_is_refused_in_one_line(tmp_path):
     from aot.build.matrix import load_matrix
     from aot.core.errors import MatrixError
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "__init__.py").write_text("")
     (tmp_path / "lib" / "k.py").write_text(
-        "import triton\nimport triton.language as tl\n\n\n@triton.autotune(configs=[triton.Config({})], key=[])\n"
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({}, ir_override='k.ttgir')], key=[])\n"
         "@triton.jit\ndef tuned(x_ptr):\n    pass\n\n\ndef plain(x_ptr):\n    pass\n")
-    for name, words in (("tuned", "@triton.autotune"), ("plain", "not a @triton.jit kernel")):
+    for name, words in (("tuned", "overrides the IR"), ("plain", "not a @triton.jit kernel")):
         (tmp_path / "m.yaml").write_text(f'version: 1\ntriton:\n  - name: x\n    kernel: "lib.k:{name}"\n'
                                          f'    signature: {{x_ptr: "*fp32"}}\n')
         with pytest.raises(MatrixError) as e:
@@ -243,7 +247,7 @@ def test_shards_merge_into_the_one_build_and_a_definition_holds_no_triton_build(
                         str(tmp_path / "m")], capture_output=True, text=True, env=repo_env(), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     files = sorted(p.relative_to(built) for p in (built / "triton").rglob("*.aot"))
-    assert len(files) == 14 and files == sorted(p.relative_to(tmp_path / "m") for p in (tmp_path / "m" / "triton").rglob("*.aot"))
+    assert len(files) == 2 * len(SPECS) and files == sorted(p.relative_to(tmp_path / "m") for p in (tmp_path / "m" / "triton").rglob("*.aot"))
     assert all((built / f).read_bytes() == (tmp_path / "m" / f).read_bytes() for f in files)
     m = json.loads((built / "manifest.json").read_text())
     assert {a["triton"] for a in m["artifacts"]} == {triton.__version__}
@@ -266,7 +270,7 @@ def test_one_set_carries_two_triton_builds_and_each_is_served(tmp_path, built):
                         str(tmp_path / "both")], capture_output=True, text=True, env=repo_env(), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "both" / "manifest.json").read_text())
-    assert len(m["artifacts"]) == 28 and len({a["triton"] for a in m["artifacts"]}) == 2
+    assert len(m["artifacts"]) == 4 * len(SPECS) and len({a["triton"] for a in m["artifacts"]}) == 2
     site = _site(tmp_path, tmp_path / "both")
     for first in ("", other):
         shutil.rmtree(tmp_path / "triton-cache", ignore_errors=True)

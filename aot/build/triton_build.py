@@ -26,7 +26,7 @@ from ..core.spec import TritonKernel
 from ..core.text import SpecError
 from ..core.tritonspec import check_entry, variant_names
 from ..runtime.adapters.triton_attach import TRITON_DIR, installed_version, resolve_kernel
-from ..runtime.adapters.triton_digest import kernel_digest
+from ..runtime.adapters.triton_digest import autotune_configs, jit_function, kernel_digest
 from .codeimport import CodeImports, _install_root_hook, make_project_importable
 
 #: A stand-in integer per type: neither 1 nor divisible by 16, divisible by 16, and 1.
@@ -51,6 +51,7 @@ def triton_build() -> str:
 
 
 def _kernel(ref: str, root: Path, imports: CodeImports | None = None) -> Any:
+    """The object ``ref`` names (a ``@triton.jit`` kernel or an ``@triton.autotune`` one), imported by the rule."""
     if installed_version() == "missing":
         raise SpecError("Triton is not installed (pip install 'cccl-aot-cu13[triton]')", "kernel")
     if imports is not None:
@@ -58,9 +59,32 @@ def _kernel(ref: str, root: Path, imports: CodeImports | None = None) -> Any:
     else:
         make_project_importable(root, [ref.partition(":")[0]])
     try:
-        return resolve_kernel(ref)
+        return resolve_kernel(ref, wrapper=True)
     except AotError as e:
         raise SpecError(str(e), "kernel") from None
+
+
+def _with_configs(variants: list[dict[str, Any]], configs: list[Any] | None) -> list[dict[str, Any]]:
+    """An ``@triton.autotune`` kernel's specialisations: each variant once per config, the config's constexprs and
+    launch options in (what the autotuner launches while it benchmarks, and after)."""
+    if configs is None:
+        return variants
+    out = []
+    for v in variants:
+        for i, c in enumerate(configs):
+            where = f"the autotune config {i} ({c})"
+            if getattr(c, "ir_override", None):
+                raise SpecError(f"{where} overrides the IR: aot builds from the source", "kernel")
+            both = sorted(set(c.kwargs) & {n for n, _ in v["constexprs"]})
+            if both:
+                raise SpecError(f"{both[0]!r} is set by {where}: leave it out of constexprs", "constexprs")
+            options = dict(v["options"])
+            for k in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+                if getattr(c, k, None) is not None:
+                    options[k] = getattr(c, k)
+            out.append({**v, "constexprs": (*v["constexprs"], *c.kwargs.items()), "options": options,
+                        "origin": v["origin"]})
+    return out
 
 
 def _fields(kernel: Any, v: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,15 +166,17 @@ def parse_triton(e: Mapping[str, Any], name: str, root: Path, imports: CodeImpor
     each checked against the kernel's parameters and Triton's own specialisation (for SM 90; the arch changes
     only the code)."""
     ref, variants = check_entry(e)
-    kernel = _kernel(ref, root, imports)
+    wrapper = _kernel(ref, root, imports)
+    kernel = jit_function(wrapper)
+    variants = _with_configs([{**v, "origin": i} for i, v in enumerate(variants)], autotune_configs(wrapper))
     try:
         digest = kernel_digest(kernel)
     except AotError as err:
         raise SpecError(str(err), "kernel") from None
     release, build = installed_version(), triton_build()
     specs = []
-    for i, (n, v) in enumerate(zip(variant_names(name, len(variants)), variants, strict=True)):
-        where = "" if len(variants) == 1 and "specializations" not in e else f"specializations[{i}]."
+    for n, v in zip(variant_names(name, len(variants)), variants, strict=True):
+        where = f"specializations[{v.pop('origin')}]." if "specializations" in e else ""
         try:
             f = _fields(kernel, v)
             spec = TritonKernel(name=n, kernel=ref, digest=digest, triton=release, triton_build=build, **f)

@@ -51,17 +51,20 @@ def installed_version() -> str:
     return dist_version("triton")
 
 
-def resolve_kernel(ref: str) -> Any:
-    """The ``@triton.jit`` kernel ``pkg.mod:kernel`` names (imports its module)."""
+def resolve_kernel(ref: str, wrapper: bool = False) -> Any:
+    """The ``@triton.jit`` kernel ``pkg.mod:kernel`` names (imports its module); an ``@triton.autotune`` kernel's inner
+    one (``wrapper``: the object itself, its configs read by the build)."""
     mod, _, attr = ref.partition(":")
     try:
         module = importlib.import_module(mod)
     except Exception as e:  # noqa: BLE001 - any import failure is one line naming the kernel
         raise AotError(f"kernel {ref!r}: cannot import {mod!r} ({type(e).__name__}: {e})") from None
+    obj = getattr(module, attr, None)
     try:
-        return jit_function(getattr(module, attr, None))
+        kernel = jit_function(obj)
     except AotError as e:
         raise AotError(f"kernel {ref!r}: {mod}.{attr} {e}") from None
+    return obj if wrapper else kernel
 
 
 def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str, str]:

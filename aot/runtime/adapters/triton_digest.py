@@ -176,13 +176,23 @@ def _top(module: Any) -> str:
 
 
 def jit_function(value: Any) -> Any:
-    """The ``JITFunction`` a matrix or a manifest names, or :class:`AotError`: an ``@triton.autotune`` kernel or any
-    other object is not one aot builds."""
-    if type(value).__name__ == "Autotuner":
-        raise AotError("is an @triton.autotune kernel: aot builds @triton.jit kernels at given specialisations "
-                       "(name the configs' specialisations on the inner kernel: its .fn)")
+    """The ``JITFunction`` a matrix or a manifest names (inside an ``@triton.autotune`` or ``@triton.heuristics``
+    wrapper: the inner kernel, whose code the wrappers launch with their configs' values), or :class:`AotError`."""
+    for _ in range(8):
+        if type(value).__name__ not in ("Autotuner", "Heuristics"):
+            break
+        value = getattr(value, "fn", None)
     if not (is_triton_jit(value) and hasattr(value, "run") and hasattr(value, "params")):
         raise AotError(f"is a {type(value).__module__}.{type(value).__qualname__}, not a @triton.jit kernel")
     return value
 
 
+def autotune_configs(value: Any) -> list[Any] | None:
+    """The ``triton.Config`` list of an ``@triton.autotune`` kernel (outermost first), ``None`` for another."""
+    for _ in range(8):
+        if type(value).__name__ == "Autotuner":
+            return list(value.configs)
+        if type(value).__name__ != "Heuristics":
+            return None
+        value = getattr(value, "fn", None)
+    return None

@@ -1,6 +1,6 @@
 """The library's Triton kernels, as a library writes them: elementwise ops with a called @triton.jit helper, a
-constexpr global and a module attribute compiled in, a row softmax and a row sum (reductions), each launched at the
-specialisations the matrix names (build_matrix.yaml)."""
+constexpr global and a module attribute compiled in, a row softmax and a row sum (reductions), an autotuned scale,
+each launched at the specialisations the matrix names (build_matrix.yaml)."""
 
 import triton
 import triton.language as tl
@@ -49,3 +49,13 @@ def sum_rows(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
     tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=2), triton.Config({"BLOCK": 1024}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def scale_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)

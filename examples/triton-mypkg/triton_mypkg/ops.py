@@ -31,3 +31,10 @@ def sum_rows(x):
     out = x.new_empty((rows,))
     kernels.sum_rows[(rows,)](x, out, x.stride(0), cols, BLOCK=triton.next_power_of_2(cols), num_warps=8)
     return out
+
+
+def scale_tuned(x):
+    out = x.new_empty(x.shape)
+    n = x.numel()
+    kernels.scale_tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
