@@ -282,6 +282,23 @@ def test_one_set_carries_two_triton_builds_and_each_is_served(tmp_path, built):
         assert len(seen) == len(SPECS) and all(hit for *_, hit in seen), (first, seen)
 
 
+def test_aot_record_writes_the_matrix_of_what_the_launches_compiled(tmp_path):
+    """`aot record` around the launches (the package without artifacts: Triton compiles each) writes a triton:
+    section whose specs are exactly the hand-written matrix's (the autotuned kernel once, its configs added again
+    by the build)."""
+    from aot.build.matrix import load_matrix
+    site = tmp_path / "site"
+    shutil.copytree(EXAMPLE / "triton_mypkg", site / "triton_mypkg", ignore=shutil.ignore_patterns("__pycache__"))
+    out = site / "build_matrix.yaml"
+    r = subprocess.run([sys.executable, "-m", "aot", "record", "--out", str(out), "--package", "triton_mypkg", "--",
+                        sys.executable, "-c", LAUNCH], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path / "tc")))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "5 Triton entries (9 Triton compiles seen)" in r.stdout, r.stdout
+    recorded = {s.content_key() for s in load_matrix(out).specs}
+    assert recorded == {s.content_key() for s in load_matrix(EXAMPLE / "build_matrix.yaml").specs}
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _example_on_path():
     sys.path.insert(0, str(EXAMPLE))

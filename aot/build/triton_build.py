@@ -229,3 +229,46 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
     meta = json.loads(json.dumps(meta).replace(json.dumps(home)[1:-1], TRITON_DIR))
     return cubin, {"triton_key": _base32(compiled.hash), "triton_name": name, "triton_metadata": meta,
                    "triton": spec.triton, "triton_build": spec.triton_build}
+
+
+# ---------------------------------------------------------------------------------------------- recording
+def entries_from_records(records: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """``triton:`` entries of the ``triton-compile`` records (:mod:`aot.build.record_hook_triton`): one entry per
+    kernel, its distinct specialisations in the order first launched (options at Triton's defaults left out), and
+    what could not be made an entry."""
+    from ..core.tritonspec import OPTIONS
+    by_ref: dict[str, list[dict[str, Any]]] = {}
+    unnamed: list[str] = []
+    for rec in records:
+        if rec.get("kind") != "triton-compile":
+            continue
+        if rec.get("why") or not isinstance(rec.get("kernel"), str):
+            where = ", ".join(rec.get("site") or []) or "outside the recorded packages"
+            unnamed.append(f"Triton kernel {rec.get('qualname')} at {where}: {rec.get('why') or 'not named'}")
+            continue
+        v: dict[str, Any] = {"signature": rec["signature"]}
+        for key in ("constexprs", "equal_to_1"):
+            if rec.get(key):
+                v[key] = rec[key]
+        v["divisible_by_16"] = rec.get("divisible_by_16") or []
+        options = {k: x for k, x in (rec.get("options") or {}).items() if k in OPTIONS and x != OPTIONS[k][1]}
+        if options:
+            v["options"] = options
+        seen = by_ref.setdefault(rec["kernel"], [])
+        if v not in seen:
+            seen.append(v)
+    entries, taken = [], set()
+    for ref, variants in by_ref.items():
+        name = ref.rpartition(":")[2]
+        n = 1
+        while name in taken:
+            n += 1
+            name = f"{ref.rpartition(':')[2]}_{n}"
+        taken.add(name)
+        entry: dict[str, Any] = {"name": name, "kernel": ref}
+        if len(variants) == 1:
+            entry.update(variants[0])
+        else:
+            entry["specializations"] = variants
+        entries.append(entry)
+    return entries, unnamed
