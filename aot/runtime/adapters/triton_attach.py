@@ -230,7 +230,10 @@ def _manager_class() -> type:
                 return got
 
         def __getattr__(self, attr: str) -> Any:  # anything else a caller asks of the wrapped manager
-            return getattr(self.__dict__["inner"], attr)
+            inner = self.__dict__.get("inner")
+            if inner is None:
+                raise AttributeError(attr)
+            return getattr(inner, attr)
 
     _CLASS.append(AotCacheManager)
     return AotCacheManager
