@@ -17,7 +17,7 @@
 #      cfg.OFFSET in the file, cfg.OFFSET assigned at run time): the edited kernel compiles, results equal Triton's
 #      own JIT of the edited package;
 #   4. first call of each, N fresh processes per mode: aot (empty cache), Triton's cache warm, Triton cold.
-# Logs and JSON under $OUT/triton; the table last. Exit 0 only when every check passed.
+# Logs and JSON under $OUT/triton ($OUT/triton-wheel with --wheel); the table last. Exit 0 only when every check passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -26,6 +26,7 @@ wheel=
 if [ "${1:-}" = --wheel ]; then
   wheel=${2:?usage: triton_check.sh --wheel WHEEL [N]}
   shift 2
+  out=$out-wheel  # beside the build-here run's files, not over them
 fi
 runs=${1:-5}
 mkdir -p "$out"
