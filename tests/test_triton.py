@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -297,6 +298,42 @@ def test_aot_record_writes_the_matrix_of_what_the_launches_compiled(tmp_path):
     assert "5 Triton entries (9 Triton compiles seen)" in r.stdout, r.stdout
     recorded = {s.content_key() for s in load_matrix(out).specs}
     assert recorded == {s.content_key() for s in load_matrix(EXAMPLE / "build_matrix.yaml").specs}
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_cubins_and_installed_as_users_install_it_serves_them(tmp_path, built):
+    """The example's wheel (the aot hatch hook, `pip wheel --no-build-isolation` for SM 80 and 90, from a copy: the
+    hook stages under the project's build/) carries `aot build`'s cubins byte for byte; installed with
+    `pip install --target`, every packaged launch is served, 0 compiles."""
+    pytest.importorskip("hatchling")
+    project = tmp_path / "triton-mypkg"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", "artifacts", "__pycache__"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
+                        str(tmp_path / "dist"), str(project)], env=repo_env(AOT_WHEEL_SM="80,90"),
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = (tmp_path / "dist").glob("triton_mypkg-*.whl")
+    z = zipfile.ZipFile(whl)
+    art = "triton_mypkg/artifacts/"
+    man = json.loads(z.read(art + "manifest.json"))
+    info = json.loads(z.read(art + "aot-package.json"))
+    assert info["complete"] and info["sms"] == [80, 90] and [b["release"] for b in info["triton"]] == [
+        triton.__version__]
+    assert len(man["artifacts"]) == 2 * len(SPECS)
+    # the same keys as `aot build` of the example in place; the bytes differ only by the kernel file's folder, which
+    # Triton's line info writes into the cubin's line table (keys and code do not depend on it)
+    ref = {a["path"]: (a["content_key"], a["triton_key"]) for a in json.loads(
+        (built / "manifest.json").read_text())["artifacts"]}
+    assert {a["path"]: (a["content_key"], a["triton_key"]) for a in man["artifacts"]} == ref
+    assert all(str(project).encode() in z.read(art + a["path"]) for a in man["artifacts"])
+    meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Requires-Dist: triton<4,>=3.2" in meta and "Requires-Dist: triton==" not in meta  # a range, no pin
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+                        str(site), str(whl)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    seen, err = _launch(site)
+    assert len(seen) == len(SPECS) and all(hit for *_, hit in seen), (seen, err)
 
 
 @pytest.fixture(autouse=True, scope="module")
