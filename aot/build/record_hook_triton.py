@@ -52,7 +52,9 @@ def _where(fn: Any) -> tuple[str | None, Any]:
     """``pkg.mod:attr`` naming ``fn`` (or the ``@triton.autotune``/``@triton.heuristics`` wrapper around it) in its
     module, and the autotuner's configs where it is one."""
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    for attr, value in sorted(vars(module).items()) if module is not None else ():
+    if module is None:
+        return None, None
+    for attr, value in sorted(vars(module).items()):
         inner, configs = value, None
         for _ in range(8):
             if inner is fn:
