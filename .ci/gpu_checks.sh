@@ -95,6 +95,13 @@ step cupy bash .ci/gpu/cupy_check.sh "${AOT_CUPY_RUNS:-3}"
 # installed as users install it: nothing recorded or built here.
 cupywhl=$(ls .whl/cupy_mypkg-*.whl 2>/dev/null | head -1)
 [ -n "$cupywhl" ] && step cupy-wheel bash .ci/gpu/cupy_check.sh --wheel "$cupywhl" "${AOT_CUPY_RUNS:-3}"
+# Issue 43: Triton kernels packaged: the example's set built here with the GPU hidden (a wheel built elsewhere serves
+# only the Triton build and CPython it was built under), 0 Triton compiles, equal results, five edits compiled;
+# first call aot vs Triton warm vs cold. With .whl/triton_mypkg-*.whl (built under this machine's Python 3.12 and
+# Triton): the same from the wheel, installed as users install it.
+step triton bash .ci/gpu/triton_check.sh "${AOT_TRITON_RUNS:-5}"
+tritonwhl=$(ls .whl/triton_mypkg-*.whl 2>/dev/null | head -1)
+[ -n "$tritonwhl" ] && step triton-wheel bash .ci/gpu/triton_check.sh --wheel "$tritonwhl" "${AOT_TRITON_RUNS:-5}"
 # Issue 36.3: kernels without a written check replayed from the launches aot record kept; a mutant fails.
 [ -d .gpu/replay ] && step replay bash .ci/gpu/replay_check.sh
 # Issue 34: a CCCL wheel carrying blobs of several cuda-cccl releases, installed beside each (0 JIT), and one not carried

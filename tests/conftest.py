@@ -70,7 +70,7 @@ _SYSTEM_TMP: dict = {}
 TMP_CHECK = os.environ.get("AOT_TESTS_TMP_CHECK", "fail")
 #: Cache folders the suite's processes would otherwise fill under ``~/.cache``: each points into the session.
 CACHE_VARS = {"XDG_CACHE_HOME": "xdg", "PIP_CACHE_DIR": "pip", "UV_CACHE_DIR": "uv", "NUMBA_CACHE_DIR": "numba",
-              "CUPY_CACHE_DIR": "cupy"}
+              "CUPY_CACHE_DIR": "cupy", "TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton-home"}
 
 
 def _tmp_listing(root: Path) -> set[str]:

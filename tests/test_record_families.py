@@ -237,7 +237,7 @@ def test_numba_kernels_of_the_example_are_recorded_with_the_hand_written_keys(tm
     assert "6 numba-cuda kernel compiles" in r.stdout and "4 numba entries (5 signatures)" in r.stdout, r.stdout
     text = out.read_text()
     assert "# 0 NVRTC compiles seen, 0 entries; 6 numba-cuda kernel compiles seen, 4 entries; " \
-           "0 cuda.compute builds seen, 0 specs; 0 CuPy compiles seen, 0 entries." in text, text
+           "0 cuda.compute builds seen, 0 specs; 0 CuPy compiles seen, 0 entries; 0 Triton compiles seen, 0 entries." in text, text
     assert "local_kernel is not in the recorded package(s) numba_mypkg" in text
     doc = yaml.safe_load(text)
     assert doc["numba"][0] == {"name": "axpy", "kernel": "numba_mypkg.kernels:axpy", "signatures": [

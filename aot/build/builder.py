@@ -51,6 +51,8 @@ class Item:
     def rel_path(self) -> str:
         if self.kind == "cccl-blob":
             return f"cccl/{self.spec.name}/sm_{self.sm}.aot"
+        if self.spec.family == "triton":  # one per Triton build: a wheel carries several (aot merge)
+            return f"triton/{self.spec.name}/{getattr(self.spec, 'triton_build', '')[:16]}/sm_{self.sm}.cubin.aot"
         if self.kind == "cubin":
             return f"{self.spec.family}/{self.spec.name}/sm_{self.sm}.cubin.aot"
         return f"{self.spec.family}/{self.spec.name}/compute_{self.sm}.ptx.aot"
@@ -125,7 +127,7 @@ def plan(specs: Sequence[Spec], sms: Sequence[int], shard: tuple[int, int] | Non
     for spec in specs:
         if isinstance(spec, CcclSpec):
             items += [Item(spec, sm, "cccl-blob") for sm in sms]
-        elif spec.family == "cupy":  # CuPy caches a cubin per SM and keys it by the SM: no PTX serves it
+        elif spec.family in ("cupy", "triton"):  # cached per SM, keyed by the SM: no PTX serves them
             items += [Item(spec, sm, "cubin") for sm in sms]
         else:
             items += [Item(spec, sm, "cubin") for sm in sms]
@@ -323,6 +325,10 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
         elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (runtime.adapters.cupy_attach)
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
+        elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
+            header = fmt.read(out / e["path"]).header
+            for k in ("triton_key", "triton_name", "triton", "triton_build"):
+                e[k] = header[k]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
             e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}

@@ -27,9 +27,10 @@ from .codeimport import CodeImports, ImportFailure
 from .pysource import code_units
 from .numba_build import parse_numba_entry as _parse_numba  # the numba-cuda family (imports numba only when used)
 from .cupy_build import parse_cupy_entry as _parse_cupy  # the CuPy family (imports CuPy only when used)
+from .triton_build import parse_triton_entry as _parse_triton  # the Triton family (imports Triton only when used)
 from .yamlread import Map, load_yaml
 
-TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba", "cupy")
+TOP_KEYS = ("version", "types", "cccl", "nvrtc", "numba", "cupy", "triton")
 NVRTC_KEYS = ("name", "source", "kernels", "options", "include_dirs", "params")
 #: Header files under an NVRTC unit's include_dirs that become part of its definition.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".cuh", ".inl", ".inc")
@@ -206,7 +207,7 @@ def _parse(ctx: _Ctx, text: str, import_parents: bool) -> Matrix:
     unreadable: list[Unreadable] = []
     code: list[tuple[str, tuple[str, ...]]] = []
     for section, parse_one in (("cccl", _parse_cccl), ("nvrtc", _parse_nvrtc), ("numba", _parse_numba),
-                               ("cupy", _parse_cupy)):
+                               ("cupy", _parse_cupy), ("triton", _parse_triton)):
         entries = doc.get(section, [])
         if entries is None:
             entries = []
@@ -258,7 +259,7 @@ def _code_refs(entry: Map, got: Spec | list) -> tuple[str, ...]:
     """The code an entry names: an NVRTC source in code, a CCCL spec's operators from code, a numba kernel."""
     if isinstance(got, CcclSpec):
         return tuple(sorted(got.code))
-    if "kernel" in entry and isinstance(entry.get("kernel"), str):  # a numba: entry names its @cuda.jit kernel
+    if "kernel" in entry and isinstance(entry.get("kernel"), str):  # a numba: or triton: entry names its kernel
         return (entry["kernel"],)
     src = entry.get("source")
     return (src,) if isinstance(src, str) and is_code_source(src) else ()

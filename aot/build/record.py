@@ -38,7 +38,7 @@ from .record_run import run_recorded
 
 #: The families a recording reports, in the header's order: (record kind, what one is called).
 FAMILIES = (("nvrtc", "NVRTC compiles"), ("numba", "numba-cuda kernel compiles"), ("cccl", "cuda.compute builds"),
-            ("cupy", "CuPy compiles"))
+            ("cupy", "CuPy compiles"), ("triton", "Triton compiles"))
 
 
 @dataclass
@@ -51,6 +51,7 @@ class Recording:
     numba: list[dict] = field(default_factory=list)
     cupy: list[dict] = field(default_factory=list)
     cupy_files: dict[str, str] = field(default_factory=dict)  # the sources cupy: entries name, beside the matrix
+    triton: list[dict] = field(default_factory=list)
     unnamed: list[str] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
     processes: int = 0
@@ -247,6 +248,10 @@ def matrix_of(records: list[dict], returncode: int = 0) -> Recording:
     out.cupy, out.cupy_files, unnamed = entries_from_records(records)  # CuPy's compiles (record_hook_cupy)
     out.seen["cupy"] = sum(1 for r in records if r.get("kind") == "cupy-compile")
     out.unnamed += unnamed
+    from .triton_build import entries_from_records as triton_entries  # the Triton family (record_hook_triton)
+    out.triton, unnamed = triton_entries(records)
+    out.seen["triton"] = sum(1 for r in records if r.get("kind") == "triton-compile")
+    out.unnamed += unnamed
     return out
 
 
@@ -261,7 +266,7 @@ def _flow(entry: dict) -> str:
                           allow_unicode=False).strip()
 
 
-SECTIONS = ("cccl", "nvrtc", "numba", "cupy")
+SECTIONS = ("cccl", "nvrtc", "numba", "cupy", "triton")
 
 
 def matrix_document(rec: Recording) -> dict:

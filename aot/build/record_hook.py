@@ -40,7 +40,7 @@ MAX_LINE = 64 * 1024
 #: The families' hooks: stdlib-only modules of this folder, loaded by path beside this one. Each has
 #: ``TARGETS`` (the modules whose import triggers it) and ``patch(name, module, api)`` (``api``: :data:`API`).
 #: A new family adds its module's name here and nothing else.
-FAMILY_HOOKS = ("record_hook_cccl", "record_hook_numba", "record_hook_cupy", "record_launches")
+FAMILY_HOOKS = ("record_hook_cccl", "record_hook_numba", "record_hook_cupy", "record_hook_triton", "record_launches")
 _ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
 
 _local = threading.local()

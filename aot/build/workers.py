@@ -173,6 +173,9 @@ def _work(item: Any) -> tuple[bytes, float, dict]:
             elif item.spec.family == "cupy":  # the CuPy family
                 from .cupy_build import compile_cupy_item
                 payload, extra = compile_cupy_item(item.spec, item.sm)
+            elif item.spec.family == "triton":  # the Triton family
+                from .triton_build import compile_triton_item
+                payload, extra = compile_triton_item(item.spec, item.sm)
             elif isinstance(item.spec, NumbaKernel):  # the numba-cuda family
                 from .numba_build import compile_numba_item
                 payload, extra = compile_numba_item(item.spec, item.sm, item.kind)

@@ -62,7 +62,9 @@ def cmd_record(args) -> int:  # noqa: ANN001
     print(f"aot record: {rec.compiles} NVRTC compiles, {rec.seen.get('numba', 0)} numba-cuda kernel compiles, "
           f"{rec.builds} cuda.compute builds seen; wrote {args.out}: {len(rec.nvrtc)} NVRTC entries ({units} units), "
           f"{len(rec.numba)} numba entries ({numba} signatures), {len(rec.cccl)} CCCL specs"
-          + (f", {len(rec.cupy)} CuPy entries ({rec.seen['cupy']} CuPy compiles seen)" if rec.seen.get("cupy") else ""))
+          + (f", {len(rec.cupy)} CuPy entries ({rec.seen['cupy']} CuPy compiles seen)" if rec.seen.get("cupy") else "")
+          + (f", {len(rec.triton)} Triton entries ({rec.seen['triton']} Triton compiles seen)"
+             if rec.seen.get("triton") else ""))
     if rec.launches:
         print(f"kept {len(rec.launches)} launch(es) in {args.out.with_name(rec.launches_folder)}/")
     if rec.unnamed:

@@ -35,8 +35,9 @@ PREFIX_LEN = len(MAGIC) + 4
 #: No artifact file can be larger than this; :func:`read` refuses bigger files before reading them.
 MAX_FILE_LEN = PREFIX_LEN + MAX_HEADER_LEN + MAX_PAYLOAD_LEN
 
-FAMILIES = ("cccl", "nvrtc", "numba", "cupy")
-PAYLOAD_KINDS = {"cccl": ("cccl-blob",), "nvrtc": ("cubin", "ptx"), "numba": ("cubin", "ptx"), "cupy": ("cubin",)}
+FAMILIES = ("cccl", "nvrtc", "numba", "cupy", "triton")
+PAYLOAD_KINDS = {"cccl": ("cccl-blob",), "nvrtc": ("cubin", "ptx"), "numba": ("cubin", "ptx"), "cupy": ("cubin",),
+                 "triton": ("cubin",)}
 
 #: Required header fields and their JSON types. Extra fields are allowed (forward compatible).
 HEADER_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -388,6 +388,9 @@ def spec_from_definition(d: Any) -> Spec:
         raise SpecError(f"the definition is a {type(d).__name__}, not an object")
     if "algorithm" in d:
         return check_cccl(d)
+    if "divisible_by_16" in d:  # the Triton family (its definitions name a kernel too: before numba's)
+        from .tritonspec import check_triton  # only for a set that ships one
+        return check_triton(d, check_name(d.get("name")))
     if "cupy" in d:  # the CuPy family
         from .cupyspec import check_cupy  # only for a set that ships one
         return check_cupy(d, check_name(d.get("name")))

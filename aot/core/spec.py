@@ -1,4 +1,5 @@
-"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit, a numba-cuda kernel, a CuPy kernel) and their
+"""Frozen spec dataclasses (a CCCL algorithm spec, an NVRTC unit, a numba-cuda kernel, a CuPy kernel, a Triton
+kernel) and their
 content keys.
 
 Plain data (no CUDA imports): the runtime reads specs back from a manifest cheaply. What a spec may
@@ -178,7 +179,42 @@ class CupyKernel:
         return _key(("family", "cupy"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
 
 
-Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel]
+@dataclass(frozen=True)
+class TritonKernel:
+    """One ``@triton.jit`` kernel at one specialisation (:mod:`aot.core.tritonspec` checks it): where it lives
+    (``pkg.mod:kernel``), the type of each runtime argument, the constexpr values, which arguments Triton
+    specialises as divisible by 16 or equal to 1, the launch options that change code (``num_warps``,
+    ``num_stages``, ...) and aot's digest of its code (:mod:`aot.runtime.adapters.triton_digest`): the definition
+    and content key. The Triton build that compiles it (``triton``: the release; ``triton_build``: the sha256 of
+    Triton's own content key of that build) is not: one definition is built under each Triton build a wheel carries,
+    each artifact at its own path (``triton/<name>/<build>/sm_<N>.cubin.aot``) with the build and Triton's cache
+    key in its header and manifest entry (one blob per build, as a CCCL set carries one per cuda-cccl release)."""
+
+    name: str
+    kernel: str
+    signature: tuple[tuple[str, str], ...]
+    constexprs: tuple[tuple[str, Any], ...]
+    divisible_by_16: tuple[str, ...]
+    equal_to_1: tuple[str, ...]
+    options: Mapping[str, Any]
+    digest: str
+    triton: str = field(default="", compare=False)
+    triton_build: str = field(default="", compare=False)
+    family: str = field(default="triton", init=False)
+    kernels: tuple[str, ...] = field(default=(), init=False)
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "kernel": self.kernel, "signature": [list(p) for p in self.signature],
+                "constexprs": [list(p) for p in self.constexprs], "divisible_by_16": list(self.divisible_by_16),
+                "equal_to_1": list(self.equal_to_1), "options": dict(self.options), "digest": self.digest}
+
+    def content_key(self) -> str:
+        d = self.definition()
+        d.pop("name")
+        return _key(("family", "triton"), ("recipe", str(RECIPE_VERSION)), ("definition", _canonical(d)))
+
+
+Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel, TritonKernel]
 
 
 #: Toolchain versions that cannot change a family's bytes, left out of its item keys: an NVRTC cubin or a
@@ -186,7 +222,10 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel]
 #: which cuda-cccl provides: :meth:`NvrtcUnit.includes_installed_headers`), so building one beside another
 #: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another
 #: cuda-cccl adopts its NVRTC units).
-_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}), "cupy": frozenset({"cuda_cccl"})}
+#: A Triton cubin passes through none of cuda-cccl, NVRTC, nvJitLink or cuda-core: Triton's own LLVM and ptxas,
+#: whose build is in the spec (``triton_build``).
+_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}), "cupy": frozenset({"cuda_cccl"}),
+               "triton": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"})}
 
 
 def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str]) -> str:

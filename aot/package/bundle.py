@@ -134,6 +134,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
             "jit": jit_requirement(m.producer, cccl=cccl)}
     if m.producers:
         info["producers"] = {k: dict(v) for k, v in m.producers.items()}
+    builds = {(a["triton"], a["triton_build"]) for a in m.artifacts if a["name"] in names and "triton_build" in a}
+    if builds:  # the Triton builds its cubins serve (informational: another Triton compiles, nothing is required)
+        info["triton"] = [{"release": r, "build": b} for r, b in sorted(builds)]
     n, size = write_package_folder(Path(src), out, info, names=names)
     return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None,
                         cccl, tuple(releases or ()))

@@ -164,9 +164,10 @@ def verify_gpu(registry, names: Iterable[str] | None = None, *, checks: dict[str
             t0 = time.perf_counter()
             source = "packaged"
             try:
-                if spec.family == "cupy":  # served at CuPy's own compile call: CuPy's calls check it (docs/cupy.md)
+                if spec.family in ("cupy", "triton"):  # served at the library's own compile call / launch
                     rows.append(GpuRow(name, spec.family, sm, kind, source, True, 0.0,
-                                       "served at CuPy's compile call, not loaded here", status=UNRUN))
+                                       f"served at {'CuPy' if spec.family == 'cupy' else 'Triton'}'s own call, "
+                                       f"not loaded here", status=UNRUN))
                     continue
                 if isinstance(spec, NumbaKernel):  # through a copy of its own @cuda.jit dispatcher
                     from .numba_gate import check_numba_artifact

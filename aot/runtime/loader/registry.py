@@ -103,7 +103,7 @@ class Registry:
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", *, numba: bool = True, cupy: bool = True,
-                     **kw) -> "Registry":
+                     triton: bool = True, **kw) -> "Registry":
         """The artifacts an installed package ships as data in ``<package>/<folder>/`` (what ``aot bundle``
         and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
 
@@ -112,7 +112,8 @@ class Registry:
         ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
         kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
         Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
-        (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not).
+        (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not), and a set with Triton
+        kernels (``triton/``) at Triton's cache lookup (:func:`aot.runtime.adapters.triton_attach.attach_triton`).
 
         A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
         wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
@@ -131,6 +132,9 @@ class Registry:
             if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
                 from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
                 attach_cupy(reg)
+            if triton and os.path.isdir(os.path.join(root, "triton")):  # one stat: the package ships Triton kernels
+                from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
+                attach_triton(reg)
         return reg
 
     # ------------------------------------------------------------------ introspection

@@ -25,7 +25,7 @@ from ...core.arch import Candidate, rank
 from ...core.errors import AotError, ArtifactError, NoDeviceError
 from ...core.log import get_logger
 from ...core.manifest import Manifest
-from ...core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec
+from ...core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec, TritonKernel
 from ...core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
@@ -61,6 +61,8 @@ def search(host: SourceHost, spec: Spec, st: SpecStatus) -> _Loaded:
         raise AotError(f"{spec.name!r} is a numba-cuda kernel: Registry.attach_numba() serves it to its dispatcher")
     if isinstance(spec, CupyKernel):  # served at CuPy's own compile call (adapters.cupy_attach), not from here
         raise AotError(f"{spec.name!r} is a CuPy kernel: Registry.from_package serves it at CuPy's compile call")
+    if isinstance(spec, TritonKernel):  # served at Triton's cache lookup (adapters.triton_attach), not from here
+        raise AotError(f"{spec.name!r} is a Triton kernel: Registry.from_package serves it at its launch")
     live = None
     if isinstance(spec, NvrtcUnit):  # every NVRTC source ends in a module load: a real driver or nothing
         require_driver(f"loading NVRTC unit {spec.name!r}")

@@ -351,7 +351,7 @@ class WarmPool:
                 tls.since = time.perf_counter()
 
         try:
-            if host.spec(name).family == "cupy":  # CuPy loads its own module at its compile call: nothing here
+            if host.spec(name).family in ("cupy", "triton"):  # loaded by CuPy's / Triton's own launch: nothing here
                 with self._lock:
                     self._status_of(name).kernels = 0
                 return
