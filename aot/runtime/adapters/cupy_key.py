@@ -108,10 +108,18 @@ class Headers:
         memo = (refs, computed, search)
         with self._lock:
             if memo not in self._closures:
-                self._closures[memo] = self._closure(refs, computed, search)
+                facts = self._closure(refs, computed, search)
+                self._closures[memo] = None if facts is None else _digest(facts, search)
             return self._closures[memo]
 
-    def _closure(self, refs: tuple, computed: bool, search: tuple[str, ...]) -> str | None:
+    def facts(self, source: str, search: tuple[str, ...]) -> list[str] | None:
+        """What :meth:`digest` hashes, one line each (``file {I3}/cupy/carray.cuh <sha256>``, ``absent <x.h> ...``,
+        ``tree ...``): to see why a kernel is not found (diff the lines of two installs)."""
+        refs, computed = _refs(source.encode("utf-8", "surrogatepass"))
+        with self._lock:
+            return self._closure(refs, computed, search)
+
+    def _closure(self, refs: tuple, computed: bool, search: tuple[str, ...]) -> list[str] | None:
         if any(k == '"' and os.path.isfile(n) for _, k, n in refs):
             return None
         seen: dict[str, str] = {}  # resolved file -> its label
@@ -141,11 +149,7 @@ class Headers:
                 seen[path] = label(path, search)
                 facts.add(f"file {seen[path]} {digest}")
                 todo.append((sub, sub_computed, path, idx))
-        h = hashlib.sha256(f"aot-cupy-headers-v{KEY_VERSION}\0".encode())
-        h.update(f"{len(search)} search folders\0".encode())
-        for fact in sorted(facts):
-            h.update(fact.encode("utf-8", "surrogatepass") + b"\n")
-        return h.hexdigest()
+        return sorted(facts)
 
     @staticmethod
     def _resolve(name: str, start: int, curdir: str | None, search: tuple[str, ...]) -> tuple[str, int] | None:
@@ -166,6 +170,13 @@ class Headers:
             if here and here.startswith(d + os.sep):
                 return os.path.relpath(here, d).split(os.sep)[0]
         return ""
+
+
+def _digest(facts: list[str], search: tuple[str, ...]) -> str:
+    h = hashlib.sha256(f"aot-cupy-headers-v{KEY_VERSION}\0{len(search)} search folders\0".encode())
+    for fact in facts:
+        h.update(fact.encode("utf-8", "surrogatepass") + b"\n")
+    return h.hexdigest()
 
 
 def label(path: str, search: tuple[str, ...]) -> str:
