@@ -223,12 +223,28 @@ def split_key_src(key_src: bytes, compiler: Any, extra_sources: Iterable[str]) -
     return None
 
 
+def _first_of_each_folder(options: Iterable[str]) -> tuple[str, ...]:
+    """The options without a repeated ``-I`` of a folder already searched (CuPy 13.6 and 14.0 add the CUDA headers'
+    folder a second time): a folder searched again finds nothing the first time did not (a compiler searches a
+    repeated folder once)."""
+    seen, out = set(), []
+    for opt in options:
+        if opt.startswith("-I") and len(opt) > 2:
+            folder = os.path.normpath(opt[2:])
+            if folder in seen:
+                continue
+            seen.add(folder)
+        out.append(opt)
+    return tuple(out)
+
+
 def content_key(env: tuple, source: str, tail: str, headers: Headers) -> str | None:
     """aot's key of one CuPy compile (see the module's docstring); ``None`` where it cannot be computed."""
     try:
         arch, options, _nvrtc, backend, *target = env
     except ValueError:
         return None
+    options = _first_of_each_folder(options)
     search = include_dirs(options)
     if search is None:
         return None
