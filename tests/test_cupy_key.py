@@ -24,7 +24,7 @@ def _tree(root: Path, fp16: str = "#define HALF 1\n") -> tuple[Path, Path]:
     (cupy / "cupy").mkdir(parents=True)
     cuda.mkdir(parents=True)
     (cupy / "cupy" / "carray.cuh").write_text('#include <cuda_fp16.h>\n#include "detail.h"\n'
-                                              '#if __has_include(<cuda_bf16.h>)\n#endif\n')
+                                              '#if _CCCL_HAS_INCLUDE(<cuda_bf16.h>)\n#endif\n')
     (cupy / "cupy" / "detail.h").write_text("// detail\n")
     (cuda / "cuda_fp16.h").write_text("#include \"cuda_fp16.hpp\"\n")
     (cuda / "cuda_fp16.hpp").write_text(fp16)

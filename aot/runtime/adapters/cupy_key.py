@@ -36,7 +36,8 @@ from typing import Any, Iterable
 #: Bumped when what the key covers changes (older artifacts then miss: CuPy compiles).
 KEY_VERSION = 2
 _REF = re.compile(rb'#[ \t]*include(_next)?[ \t]*(?:([<"])([^>"\n]+)[>"]|([A-Za-z_]\w*))')
-_HAS = re.compile(rb'__has_include(_next)?[ \t]*\([ \t]*([<"])([^>"\n)]+)[>"]')
+#: ``__has_include(<x>)`` and the macros that wrap it (``_CCCL_HAS_INCLUDE(<x>)``, ``MDSPAN_IMPL_HAS_INCLUDE``).
+_HAS = re.compile(rb'\w*has_include(_next)?\w*[ \t]*\([ \t]*([<"])([^>"\n)]+)[>"]', re.IGNORECASE)
 
 
 def _refs(text: bytes) -> tuple[tuple[tuple[bool, str, str], ...], bool]:
@@ -47,7 +48,7 @@ def _refs(text: bytes) -> tuple[tuple[tuple[bool, str, str], ...], bool]:
             computed = True
         else:
             out.append((bool(m.group(1)), m.group(2).decode(), m.group(3).decode("utf-8", "replace").strip()))
-    if b"__has_include" in text:
+    if b"has_include" in text or b"HAS_INCLUDE" in text:
         out += [(bool(m.group(1)), m.group(2).decode(), m.group(3).decode("utf-8", "replace").strip())
                 for m in _HAS.finditer(text)]
     return tuple(out), computed
