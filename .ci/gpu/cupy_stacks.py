@@ -162,8 +162,24 @@ def check(work: Path, out: Path) -> int:
     return 0 if ok else 1
 
 
+def facts() -> None:
+    """What aot's key hashes for examples/cupy-mypkg's first entry on this host (``Headers.facts``), one line each:
+    ``diff`` with cupy_stacks_build_facts.txt (the build host's) says which header differs."""
+    import yaml
+    from aot.build.cupy_build import parse_cupy
+    from aot.runtime.adapters.cupy_attach import host_paths, substitute
+    from aot.runtime.adapters.cupy_key import Headers, include_dirs
+    matrix = Path(__file__).resolve().parents[2] / "examples" / "cupy-mypkg" / "build_matrix.yaml"
+    e = yaml.safe_load(matrix.read_text())["cupy"][0]
+    spec = parse_cupy(e, e["name"], matrix.parent)
+    for line in Headers().facts(spec.source, include_dirs(substitute(spec.options, host_paths()))) or []:
+        print(line)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "child":
+    if sys.argv[1] == "facts":
+        facts()
+    elif sys.argv[1] == "child":
         child(sys.argv[2], Path(sys.argv[3]))
     elif sys.argv[1] == "half-pkg":
         Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)

@@ -97,5 +97,10 @@ timeout 1800 python3 "$here/cupy_stacks.py" check "$work" "$out" > "$out/check.l
 rc=$?
 cp "$work"/*.log "$out/" 2>/dev/null
 timeout 600 python3 "$repo/benchmarks/cupy_request.py" --json "$out/cupy_request.json" 2>&1 | tee "$out/bench.log"
+if [ "$rc" != 0 ]; then  # which header differs from the wheel's build host (the first entry's closure)
+  python3 "$here/cupy_stacks.py" facts > "$out/facts.txt" 2>&1
+  echo "headers differing from the build host's (< build host, > this machine; $out/facts.txt):"
+  diff "$here/cupy_stacks_build_facts.txt" "$out/facts.txt" | grep '^[<>]' | head -n 20
+fi
 cat "$out/check.log"
 exit "$rc"

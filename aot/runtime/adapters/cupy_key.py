@@ -44,8 +44,9 @@ def _refs(text: bytes) -> tuple[tuple[tuple[bool, str, str], ...], bool]:
     """(next?, '<' or '"', name) of every include and ``__has_include`` in ``text``, and whether one is computed."""
     out, computed = [], False
     for m in _REF.finditer(text):
-        if m.group(4) is not None:
-            computed = True
+        if m.group(4) is not None:  # a directive only where the line starts with it ("the first #include of")
+            start = text.rfind(b"\n", 0, m.start()) + 1
+            computed = computed or not text[start:m.start()].strip()
         else:
             out.append((bool(m.group(1)), m.group(2).decode(), m.group(3).decode("utf-8", "replace").strip()))
     if b"has_include" in text or b"HAS_INCLUDE" in text:
@@ -96,7 +97,9 @@ class Headers:
                     dirs.sort()
                     for name in sorted(files):
                         p = os.path.join(root, name)
-                        h.update(os.path.relpath(p, folder).encode() + b"\0" + self._file(p)[0].encode())
+                        with open(p, "rb") as f:
+                            digest = hashlib.sha256(f.read()).hexdigest()
+                        h.update(os.path.relpath(p, folder).encode() + b"\0" + digest.encode())
             else:
                 h.update(b"absent")
             got = self._trees[folder] = h.hexdigest()
