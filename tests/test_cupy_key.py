@@ -67,7 +67,7 @@ def test_a_change_in_what_nvrtc_reads_is_another_key(tmp_path, change):
     cupy, cuda = _tree(tmp_path / "a")
     key = _key(*_key_src(cupy, cuda))
     cupy2, cuda2 = _tree(tmp_path / "b")
-    src, opts = SOURCE, None
+    src = SOURCE
     if change == "reachable header edited":   # issue 41: other CUDA headers gave another half kernel
         (cuda2 / "cuda_fp16.hpp").write_text("#define HALF 2\n")
     elif change == "header shadowed in an earlier folder":

@@ -148,7 +148,8 @@ def check(work: Path, out: Path) -> int:
             rows.append((tag, got["cupy"], got["nvrtc"], ref["compiles"], got["compiles"], equal, expect))
             ok &= good
         import numpy as np
-        a, b = np.load(work / "half-same-headers-cupy.npz")["half"], np.load(work / "half-other-headers-cupy.npz")["half"]
+        a = np.load(work / "half-same-headers-cupy.npz")["half"]
+        b = np.load(work / "half-other-headers-cupy.npz")["half"]
         diff = int(np.sum(a != b))
         print(f"CuPy's own half kernel: {diff} of {a.size} values differ between the two header sets"
               + (f" (first at {int(np.argmax(a != b))}: {float(a[a != b][0])!r} vs {float(b[a != b][0])!r})"

@@ -109,9 +109,9 @@ def compile_cupy_item(spec: CupyKernel, sm: int) -> tuple[bytes, dict[str, Any]]
     compiler._hash_hexdigest = hash_
     setattr(compiler, fn, compile_)
     compiler._get_arch_for_options_for_nvrtc = getattr(original_arch, "__wrapped__", original_arch)
+    names = None if spec.name_expressions is None else list(spec.name_expressions)
     kwargs: dict[str, Any] = {"extra_source": core._get_header_source(), "backend": "nvrtc",
-                              "name_expressions": None if spec.name_expressions is None else list(spec.name_expressions),
-                              "jitify": spec.jitify}
+                              "name_expressions": names, "jitify": spec.jitify}
     if original_backend is not None:
         compiler._kernel_cache_backend = Nothing()
     try:
