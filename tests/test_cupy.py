@@ -256,6 +256,22 @@ def test_a_packaged_kernel_is_served_at_cupys_call_and_nothing_compiles(cupy_bui
     assert len(stored) == 3 and packaged <= set(stored)   # CuPy stored what it was served, as after a compile
 
 
+def test_a_request_cupys_cache_answers_never_computes_aots_key(cupy_build, at_the_call, monkeypatch):
+    """Issue 42: aot is consulted on CuPy's cache miss only (before: its key on every request, about 0.5 ms)."""
+    from aot.runtime.adapters import cupy_attach
+    calls, cache = at_the_call
+    tmp, m, out, recs = cupy_build
+    _call(CODE)                                       # CuPy compiles it into its cache
+    cupy_attach.attach_cupy(_registry(out))
+    keyed: list = []
+    real = cupy_attach.key_of
+    monkeypatch.setattr(cupy_attach, "key_of", lambda *a: keyed.append(1) or real(*a))
+    _call(CODE)                                       # answered by CuPy's cache
+    assert keyed == [] and len(calls) == 1
+    _call(CODE + "// another\n")                     # a miss: aot is asked, nothing packaged, CuPy compiles
+    assert keyed == [1] and len(calls) == 2
+
+
 def test_a_foreign_or_corrupt_artifact_is_skipped_with_one_warning(cupy_build, at_the_call, tmp_path):
     from aot.runtime.adapters.cupy_attach import attach_cupy
     calls = at_the_call[0]
