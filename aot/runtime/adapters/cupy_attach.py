@@ -6,8 +6,8 @@ CuPy compiles every kernel it generates (ufuncs, reductions, ``ElementwiseKernel
 NVRTC (``_compile_using_nvrtc_no_warning``; ``compile_using_nvrtc`` in 13.6) with ``<name>.cu`` as the program's
 name. aot meets CuPy there, through two names of ``cupy.cuda.compiler`` (:data:`RELEASES` says which per release):
 
-* the hash is observed: CuPy's own function still names the file; the last few ``key_src`` are kept by name
-  (a dict store: what a request CuPy's cache answers costs aot);
+* the hash is observed: CuPy's own function still names the file; the thread's last ``key_src`` is kept with
+  its name (one attribute store: what a request CuPy's cache answers costs aot);
 * the NVRTC call is wrapped: CuPy reaches it only when its cache missed. aot computes its content key of that
   compile (:mod:`aot.runtime.adapters.cupy_key`: source, options, architecture, the text of every header the
   source can reach; not NVRTC's version) and, if a packaged kernel has it and passes every check, returns its
@@ -45,12 +45,11 @@ VERIFIED = tuple(RELEASES)
 #: The CuPy distributions (one per CUDA major); the first installed names the release.
 DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
 _TARGET = "cupy.cuda.compiler"
-#: How many recent ``key_src`` are kept (a miss reaches NVRTC right after CuPy hashed its key).
-_RECENT = 64
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"registries": [], "table": None, "headers": None, "installed": None, "compiler": None}
-_recent: dict[str, bytes] = {}
+#: Per thread, the last (name, key_src) CuPy hashed: a miss reaches NVRTC right after, in the same thread.
+_local = threading.local()
 
 
 def installed_version() -> str:
@@ -94,9 +93,7 @@ def key_of(key_src: bytes, compiler: Any, headers: Any) -> str | None:
 def _observe(original: Any) -> Any:
     def _hash_hexdigest(value: Any) -> str:
         name = original(value)
-        if len(_recent) >= _RECENT:
-            _recent.clear()
-        _recent[name] = value
+        _local.last = (name, value)
         return name
     _hash_hexdigest._aot_cupy = original  # type: ignore[attr-defined]
     return _hash_hexdigest
@@ -137,9 +134,10 @@ def _table() -> dict[str, tuple[Any, Any, Any]]:
 
 def _serve(hexname: str, name_expressions: Any) -> Any:
     """NVRTC's answer (cubin, mapping) for CuPy's compile named ``hexname``, from a packaged kernel, or None."""
-    key_src = _recent.get(hexname)
-    if key_src is None or not _state["registries"]:
+    last = getattr(_local, "last", None)
+    if last is None or last[0] != hexname or not _state["registries"]:
         return None
+    key_src = last[1]
     compiler = _state["compiler"]
     with _lock:
         table = _table()
@@ -261,7 +259,7 @@ def detach_cupy() -> None:
     compiler: Any = sys.modules.get(_TARGET)
     with _lock:
         _state.update(registries=[], table=None, headers=None)
-        _recent.clear()
+        _local.__dict__.clear()  # this thread's (with no registry left, no other thread is served)
         _remove_finder()
         if compiler is not None:
             for attr in {"_hash_hexdigest", *RELEASES.values()}:
