@@ -8,7 +8,8 @@
 #                libnvrtc-builtins.so.13.5 beside it, found through LD_LIBRARY_PATH) is loaded before CuPy, so CuPy
 #                compiles with NVRTC 13.5.37 while the CUDA headers stay this machine's
 #     --cupy     another CuPy release for Python 3.12 (cupy_cuda13x-13.6.0-cp312-*.whl, 55 MB; 14.0.x is 70 MB, over
-#                the 64 MiB carry): installed with --target and put first on PYTHONPATH (13.6 also needs fastrlock)
+#                the 64 MiB carry): installed with --target and put first on PYTHONPATH
+#     --cupy-deps a wheel that release needs and this machine lacks (13.6: fastrlock), installed beside it
 #     --runtime  nvidia_cuda_runtime-13.5.37-*.whl (2.5 MB): its headers laid over a copy of this machine's CUDA
 #                headers are the "other headers" of the half-precision case; without it, a copy with one line added
 #                to cuda_fp16.hpp
@@ -23,10 +24,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 out=${OUT:-/tmp/aot-cupy-out}/cupy-stacks
-wheel= nvrtc= cupyw= runtime=
+wheel= nvrtc= cupyw= runtime= cupydeps=
 while [ $# -gt 0 ]; do
   case "$1" in
-    --wheel) wheel=$2; shift 2 ;; --nvrtc) nvrtc=$2; shift 2 ;; --cupy) cupyw=$2; shift 2 ;;
+    --wheel) wheel=$2; shift 2 ;; --nvrtc) nvrtc=$2; shift 2 ;; --cupy) cupyw=$2; shift 2 ;; --cupy-deps) cupydeps=$2; shift 2 ;;
     --runtime) runtime=$2; shift 2 ;; *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -59,7 +60,7 @@ if [ -n "$nvrtc" ]; then
   stacks="$stacks, {\"tag\": \"nvrtc-13.5\", \"expect\": \"served\", \"env\": {\"AOT_STACK_NVRTC\": \"$lib\", \"LD_LIBRARY_PATH\": \"$lib:${LD_LIBRARY_PATH:-}\"}}"
 fi
 if [ -n "$cupyw" ]; then
-  python3 -m pip install -q --no-index --no-deps --target "$work/cupy-other" "$cupyw" >>"$out/install.log" 2>&1 \
+  python3 -m pip install -q --no-index --no-deps --target "$work/cupy-other" "$cupyw" $cupydeps >>"$out/install.log" 2>&1 \
     || { tail -5 "$out/install.log"; echo "cupy stacks: FAIL (pip install $cupyw)"; exit 1; }
   rel=$(ls -d "$work"/cupy-other/cupy_cuda13x-*.dist-info | sed 's/.*cupy_cuda13x-\(.*\)\.dist-info/\1/')
   syslib=$(python3 -c "from cuda.pathfinder import load_nvidia_dynamic_lib as l; import os; print(os.path.dirname(l('nvrtc').abs_path))")
