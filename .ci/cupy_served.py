@@ -18,7 +18,11 @@ import yaml
 
 
 def main() -> None:
-    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="aot-cupy-served-")
+    cache = tempfile.mkdtemp(prefix="aot-cupy-served-")
+    os.environ["CUPY_CACHE_DIR"] = cache
+    import atexit
+    import shutil
+    atexit.register(shutil.rmtree, cache, True)
     import cupy
     from cupy._core import core
     from cupy.cuda import compiler, nvrtc
