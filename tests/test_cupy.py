@@ -272,6 +272,39 @@ def test_a_request_cupys_cache_answers_never_computes_aots_key(cupy_build, at_th
     assert keyed == [1] and len(calls) == 2
 
 
+def test_other_cuda_header_text_is_not_served_and_another_nvrtc_is(cupy_build, at_the_call, tmp_path, monkeypatch):
+    """Issue 41 with CuPy's real compile call: the same source and options, but CUDA headers whose cuda_fp16.hpp
+    differs (as another runtime release's does): CuPy compiles. Issue 40: another NVRTC version and build (what
+    CuPy's key holds, aot's does not), the same headers: served."""
+    from aot.runtime.adapters.cupy_attach import attach_cupy, host_paths, substitute
+    from cupy._core import core
+    from cupy.cuda import compiler
+    calls, cache = at_the_call
+    tmp, m, out, recs = cupy_build
+    paths = host_paths()
+    other = tmp_path / "include"
+    other.mkdir()
+    for entry in os.listdir(paths["{cuda_include}"]):
+        if entry != "cuda_fp16.hpp":
+            (other / entry).symlink_to(os.path.join(paths["{cuda_include}"], entry))
+    text = Path(paths["{cuda_include}"], "cuda_fp16.hpp").read_text()
+    (other / "cuda_fp16.hpp").write_text(text + "\n// another release's text\n")
+    attach_cupy(_registry(out))
+
+    def ask(cuda_include: str) -> None:
+        opts = substitute(OPTIONS, {**paths, "{cuda_include}": cuda_include})
+        try:
+            compiler._compile_module_with_cache(HEADER + CODE, opts, extra_source=core._get_header_source())
+        except Exception:  # noqa: BLE001 - no driver: CuPy's Module.load is where it stops
+            pass
+    ask(str(other))
+    assert len(calls) == 1                     # other header text: CuPy compiles (before: served, a wrong kernel)
+    real = compiler._get_nvrtc_version
+    monkeypatch.setattr(compiler, "_get_nvrtc_version", lambda: (13, 5))   # CuPy's key: another NVRTC
+    ask(paths["{cuda_include}"])
+    assert len(calls) == 1 and real() != (13, 5)   # served: the same input to NVRTC
+
+
 def test_a_foreign_or_corrupt_artifact_is_skipped_with_one_warning(cupy_build, at_the_call, tmp_path):
     from aot.runtime.adapters.cupy_attach import attach_cupy
     calls = at_the_call[0]
