@@ -305,6 +305,33 @@ def test_other_cuda_header_text_is_not_served_and_another_nvrtc_is(cupy_build, a
     assert len(calls) == 1 and real() != (13, 5)   # served: the same input to NVRTC
 
 
+def test_the_same_headers_path_with_other_text_is_another_key(cupy_build, tmp_path, monkeypatch):
+    """Issue 41: CuPy's own key names the CUDA headers' folder, not its text; two installs with the same folder
+    and other cuda_fp16.hpp text (another runtime release) built one key before, and the half kernel of one was
+    served to the other. Built here twice through CuPy's compiler: the keys differ."""
+    from aot.build import cupy_build as cb
+    from aot.runtime.adapters.cupy_attach import host_paths
+    from aot.runtime.adapters.cupy_key import Headers
+    tmp, m, out, recs = cupy_build
+    spec = cb.parse_cupy({"source": "cupy-kernels/aot_scale.0.cu", "options": OPTIONS, "cupy": recs[0]["cupy"]}, "a",
+                         m.parent)
+    real = host_paths()
+    view = tmp_path / "include"
+    view.mkdir()
+    for entry in os.listdir(real["{cuda_include}"]):
+        (view / entry).symlink_to(os.path.join(real["{cuda_include}"], entry))
+    monkeypatch.setattr(cb, "host_paths", lambda: {**real, "{cuda_include}": str(view)})
+    keys = []
+    for text in (None, "// another release's text\n"):
+        if text:
+            fp16 = Path(real["{cuda_include}"], "cuda_fp16.hpp").read_text()
+            (view / "cuda_fp16.hpp").unlink()
+            (view / "cuda_fp16.hpp").write_text(fp16 + text)
+        monkeypatch.setattr(cb, "_HEADERS", Headers())   # a new process: the headers read again
+        keys.append(cb.compile_cupy_item(spec, 90)[1]["cupy_key"])
+    assert keys[0] != keys[1]
+
+
 def test_a_foreign_or_corrupt_artifact_is_skipped_with_one_warning(cupy_build, at_the_call, tmp_path):
     from aot.runtime.adapters.cupy_attach import attach_cupy
     calls = at_the_call[0]
