@@ -41,18 +41,21 @@ _HAS = re.compile(rb'\w*has_include(_next)?\w*[ \t]*\([ \t]*([<"])([^>"\n)]+)[>"
 
 
 def _refs(text: bytes) -> tuple[tuple[tuple[bool, str, str], ...], bool]:
-    """(next?, '<' or '"', name) of every include and ``__has_include`` in ``text``, and whether one is computed."""
-    out, computed = [], False
+    """(next?, '<' or '"', name) of every include and ``__has_include`` in ``text`` (each once, in order), and
+    whether one is computed."""
+    seen: dict[tuple[bytes, bytes, bytes], None] = {}
+    computed = False
     for m in _REF.finditer(text):
         if m.group(4) is not None:  # a directive only where the line starts with it ("the first #include of")
             start = text.rfind(b"\n", 0, m.start()) + 1
             computed = computed or not text[start:m.start()].strip()
         else:
-            out.append((bool(m.group(1)), m.group(2).decode(), m.group(3).decode("utf-8", "replace").strip()))
+            seen[m.group(1, 2, 3)] = None  # type: ignore[index]
     if b"has_include" in text or b"HAS_INCLUDE" in text:
-        out += [(bool(m.group(1)), m.group(2).decode(), m.group(3).decode("utf-8", "replace").strip())
-                for m in _HAS.finditer(text)]
-    return tuple(out), computed
+        for found in _HAS.findall(text):
+            seen[found] = None
+    return tuple((bool(nxt), kind.decode(), name.decode("utf-8", "replace").strip())
+                 for nxt, kind, name in seen), computed
 
 
 def include_dirs(options: Iterable[str]) -> tuple[str, ...] | None:
@@ -157,12 +160,13 @@ class Headers:
 
     @staticmethod
     def _resolve(name: str, start: int, curdir: str | None, search: tuple[str, ...]) -> tuple[str, int] | None:
+        fast = not (name.startswith("/") or ".." in name or "./" in name or "//" in name or name.endswith("/"))
         if curdir is not None:
             p = os.path.normpath(os.path.join(curdir, name))
             if os.path.isfile(p):
                 return p, next((i for i, d in enumerate(search) if p.startswith(d + os.sep)), -1)
         for i in range(start, len(search)):
-            p = os.path.normpath(os.path.join(search[i], name))
+            p = f"{search[i]}{os.sep}{name}" if fast else os.path.normpath(os.path.join(search[i], name))
             if os.path.isfile(p):
                 return p, i
         return None
