@@ -107,7 +107,8 @@ def check(site: Path, jit: Path, out: Path) -> int:
         rows.append((tag, dtypes, got["compiles"], got["preprocess"], got["cache_files"], equal))
         ok &= equal
     ok &= not cold.get("failed") and cold.get("compiles", 0) > 0
-    ok &= served.get("compiles") == 0 and served.get("packaged", 0) > 0 and served.get("cache_files") == 0
+    # CuPy stores what it is served in its cache, as after its own compile (docs/cupy.md): files are expected
+    ok &= served.get("compiles") == 0 and served.get("packaged", 0) > 0
     ok &= unpackaged.get("compiles", 0) > 0
     print(f"CuPy without aot (empty cache): {cold.get('compiles')} compiles for float32+float64+int32 "
           f"({cold.get('per_dtype')}), {cold.get('preprocess')} NVRTC banner runs")
@@ -116,8 +117,8 @@ def check(site: Path, jit: Path, out: Path) -> int:
         print(f"{tag:<12} {','.join(dtypes):<18} {n:>8} {pre:>6} {files:>11} {equal}")
     if served.get("compiles"):  # a packaged kernel CuPy did not find: its key differs (NVRTC, headers, CuPy, SM)
         print(f"  packaged run compiled: {', '.join(served.get('compiled', []))}")
-    print(f"packaged specs: {served.get('packaged')}; expect: packaged 0 compiles, 0 files written into the "
-          f"user's cache, results equal; unpackaged > 0 compiles, results equal")
+    print(f"packaged specs: {served.get('packaged')}; expect: packaged 0 compiles (CuPy stores what it is served in "
+          f"its cache), results equal; unpackaged > 0 compiles, results equal")
     print("cupy check:", "PASS" if ok else "FAIL")
     (out / "cupy_check.json").write_text(json.dumps({"cold": cold, "packaged": served, "unpackaged": unpackaged,
                                                      "ok": bool(ok)}, indent=1) + "\n")

@@ -9,10 +9,11 @@
 # With --wheel: neither; the wheel (the committed matrix built on the driverless host: AOT_WHEEL_SM=90 pip wheel
 #    --no-build-isolation --no-deps -w .whl examples/cupy-mypkg) is installed as its users install it
 #    (pip install --no-index --no-deps --target), and the same package without its artifacts is CuPy alone.
-#    Its kernels are found only where the build host's NVRTC (version and build) and CUDA headers' CUDART_VERSION
-#    equal this machine's; otherwise CuPy compiles them and step 3 fails on the packaged compiles.
-# Then: 3. checks in fresh processes with an empty CuPy cache: packaged calls 0 CuPy compiles, no file written
-#    into CuPy's cache, results equal to CuPy's own; int32 (not packaged) compiles as before, results equal,
+#    Its kernels are found only where the text of every header they reach equals the build host's (aot's key:
+#    docs/cupy.md; NVRTC's version is not in it); otherwise CuPy compiles them and step 3 fails on the packaged
+#    compiles.
+# Then: 3. checks in fresh processes with an empty CuPy cache: packaged calls 0 CuPy compiles (CuPy stores what it
+#    is served in its cache), results equal to CuPy's own; int32 (not packaged) compiles as before, results equal,
 #    4. benchmarks the first call of each public function, N fresh processes per mode.
 # Logs, the recorded matrix and JSON under $OUT ($OUT/cupy-wheel with --wheel: the wheel's manifest instead).
 # Exit 0 only when every check passed.

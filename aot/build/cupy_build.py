@@ -4,10 +4,12 @@ CuPy's own cache would hold, on a driverless host, by driving CuPy's own compile
 :func:`compile_cupy_item` calls ``cupy.cuda.compiler._compile_with_cache_cuda`` (what CuPy's generated kernels
 go through) with the recorded source and options, this install's paths in place of the placeholders, the SM as
 the architecture and CuPy's bundled headers as ``extra_source``, exactly as ``cupy._core.core.compile_with_cache``
-passes them. Around that one call: CuPy's kernel cache backend is a capture (nothing read, the payload taken at
-``save``, before CuPy would load it into a device), CuPy's hash records the ``key_src`` it hashes (the artifact's
-``cupy_key``, :func:`aot.runtime.adapters.cupy_attach.lookup_key`), and the one memo that asks the device for its id
-(``_get_arch_for_options_for_nvrtc``) is called unmemoized. NVRTC compiles; no driver is needed.
+passes them (``cache_dir`` too where the release takes one: an empty folder). Around that one call: CuPy's
+NVRTC call is wrapped to take its output and stop before CuPy would store it and load it into a device, CuPy's
+hash records the ``key_src`` it hashes (from which :func:`aot.runtime.adapters.cupy_attach.key_of` makes the
+artifact's ``cupy_key``: the content NVRTC is handed, :mod:`aot.runtime.adapters.cupy_key`), CuPy 14.1+'s cache
+backend has nothing, and the one memo that asks the device for its id (``_get_arch_for_options_for_nvrtc``) is
+called unmemoized. NVRTC compiles; no driver is needed.
 
 :func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.build.record_hook_cupy`) into
 ``cupy:`` entries and their source files.
@@ -24,9 +26,14 @@ from ..core.cupyspec import check_entry
 from ..core.errors import AotError
 from ..core.spec import CupyKernel
 from ..core.text import MAX_SOURCE_LEN, SpecError
-from ..runtime.adapters.cupy_attach import cuda_headers_version, host_paths, installed_version, lookup_key, substitute
+from ..runtime.adapters.cupy_attach import RELEASES, host_paths, installed_version, key_of, substitute
+from ..runtime.adapters.cupy_key import Headers
 
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
+
+
+#: The header closures this worker has hashed (headers do not change during a build).
+_HEADERS = Headers()
 
 
 class _Captured(Exception):
@@ -61,56 +68,87 @@ def parse_cupy_entry(ctx: Any, e: Mapping[str, Any], name: str, types: Any = Non
     return parse_cupy(e, name, ctx.path.parent)
 
 
-def _require(version: str) -> None:
-    installed = installed_version()
-    if installed != version:
-        raise AotError(f"the kernel was recorded with CuPy {version}, this host has CuPy {installed}: "
-                       f"install cupy-cuda13x=={version} (CuPy's key and generated code are per release)")
-
-
 def compile_cupy_item(spec: CupyKernel, sm: int) -> tuple[bytes, dict[str, Any]]:
     """One item in a build worker: the payload CuPy's cache would hold for ``spec`` on ``sm_<sm>`` (a cubin, or
-    CuPy's name-expressions payload), and the header fields the loader needs (``cupy_key``, ``cupy_name``)."""
-    _require(spec.cupy)
+    CuPy 14.2's name-expressions payload), and the header fields the loader needs (``cupy_key``, ``cupy_name``).
+    Any CuPy release aot meets (:data:`aot.runtime.adapters.cupy_attach.RELEASES`) builds it: the key is the
+    content of what this release hands NVRTC, whichever release recorded the entry."""
     if source_sha256(spec.source) != spec.source_sha256:
         raise AotError(f"{spec.name}: the source differs from the one the matrix was read with")
+    installed = installed_version()
+    fn = RELEASES.get(installed)
+    if fn is None:
+        raise AotError(f"CuPy {installed} is not one aot builds with ({', '.join(RELEASES)}): install one of them")
+    import inspect
+    import tempfile
     from cupy._core import core  # CuPy: only when building CuPy kernels
     from cupy.cuda import compiler
     paths = host_paths()
     got: dict[str, Any] = {}
+    original_hash, original_compile = compiler._hash_hexdigest, getattr(compiler, fn)
+    original_arch = compiler._get_arch_for_options_for_nvrtc
+    original_backend = getattr(compiler, "_kernel_cache_backend", None)
 
-    class Capture(compiler._KernelCacheBackend):
+    def hash_(value: Any) -> str:
+        name = original_hash(value)
+        if isinstance(value, bytes) and "key_src" not in got:
+            got["key_src"], got["name"] = value, name
+        return name
+
+    def compile_(*a: Any, **kw: Any) -> Any:
+        got["answer"] = original_compile(*a, **kw)
+        raise _Captured  # CuPy would store it in its cache and load it into a device next
+
+    class Nothing:  # CuPy 14.1+: a cache that has nothing and keeps nothing
         def load(self, name: str) -> None:
             return None
 
-        def save(self, name: str, cubin: bytes, source: str) -> None:
-            got["name"], got["payload"] = name, cubin
-            raise _Captured
+        def save(self, *a: Any) -> None:
+            return None
 
-    original_hash, original_backend = compiler._hash_hexdigest, compiler._kernel_cache_backend
-    original_arch = compiler._get_arch_for_options_for_nvrtc
-
-    def hash_(value: bytes) -> str:
-        got["key_src"] = value
-        return original_hash(value)
-
-    compiler._hash_hexdigest, compiler._kernel_cache_backend = hash_, Capture()
+    compiler._hash_hexdigest = hash_
+    setattr(compiler, fn, compile_)
     compiler._get_arch_for_options_for_nvrtc = getattr(original_arch, "__wrapped__", original_arch)
+    names = None if spec.name_expressions is None else list(spec.name_expressions)
+    kwargs: dict[str, Any] = {"extra_source": core._get_header_source(), "backend": "nvrtc",
+                              "name_expressions": names, "jitify": spec.jitify}
+    if original_backend is not None:
+        compiler._kernel_cache_backend = Nothing()
     try:
-        # CuPy's own arch is a string ('90'): it is part of the key
-        compiler._compile_with_cache_cuda(spec.source, substitute(spec.options, paths), str(sm),
-                                          core._get_header_source(), "nvrtc", False,
-                                          None if spec.name_expressions is None else list(spec.name_expressions),
-                                          None, False, spec.jitify, False)
+        with tempfile.TemporaryDirectory(prefix="aot-cupy-") as empty:
+            if "cache_dir" in inspect.signature(compiler._compile_with_cache_cuda).parameters:
+                kwargs["cache_dir"] = empty  # CuPy 13.6/14.0 read their disk cache here: an empty one
+            # CuPy's own arch is a string ('90'): it is part of the key
+            compiler._compile_with_cache_cuda(spec.source, substitute(spec.options, paths), str(sm), **kwargs)
     except _Captured:
         pass
     finally:
-        compiler._hash_hexdigest, compiler._kernel_cache_backend = original_hash, original_backend
+        compiler._hash_hexdigest = original_hash
+        setattr(compiler, fn, original_compile)
         compiler._get_arch_for_options_for_nvrtc = original_arch
-    if "payload" not in got:
-        raise AotError(f"{spec.name}: CuPy's compiler returned without compiling (its cache answered)")
-    key = lookup_key(got["key_src"], paths, spec.cupy, cuda_headers_version(paths))
-    return got["payload"], {"cupy_key": key, "cupy_name": got["name"]}
+        if original_backend is not None:
+            compiler._kernel_cache_backend = original_backend
+    if "answer" not in got:
+        raise AotError(f"{spec.name}: CuPy's compiler returned without compiling")
+    cubin, mapping = got["answer"]
+    payload = _payload(compiler, cubin, mapping, spec)
+    key = key_of(got["key_src"], compiler, _HEADERS)
+    if key is None:
+        raise AotError(f"{spec.name}: aot cannot key this compile (an include path it cannot read, or a source "
+                       f"naming a file in the working folder)")
+    return payload, {"cupy_key": key, "cupy_name": got["name"] + ".cubin"}
+
+
+def _payload(compiler: Any, cubin: Any, mapping: Any, spec: CupyKernel) -> bytes:
+    """What aot ships: the cubin, or for name expressions CuPy 14.2's payload (the mangled names ahead of it),
+    which aot decodes into NVRTC's mapping at the call (no other release can use such a kernel)."""
+    data = bytes(cubin)
+    if not spec.name_expressions:
+        return data
+    encode = getattr(compiler, "_encode_cache_payload", None)
+    if encode is None:
+        raise AotError(f"{spec.name}: name expressions are served only with CuPy 14.2's cache payload format")
+    return encode([mapping[n] for n in sorted(spec.name_expressions)], data)
 
 
 # ---------------------------------------------------------------------------------------------- recording

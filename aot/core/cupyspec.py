@@ -13,12 +13,13 @@ generates), usually written by ``aot record`` (:mod:`aot.build.record_hook_cupy`
         options: ["-I{cupy_include}/cupy/_cccl/cub", "--std=c++17", "-I{cupy_include}", "-I{cuda_include}"]
         name_expressions: null                      # optional: RawModule's
         jitify: false                               # optional
-        cupy: "14.2.0"                              # the CuPy release that generated and compiles it
+        cupy: "14.2.0"                              # the CuPy release that recorded it (a label: see below)
 
 The source is what CuPy generates for that call, not something aot re-derives: generated code depends on dtypes,
 the arrays' dimensions after CuPy merges them, contiguity and 32-bit indexing, so the compile is the unit.
-``{cupy_include}`` and ``{cuda_include}`` stand for the install's paths (CuPy's own key hashes them; aot's key
-factors them out: :mod:`aot.runtime.adapters.cupy_attach`).
+``{cupy_include}`` and ``{cuda_include}`` stand for the install's paths (CuPy's own key hashes them). The key a
+user's call finds a kernel by is content only, computed at build and at the call from what CuPy hands NVRTC
+(:mod:`aot.runtime.adapters.cupy_key`): the release named here is a label and is not in it.
 
 Pure Python, no CuPy import: the runtime reads manifests with it.
 """

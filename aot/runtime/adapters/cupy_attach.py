@@ -1,37 +1,29 @@
-"""CuPy's own kernels served from packaged cubins at CuPy's compile call.
+"""CuPy's own kernels served from packaged cubins at CuPy's compile call, on its cache-miss path only.
 
 CuPy compiles every kernel it generates (ufuncs, reductions, ``ElementwiseKernel``, ``ReductionKernel``,
-``RawModule``) in ``cupy.cuda.compiler._compile_with_cache_cuda``: it builds one string, ``key_src``, of
-everything that decides the bytes (the architecture, the options, the NVRTC version and the NVRTC build's own
-banner, the source, its bundled headers' text and ``CUPY_CACHE_KEY``), hashes it (``_hash_hexdigest``) into a
-file name and asks its kernel cache backend (``_kernel_cache_backend.load(name)``) before compiling.
+``RawModule``) in ``cupy.cuda.compiler._compile_with_cache_cuda``: it builds one string, ``key_src``, hashes it
+(``_hash_hexdigest``) into a file name, asks its cache for that name and, only when the cache has nothing, calls
+NVRTC (``_compile_using_nvrtc_no_warning``; ``compile_using_nvrtc`` in 13.6) with ``<name>.cu`` as the program's
+name. aot meets CuPy there, through two names of ``cupy.cuda.compiler`` (:data:`RELEASES` says which per release):
 
-:func:`attach_cupy` meets CuPy there, through those two names of ``cupy.cuda.compiler``:
+* the hash is observed: CuPy's own function still names the file; the thread's last ``key_src`` is kept with
+  its name (one attribute store: what a request CuPy's cache answers costs aot);
+* the NVRTC call is wrapped: CuPy reaches it only when its cache missed. aot computes its content key of that
+  compile (:mod:`aot.runtime.adapters.cupy_key`: source, options, architecture, the text of every header the
+  source can reach; not NVRTC's version) and, if a packaged kernel has it and passes every check, returns its
+  cubin as NVRTC's output: CuPy stores it in its cache and loads it as if it had compiled it.
 
-* the hash is observed (CuPy's own function still computes the name): ``key_src`` with this install's paths
-  written as placeholders, the CuPy release and the CUDA headers' version give aot's key (:func:`lookup_key`);
-  a packaged kernel built with that key, checked like every artifact, is held for that name;
-* the backend is wrapped: CuPy's own cache answers first (a user's cache stays theirs); when it has nothing,
-  the held payload is returned, CuPy loads it as it loads its own cache files, and compiles nothing.
-
-Why not seed ``CUPY_CACHE_DIR`` with CuPy's file names: CuPy's key hashes absolute install paths (the ``-I``
-options of its bundled and CUDA headers), so a name computed on the build host never equals the user's, and
-computing the user's at import needs the device's architecture and an NVRTC run per option set. Here CuPy
-computes its key itself at the moment it needs it; nothing is written into the user's folder.
-
-Version gate: only a CuPy release aot was checked against (:data:`VERIFIED`: the names above are private) and
-only kernels built by that same release are attached (one ``AotWarning`` otherwise). The NVRTC version and build,
-the architecture, the options, the source and CuPy's headers are inside ``key_src``: any difference is another key,
-and CuPy compiles as it does today.
+Nothing is imported until CuPy is: :func:`attach_cupy` (``Registry.from_package``) records the registry and, if
+``cupy.cuda.compiler`` is not imported yet, puts a finder on ``sys.meta_path`` that installs the two wrappers
+right after CuPy imports it. Without CuPy nothing happens, and nothing is said (a CPU-only user of the library
+has no CuPy kernels to serve). The key table is read from the manifests on the first miss.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+import sys
 import threading
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...core.errors import AotError
@@ -39,16 +31,25 @@ from ...core.log import get_logger
 
 log = get_logger("aot.runtime.cupy")
 
-#: The CuPy releases whose compiler aot meets (``_compile_with_cache_cuda``'s key and backend, checked by
-#: tests/test_cupy.py); any other is left alone, with one warning.
-VERIFIED = ("14.2.0",)
+#: CuPy releases whose compiler aot meets, each installed and checked on the driverless host
+#: (tests/test_cupy_releases.py, docs/cupy.md): release -> the function CuPy calls NVRTC through on its cache
+#: miss, whose fourth argument is ``<CuPy's file name>.cu``. ``_hash_hexdigest`` and
+#: ``_empty_file_preprocess_cache`` have one spelling in all of them. Any other release: one warning, no serving.
+RELEASES: Mapping[str, str] = {
+    "13.6.0": "compile_using_nvrtc",
+    "14.0.1": "_compile_using_nvrtc_no_warning",
+    "14.1.1": "_compile_using_nvrtc_no_warning",
+    "14.2.0": "_compile_using_nvrtc_no_warning",
+}
+VERIFIED = tuple(RELEASES)
 #: The CuPy distributions (one per CUDA major); the first installed names the release.
 DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
-_CUDART_VERSION = re.compile(rb"#define\s+CUDART_VERSION\s+(\d+)")
+_TARGET = "cupy.cuda.compiler"
 
 _lock = threading.Lock()
-#: aot key -> (registry, spec, manifest entry), for every attached registry; the held payloads by CuPy's name.
-_state: dict[str, Any] = {"table": {}, "pending": {}, "installed": None, "paths": None, "cuda_headers": None}
+_state: dict[str, Any] = {"registries": [], "table": None, "headers": None, "installed": None, "compiler": None}
+#: Per thread, the last (name, key_src) CuPy hashed: a miss reaches NVRTC right after, in the same thread.
+_local = threading.local()
 
 
 def installed_version() -> str:
@@ -62,43 +63,12 @@ def installed_version() -> str:
 
 
 def host_paths() -> dict[str, str]:
-    """This install's paths CuPy puts into its options (``core.assemble_cupy_compiler_options``): its bundled
-    headers and the CUDA runtime headers, as the placeholders of :data:`aot.core.cupyspec.PLACEHOLDERS`."""
-    from cupy._core import core  # CuPy: only where a set ships CuPy kernels (the caller imported it already)
+    """This install's paths CuPy puts into its options (its bundled headers, the CUDA runtime headers), as the
+    placeholders of :data:`aot.core.cupyspec.PLACEHOLDERS`: the build fills a recorded entry's options with them."""
+    from cupy._core import core  # CuPy: only where CuPy kernels are built or recorded
     from cuda.pathfinder import find_nvidia_header_directory
     return {"{cupy_include}": str(core._get_header_dir_path()),
             "{cuda_include}": str(find_nvidia_header_directory("cudart") or "")}
-
-
-def cuda_headers_version(paths: Mapping[str, str]) -> str:
-    """``CUDART_VERSION`` of the CUDA headers CuPy compiles with: CuPy's key names their path, not their text."""
-    inc = paths.get("{cuda_include}")
-    if not inc:
-        return "none"
-    try:
-        with open(Path(inc) / "cuda_runtime_api.h", "rb") as f:
-            m = _CUDART_VERSION.search(f.read(256 * 1024))
-    except OSError:
-        return "unreadable"
-    return m.group(1).decode() if m else "unknown"
-
-
-def normalize(key_src: bytes, paths: Mapping[str, str]) -> bytes:
-    """``key_src`` with this install's paths written as their placeholders (longest path first)."""
-    for ph, path in sorted(paths.items(), key=lambda kv: -len(kv[1])):
-        if path:
-            key_src = key_src.replace(path.encode(), ph.encode())
-    return key_src
-
-
-def lookup_key(key_src: bytes, paths: Mapping[str, str], cupy_version: str, cuda_headers: str) -> str:
-    """aot's key of one CuPy compile: CuPy's own ``key_src`` (all it hashes) less the install's paths, plus the
-    CuPy release (``CUPY_CACHE_KEY`` hashes its headers only) and the CUDA headers' version."""
-    h = hashlib.sha256(b"aot-cupy-key-v1\0")
-    for label, value in (("cupy", cupy_version.encode()), ("cuda_headers", cuda_headers.encode()),
-                         ("key_src", normalize(key_src, paths))):
-        h.update(label.encode() + b"\0" + len(value).to_bytes(8, "little") + value)
-    return h.hexdigest()
 
 
 def substitute(options: Iterable[str], paths: Mapping[str, str]) -> tuple[str, ...]:
@@ -111,46 +81,73 @@ def substitute(options: Iterable[str], paths: Mapping[str, str]) -> tuple[str, .
     return tuple(out)
 
 
-class _Backend:
-    """CuPy's kernel cache backend, wrapped: CuPy's own answer first, then a payload held for this name."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-
-    def load(self, name: str) -> bytes | None:
-        got = self.inner.load(name)
-        held = _state["pending"].get(name.rpartition(".")[0])  # kept: another thread or device may ask again
-        if got is None and held is not None:
-            log.debug("cupy: %s served from a packaged kernel", name)
-            return held
-        return got
-
-    def save(self, name: str, cubin: bytes, source: str) -> None:
-        self.inner.save(name, cubin, source)
-
-    def __getattr__(self, attr: str) -> Any:  # anything else a caller asks of CuPy's backend
-        return getattr(self.inner, attr)
+def key_of(key_src: bytes, compiler: Any, headers: Any) -> str | None:
+    """aot's content key of the compile CuPy hashed as ``key_src`` (``None``: not one aot can key)."""
+    from . import cupy_key
+    from cupy._core import core  # imported by CuPy already (its compile is running)
+    split = cupy_key.split_key_src(key_src, compiler, ("None", core._get_header_source()))
+    return None if split is None else cupy_key.content_key(*split, headers)
 
 
+# ------------------------------------------------------------------------------------------- the two wrappers
 def _observe(original: Any) -> Any:
-    def _hash_hexdigest(value: bytes) -> str:
+    def _hash_hexdigest(value: Any) -> str:
         name = original(value)
-        if _state["table"] and name not in _state["pending"]:
-            try:
-                _consider(value, name)
-            except Exception as e:  # noqa: BLE001 - serving never breaks CuPy's compile: it compiles
-                log.info("cupy: not served (%s: %s)", type(e).__name__, e)
+        _local.last = (name, value)
         return name
-    _hash_hexdigest._aot_cupy = True  # type: ignore[attr-defined]
+    _hash_hexdigest._aot_cupy = original  # type: ignore[attr-defined]
     return _hash_hexdigest
 
 
-def _consider(key_src: bytes, name: str) -> None:
-    """Hold the packaged payload whose aot key is this compile's, if one passes every check."""
-    key = lookup_key(key_src, _state["paths"], _state["installed"], _state["cuda_headers"])
-    hit = _state["table"].get(key)
+def _wrap_compile(original: Any) -> Any:
+    def compile_(source: Any, options: Any, arch: Any, filename: Any, name_expressions: Any = None, *a: Any,
+                 **kw: Any) -> Any:
+        served = None
+        if isinstance(filename, str) and filename.endswith(".cubin.cu"):
+            try:
+                served = _serve(filename[:-len(".cubin.cu")], name_expressions)
+            except Exception as e:  # noqa: BLE001 - serving never breaks CuPy's compile: it compiles
+                log.info("cupy: not served (%s: %s)", type(e).__name__, e)
+        if served is not None:
+            return served
+        return original(source, options, arch, filename, name_expressions, *a, **kw)
+    compile_._aot_cupy = original  # type: ignore[attr-defined]
+    return compile_
+
+
+def _table() -> dict[str, tuple[Any, Any, Any]]:
+    """aot key -> (registry, spec, manifest entry) over every attached registry, read on the first miss."""
+    table = _state["table"]
+    if table is None:
+        from ...core.spec import CupyKernel
+        table = {}
+        for registry in _state["registries"]:
+            for n in registry.names():
+                s = registry.spec(n)
+                if isinstance(s, CupyKernel):
+                    for entry in registry.manifest.entries_for(s.name):
+                        if isinstance(entry.get("cupy_key"), str):
+                            table.setdefault(entry["cupy_key"], (registry, s, entry))
+        _state["table"] = table
+    return table
+
+
+def _serve(hexname: str, name_expressions: Any) -> Any:
+    """NVRTC's answer (cubin, mapping) for CuPy's compile named ``hexname``, from a packaged kernel, or None."""
+    last = getattr(_local, "last", None)
+    if last is None or last[0] != hexname or not _state["registries"]:
+        return None
+    key_src = last[1]
+    compiler = _state["compiler"]
+    with _lock:
+        table = _table()
+        if _state["headers"] is None:
+            from .cupy_key import Headers
+            _state["headers"] = Headers()
+    key = key_of(key_src, compiler, _state["headers"])
+    hit = table.get(key) if key else None
     if hit is None:
-        return
+        return None
     registry, spec, entry = hit
     from ..loader.sources import check_packaged
     path = registry.manifest.path_of(entry)
@@ -158,67 +155,114 @@ def _consider(key_src: bytes, name: str) -> None:
         art = check_packaged(registry.manifest, spec, entry, path)
         if art.header.get("cupy_key") != key:
             raise AotError("its header's CuPy key differs from the manifest's")
+        answer = _answer(art.payload, name_expressions, compiler)
     except Exception as e:  # noqa: BLE001 - a foreign or corrupt artifact: said once, CuPy compiles
         registry._warn(f"aot: skipping {path}: {e}; CuPy compiles {spec.name}")
-        return
-    _state["pending"][name] = art.payload
+        return None
+    log.debug("cupy: %s served from %s", hexname, path)
+    return answer
+
+
+def _answer(payload: bytes, name_expressions: Any, compiler: Any) -> tuple[bytes, Any]:
+    """(cubin, mapping) as CuPy's NVRTC call returns them; a name-expressions payload (CuPy 14.2's format: the
+    mangled names ahead of the cubin) gives the mapping."""
+    if not name_expressions:
+        return payload, None
+    decode = getattr(compiler, "_decode_cache_payload", None)
+    got = decode(payload, len(name_expressions)) if decode else None
+    if got is None:
+        raise AotError("a name-expressions kernel whose payload this CuPy cannot read")
+    mangled, cubin = got
+    return cubin, dict(zip(sorted(name_expressions), mangled))
 
 
 def _install(compiler: Any) -> None:
-    if not getattr(compiler._hash_hexdigest, "_aot_cupy", False):
+    """Put the two wrappers on CuPy's compiler (once), if its release is one aot was checked against."""
+    version = getattr(sys.modules.get("cupy"), "__version__", None) or installed_version()
+    fn = RELEASES.get(version)
+    with _lock:
+        _state["installed"], _state["compiler"] = version, compiler
+    if fn is None:
+        for registry in _state["registries"]:
+            registry._warn(f"aot: CuPy {version} is not one aot was checked against ({', '.join(VERIFIED)}): "
+                           f"packaged CuPy kernels are not served; CuPy compiles them")
+        return
+    if not hasattr(compiler._hash_hexdigest, "_aot_cupy"):
         compiler._hash_hexdigest = _observe(compiler._hash_hexdigest)
-    if not isinstance(compiler._kernel_cache_backend, _Backend):
-        compiler._kernel_cache_backend = _Backend(compiler._kernel_cache_backend)
+    if not hasattr(getattr(compiler, fn), "_aot_cupy"):
+        setattr(compiler, fn, _wrap_compile(getattr(compiler, fn)))
+
+
+class _Finder:
+    """Installs the wrappers right after CuPy imports ``cupy.cuda.compiler``; finds nothing itself."""
+
+    _aot_cupy_finder = True
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != _TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)  # type: ignore[assignment]  # duck-typed loader
+                return spec
+        return None
+
+
+class _Loader:
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.inner.exec_module(module)
+        _remove_finder()
+        try:
+            _install(module)
+        except Exception as e:  # noqa: BLE001 - CuPy imports whatever happens here
+            log.info("cupy: not attached (%s: %s)", type(e).__name__, e)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+
+def _remove_finder() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_aot_cupy_finder", False)]
 
 
 def attach_cupy(registry: Any) -> dict[str, str]:
-    """Serve ``registry``'s CuPy kernels at CuPy's compile call (see the module's docstring). Imports CuPy's
-    compiler (a library shipping CuPy kernels has imported CuPy). Returns, per spec, ``"attached"`` or why not
-    (said once as an ``AotWarning``; CuPy then compiles as it does today). Reads no artifact now: each is read and
-    checked when CuPy first asks for its kernel."""
+    """Serve ``registry``'s CuPy kernels at CuPy's compile call (see the module's docstring). Imports nothing:
+    the wrappers go on when CuPy's compiler is (or already was) imported. Returns, per spec, ``"attached"``."""
     from ...core.spec import CupyKernel
-    specs = [s for s in (registry.spec(n) for n in registry.names()) if isinstance(s, CupyKernel)]
-    if not specs or registry.manifest is None:
+    names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
+    if not names or registry.manifest is None:
         return {}
-    installed = installed_version()
-    why = None
-    if installed == "missing":
-        why = "aot: CuPy is not installed: the packaged CuPy kernels are not attached"
-    elif installed not in VERIFIED:
-        why = (f"aot: CuPy {installed} is not one aot was checked against ({', '.join(VERIFIED)}): packaged CuPy "
-               f"kernels are not attached; CuPy compiles them")
-    elif any(s.cupy != installed for s in specs):
-        other = sorted({s.cupy for s in specs if s.cupy != installed})
-        why = (f"aot: {registry.root}: CuPy kernels were built with CuPy {', '.join(other)}, installed is "
-               f"{installed}: they are not attached; CuPy compiles them")
-    if why:
-        registry._warn(why)
-        return {s.name: why for s in specs}
-    from cupy.cuda import compiler  # CuPy: only for a package that ships CuPy kernels
     with _lock:
-        if _state["paths"] is None:
-            paths = host_paths()
-            _state["paths"], _state["cuda_headers"] = paths, cuda_headers_version(paths)
-        _state["installed"] = installed
-        for s in specs:
-            for entry in registry.manifest.entries_for(s.name):
-                key = entry.get("cupy_key")
-                if isinstance(key, str):
-                    _state["table"].setdefault(key, (registry, s, entry))
+        if registry not in _state["registries"]:
+            _state["registries"].append(registry)
+        _state["table"] = None
+    compiler = sys.modules.get(_TARGET)
+    if compiler is not None and hasattr(compiler, "_hash_hexdigest"):
         _install(compiler)
-    return {s.name: "attached" for s in specs}
+    elif not any(getattr(f, "_aot_cupy_finder", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+    return {n: "attached" for n in names}
 
 
 def detach_cupy() -> None:
-    """Forget every attached kernel and give CuPy back its own hash and backend (tests; a library need not)."""
-    import sys
-    compiler: Any = sys.modules.get("cupy.cuda.compiler")
+    """Forget every attached registry and give CuPy back its own functions (tests; a library need not)."""
+    compiler: Any = sys.modules.get(_TARGET)
     with _lock:
-        _state["table"].clear()
-        _state["pending"].clear()
+        _state.update(registries=[], table=None, headers=None)
+        _local.__dict__.clear()  # this thread's (with no registry left, no other thread is served)
+        _remove_finder()
         if compiler is not None:
-            if isinstance(compiler._kernel_cache_backend, _Backend):
-                compiler._kernel_cache_backend = compiler._kernel_cache_backend.inner
-            fn = compiler._hash_hexdigest
-            if getattr(fn, "_aot_cupy", False):
-                compiler._hash_hexdigest = fn.__closure__[0].cell_contents
+            for attr in {"_hash_hexdigest", *RELEASES.values()}:
+                fn = getattr(compiler, attr, None)
+                if fn is not None and hasattr(fn, "_aot_cupy"):
+                    setattr(compiler, attr, fn._aot_cupy)
