@@ -188,7 +188,8 @@ def test_a_launch_of_every_packaged_specialisation_compiles_nothing(tmp_path, bu
     hits = [(name, key) for name, key, hit in seen if hit]
     assert sorted(key for _, key in hits) == sorted(_keys(built).values()), err
     assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]  # BLOCK=512: not packaged
-    assert "Warning" not in err, err
+    # no warning but Triton's own (3.9 announces its FP-fusion default once per process)
+    assert [ln for ln in err.splitlines() if "Warning" in ln and "TRITON_DEFAULT_FP_FUSION" not in ln] == [], err
     # the user's Triton cache holds only what Triton compiled itself: aot's served files live in the process's own
     # folder (gone at exit), so a later process checks and serves them again
     cubins = sorted(p.name for p in (tmp_path / "triton-cache").rglob("*.cubin"))
