@@ -240,9 +240,9 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
 
     report.items = [results[it] for it in items if it in results] + failed_reading
     report.seconds = time.perf_counter() - t_start
-    log.info("build into %s: %s in %.1f s with %d jobs (%s)", out,
+    log.info("build into %s: %s in %.1f s with %d job%s (%s)", out,
              ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items())) or "no items", report.seconds,
-             jobs, report.driver)
+             jobs, "s" * (jobs != 1), report.driver)
     failed = report.failures
     if not failed or keep_going:
         if prune and shard is None and not failed:

@@ -161,7 +161,7 @@ def _print_report(report, console) -> None:
     total = sum(r.bytes for r in report.items)
     console.print(escape(printable(  # a report read back from the folder may hold anything
         f"{len(report.items)} items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
+        + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} job{'s' * (report.jobs != 1)}; "
         f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
         f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")))
 
@@ -203,6 +203,7 @@ def cmd_bundle(args) -> int:
                     f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
                                                         f", PARTIAL ({len(info['missing'])} missing)")))
     if not args.quiet:
+        from ..package.pins import jit_requirements
         print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
-              f"package's own 'jit' extra: {info['jit']}")
+              f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
     return 0
