@@ -38,10 +38,11 @@ def read_matrix(given: Path | None, *, partial: bool = False, no_code: bool = Fa
 
 def cmd_validate(args) -> int:
     from ..core.errors import MatrixError
-    from ..core.spec import CcclSpec
+    from ..core.spec import CcclSpec, NumbaKernel
     m = read_matrix(args.matrix, partial=True, no_code=args.no_code)
     for s in m.specs:
-        what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
+        what = (s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels) if s.kernels else
+                f"{s.kernel} {s.signature}" if isinstance(s, NumbaKernel) else getattr(s, "what", ""))
         print(f"{s.family:6} {s.name:32} {what}")
     if m.no_code:
         for name, refs in m.code:
@@ -83,10 +84,10 @@ def cmd_build(args) -> int:
     shard = parse_shard(args.shard)
     n_items = len(plan(specs, sms, shard))
 
-    from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    console = Console(stderr=True)
+    from .common import console as wide_console
+    console = wide_console(stderr=True)  # piped: failure lines and the report uncut
     progress = Progress(TextColumn("[bold]build"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.description}"), console=console, disable=args.quiet)
     with progress:

@@ -114,20 +114,25 @@ class Registry:
         Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
         (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not).
 
-        A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
-        wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
-        ``specs`` (JIT), and "unknown spec" errors say that no manifest was found."""
+        A missing folder or manifest is one :class:`AotWarning` per process and folder, naming the path (a typo
+        in ``folder``, a wheel built without artifacts, a library in development; one ``stat``, here); the
+        registry then serves only specs passed in ``specs`` (JIT), and "unknown spec" errors say that no manifest
+        was found. Without numba-cuda installed, numba kernels are not attached, silently (nothing can run them)."""
         root = os.path.join(package_dir(package), folder)
         reg = cls(root, owner=package, **kw)
         manifest = os.path.join(root, MANIFEST_NAME)
         if not os.path.isfile(manifest) and not _packaged_disabled():
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
-            reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
+            with _shared_lock:  # once per process and folder: by_source, program_cache and from_package all ask
+                first = (package, folder) not in _said
+                _said.add((package, folder))
+            if first:
+                reg._warn(f"aot: package {package!r} ships no artifacts: {why}; its kernels JIT-compile")
         else:
-            if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
+            if numba and os.path.isdir(os.path.join(root, "numba")) and _installed("numba_cuda"):
                 from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
-                attach_numba(reg)
+                attach_numba(reg)  # no numba-cuda (a CPU-only user): nothing attaches, nothing is said
             if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
                 from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
                 attach_cupy(reg)
@@ -422,7 +427,14 @@ def _packaged_disabled() -> bool:
     return DISABLE_PACKAGED.get()
 
 
+def _installed(module: str) -> bool:
+    """Whether a family's framework is installed (a CPU-only user may have none: its kernels stay unattached)."""
+    import importlib.util  # only for a package that ships that family's kernels
+    return importlib.util.find_spec(module) is not None
+
+
 _shared: dict[tuple[str, str], Registry] = {}
+_said: set[tuple[str, str]] = set()  # (package, folder) said to ship no artifacts
 _shared_lock = threading.Lock()
 
 
