@@ -124,7 +124,7 @@ class Registry:
         if not os.path.isfile(manifest) and not _packaged_disabled():
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
-            with _shared_lock:  # once per process and folder: by_source, program_cache and from_package all ask
+            with _said_lock:  # once per process and folder: by_source, program_cache and from_package all ask
                 first = (package, folder) not in _said
                 _said.add((package, folder))
             if first:
@@ -435,6 +435,7 @@ def _installed(module: str) -> bool:
 
 _shared: dict[tuple[str, str], Registry] = {}
 _said: set[tuple[str, str]] = set()  # (package, folder) said to ship no artifacts
+_said_lock = threading.Lock()  # not _shared_lock: package_registry holds that while it calls from_package
 _shared_lock = threading.Lock()
 
 
