@@ -131,16 +131,39 @@ def test_the_setuptools_backend_stops_a_contradicting_requirement_in_one_line(tm
 
 
 def test_the_setuptools_backend_is_setuptools_less_the_metadata_hook():
-    """Every PEP 517 hook is setuptools' own but the wheel's; no prepare_metadata_for_build_wheel, since the
-    requirements are known only after the bundle (a frontend then builds the wheel for its metadata)."""
+    """Every PEP 517 hook is setuptools' own but the wheel's and the sdist's; no prepare_metadata_for_build_wheel,
+    since the requirements are known only after the bundle (a frontend then builds the wheel for its metadata)."""
     pytest.importorskip("setuptools")
     from setuptools import build_meta
 
     from aot.package import setuptools_backend as backend
     assert not hasattr(backend, "prepare_metadata_for_build_wheel")
-    for hook in ("build_sdist", "build_editable", "get_requires_for_build_wheel", "get_requires_for_build_sdist"):
+    for hook in ("build_editable", "get_requires_for_build_wheel", "get_requires_for_build_sdist"):
         assert getattr(backend, hook) is getattr(build_meta, hook), hook
-    assert backend.build_wheel is not build_meta.build_wheel
+    assert backend.build_wheel is not build_meta.build_wheel and backend.build_sdist is not build_meta.build_sdist
+
+
+@needs_setuptools
+def test_the_setuptools_sdist_carries_the_matrix_and_builds_the_wheel(tmp_path):
+    """`python -m build` makes the wheel from the sdist, and setuptools packs packages only: the backend adds the
+    matrix and the sources it names by path, so the wheel built from the unpacked sdist carries the kernels."""
+    import tarfile
+    project = tmp_path / "p"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", "artifacts", "dist", "*.egg-info"))
+    code = "from aot.package.setuptools_backend import build_sdist; print(build_sdist('sdist'))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=project, env=repo_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sdist = project / "sdist" / r.stdout.split()[-1]
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+        t.extractall(tmp_path / "unpacked", filter="data")
+    base = "mypkg_setuptools-0.1.0"
+    assert {f"{base}/build_matrix.yaml", f"{base}/kernels/scale_offset.cu", f"{base}/pyproject.toml"} <= set(names)
+    r = _pip_wheel(tmp_path / "unpacked" / base, tmp_path / "dist")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = (tmp_path / "dist").glob("*.whl")
+    assert "mypkg_setuptools/artifacts/nvrtc/scale_offset/sm_80.cubin.aot" in zipfile.ZipFile(whl).namelist()
 
 
 # ------------------------------------------------------------------------------------------------ warnings

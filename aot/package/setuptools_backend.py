@@ -16,8 +16,10 @@ then lets setuptools build its wheel, then writes that wheel again with the arti
 ``<package>/<folder>/``, the tag of :mod:`aot.package.tags` and the requirements the hatchling hook adds
 (:mod:`aot.package.wheelfile`). The requirements are known only after the bundle, so this backend offers no
 ``prepare_metadata_for_build_wheel``: a frontend that wants the metadata first builds the wheel for it (pip's
-``pyproject_hooks`` then hands that same wheel back). sdists and editable installs are setuptools' alone, without
-artifacts, as with the hatchling hook. A problem is one line, ``aot: error: ...``, raised as ``SystemExit``.
+``pyproject_hooks`` then hands that same wheel back). Editable installs are setuptools' alone, without
+artifacts, as with the hatchling hook; an sdist also carries the matrix and the kernel sources it names by path
+(setuptools packs packages only, and ``python -m build`` builds the wheel from the sdist). A problem is one line,
+``aot: error: ...``, raised as ``SystemExit``.
 """
 
 from __future__ import annotations
@@ -38,10 +40,26 @@ log = get_logger(__name__)
 
 get_requires_for_build_wheel = _setuptools.get_requires_for_build_wheel
 get_requires_for_build_sdist = _setuptools.get_requires_for_build_sdist
-build_sdist = _setuptools.build_sdist
 build_editable = _setuptools.build_editable
 get_requires_for_build_editable = _setuptools.get_requires_for_build_editable
 prepare_metadata_for_build_editable = _setuptools.prepare_metadata_for_build_editable
+
+
+def build_sdist(sdist_directory: str, config_settings: dict[str, Any] | None = None) -> str:
+    """setuptools' sdist, with the matrix and the kernel sources it names by path added: setuptools packs the
+    packages only, and ``python -m build`` makes the wheel from the sdist
+    (:func:`aot.package.wheelfile.build_inputs`)."""
+    from .config import load_config
+    from .wheelfile import add_to_sdist, build_inputs
+    from ..core.errors import AotError
+    name = _setuptools.build_sdist(sdist_directory, config_settings)
+    project = Path.cwd()
+    try:
+        cfg = load_config(project)
+    except AotError as e:
+        raise SystemExit(f"aot: error: {e}") from None
+    add_to_sdist(Path(sdist_directory) / name, project, build_inputs(cfg.matrix, project))
+    return name
 
 
 def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = None,

@@ -1,5 +1,6 @@
 """Add a bundled artifact folder to a finished wheel: what :mod:`aot.package.setuptools_backend` does to the pure
-wheel setuptools builds, so that the wheel a setuptools project ships is the one the hatchling hook makes.
+wheel setuptools builds, so that the wheel a setuptools project ships is the one the hatchling hook makes; and add
+to its sdist what a wheel build from it needs (:func:`build_inputs`, :func:`add_to_sdist`).
 
 The wheel is rewritten, never edited in place: the artifact files go in under ``<package>/<folder>/``, the
 ``WHEEL`` file says ``Root-Is-Purelib: false`` and the tag of :mod:`aot.package.tags` (a py3 wheel with the
@@ -111,3 +112,64 @@ def add_artifacts(whl: Path, out_dir: Path, stage: Path, prefix: str, tag: str, 
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def build_inputs(matrix: Path, project: Path) -> list[Path]:
+    """The files a wheel build from an sdist needs that setuptools leaves out of it (it packs packages, not data
+    beside them): the matrix, and every file a spec names by path inside the project (``source:`` of NVRTC units
+    and CuPy kernels, the contents of ``include_dirs``). Sources named as code (``pkg.mod:SRC``) live in the
+    packages, which the sdist holds already. Read as plain YAML: nothing is imported."""
+    import yaml
+    found = [matrix]
+    try:
+        doc = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        doc = None  # the wheel build names the problem; the sdist carries the matrix as it is
+    for section in (doc.values() if isinstance(doc, dict) else ()):
+        for entry in section if isinstance(section, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            src = entry.get("source")
+            if isinstance(src, str) and ":" not in src:
+                found.append(matrix.parent / src)
+            for d in entry.get("include_dirs") or () if isinstance(entry.get("include_dirs"), list) else ():
+                if isinstance(d, str) and (matrix.parent / d).is_dir():
+                    found += sorted(p for p in (matrix.parent / d).rglob("*") if p.is_file())
+    root = project.resolve()
+    return sorted({p for p in found if p.is_file() and p.resolve().is_relative_to(root)})
+
+
+def add_to_sdist(sdist: Path, project: Path, files: Sequence[Path]) -> None:
+    """Write ``sdist`` (a ``.tar.gz``) again with ``files`` (inside ``project``) added where the sdist lacks them,
+    in place. New members take the time stamp of its ``PKG-INFO``; the gzip header carries that time too."""
+    import gzip
+    import io
+    import tarfile
+    with tarfile.open(sdist, "r:gz") as src:
+        members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+        fmt = src.format
+    base = members[0][0].name.split("/")[0]
+    have = {m.name for m, _ in members}
+    info = next((m for m, _ in members if m.name == f"{base}/PKG-INFO"), members[0][0])
+    added = []
+    for p in files:
+        name = f"{base}/{p.resolve().relative_to(project.resolve()).as_posix()}"
+        if name in have:
+            continue
+        m = tarfile.TarInfo(name)
+        data = p.read_bytes()
+        m.size, m.mtime, m.mode, m.uid, m.gid, m.uname, m.gname = len(data), info.mtime, 0o644, 0, 0, "", ""
+        added.append((m, data))
+    if not added:
+        return
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=int(info.mtime)) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=fmt) as out:
+            for m, data in [*members, *added]:
+                out.addfile(m, io.BytesIO(data) if data is not None else None)
+    tmp = sdist.with_name(f".{sdist.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, sdist)
+    finally:
+        tmp.unlink(missing_ok=True)
