@@ -358,7 +358,6 @@ def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int
             raise
 
 
-
 def _drive(pool: ProcessPoolExecutor, todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int,
            keep_going: bool, results: dict, emit: Event) -> None:
     """Feed ``pool`` at most ``2 * jobs`` items at a time and write each result as it completes."""
