@@ -367,3 +367,4 @@ def test_the_readme_says_cupy_kernels_are_recorded_on_a_gpu_only():
     readme = " ".join((ROOT / "README.md").read_text().split())
     adoption = readme.split("## Adopting aot in an existing library", 1)[1].split("## ", 1)[0]
     assert "CuPy compiles only on a GPU" in adoption and "without a GPU cannot ship them" in adoption
+    assert "docs/adopt.md#while-the-library-has-no-artifacts-yet" in adoption
