@@ -145,28 +145,31 @@ def add_to_sdist(sdist: Path, project: Path, files: Sequence[Path]) -> None:
     import gzip
     import io
     import tarfile
-    with tarfile.open(sdist, "r:gz") as src:
-        members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    with tarfile.open(sdist, "r:gz") as src:  # setuptools' own sdist, just written: small, read whole
+        for m in src.getmembers():
+            f = src.extractfile(m) if m.isfile() else None
+            members.append((m, f.read() if f is not None else None))
         fmt = src.format
     base = members[0][0].name.split("/")[0]
     have = {m.name for m, _ in members}
     info = next((m for m, _ in members if m.name == f"{base}/PKG-INFO"), members[0][0])
-    added = []
+    added: list[tuple[tarfile.TarInfo, bytes | None]] = []
     for p in files:
         name = f"{base}/{p.resolve().relative_to(project.resolve()).as_posix()}"
         if name in have:
             continue
         m = tarfile.TarInfo(name)
-        data = p.read_bytes()
-        m.size, m.mtime, m.mode, m.uid, m.gid, m.uname, m.gname = len(data), info.mtime, 0o644, 0, 0, "", ""
-        added.append((m, data))
+        text = p.read_bytes()
+        m.size, m.mtime, m.mode, m.uid, m.gid, m.uname, m.gname = len(text), info.mtime, 0o644, 0, 0, "", ""
+        added.append((m, text))
     if not added:
         return
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=int(info.mtime)) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=fmt) as out:
-            for m, data in [*members, *added]:
-                out.addfile(m, io.BytesIO(data) if data is not None else None)
+            for m, body in [*members, *added]:
+                out.addfile(m, io.BytesIO(body) if body is not None else None)
     tmp = sdist.with_name(f".{sdist.name}.tmp-{os.getpid()}")
     try:
         tmp.write_bytes(buf.getvalue())
