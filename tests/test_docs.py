@@ -65,9 +65,12 @@ def test_the_quickstart_is_the_downstream_page():
     tests/test_isolated.py runs as written (so the quickstart is run too, without a build of its own)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     page = (DOCS / "downstream.md").read_text(encoding="utf-8")
-    (setup,) = _blocks(readme, "bash")
+    setup, *checks = _blocks(readme, "bash")
     page_setup = _blocks(page, "bash")[0]
     assert _code(setup) == [" && ".join(_code(page_setup))]
+    # the step a CPU user runs to see that it worked: a line of the page's hatchling block, which runs it
+    hatch_run = page.split("**hatchling**", 1)[1].split("## ", 1)[0]
+    assert checks and all(line in _code(_blocks(hatch_run, "bash")[0]) for b in checks for line in _code(b)), checks
     hatch = next(b for b in _blocks(page, "toml") if 'build-backend = "hatchling.build"' in b)
     assert _code(_blocks(readme, "toml")[0]) == _code(hatch)
     for lang, first in (("yaml", "# build_matrix.yaml"), ("python", "# mypkg/__init__.py")):

@@ -242,17 +242,19 @@ def _blocks(section: str, lang: str) -> list[str]:
 
 
 def _page_projects(base: Path) -> dict[str, Path]:
-    """The two projects the page describes, made from its own blocks (pyproject.toml, mypkg/__init__.py,
+    """The three projects the page describes, made from its own blocks (pyproject.toml, mypkg/__init__.py,
     build_matrix.yaml, CMakeLists.txt)."""
     section = _page()
     tomls = _blocks(section, "toml")
     hatch_toml = next(t for t in tomls if 'build-backend = "hatchling.build"' in t)
     skb_toml = next(t for t in tomls if 'build-backend = "scikit_build_core.build"' in t)
+    st_toml = next(t for t in tomls if 'build-backend = "aot.package.setuptools_backend"' in t)
     (init,) = [b for b in _blocks(section, "python") if b.startswith("# mypkg/__init__.py")]
     (cmake,) = _blocks(section, "cmake")
     (matrix,) = [b for b in _blocks(section, "yaml") if b.startswith("# build_matrix.yaml")]
     out = {}
-    for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake})):
+    for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake}),
+                              ("setuptools", st_toml, {})):
         p = base / f"readme-{name}"
         (p / "mypkg").mkdir(parents=True)
         (p / "pyproject.toml").write_text(toml)
@@ -268,7 +270,7 @@ def _page_projects(base: Path) -> dict[str, Path]:
 def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     """docs/downstream.md from a fresh clone: its first block made the wheelhouse (the `isolated` fixture);
     each later ```bash block runs line by line, exactly as written, in the project its heading names (the
-    hatchling one unless the block follows the scikit-build-core text), after the first block's `export` lines
+    hatchling one unless the block follows the scikit-build-core or setuptools text), after the first block's `export` lines
     (a shell keeps them) and with nothing else telling pip where cccl-aot-cu13 is."""
     section = _page()
     projects = _page_projects(isolated.work / "page")
@@ -277,8 +279,10 @@ def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     ran = []
     for m in list(re.finditer(r"```bash\n(.*?)```", section, re.S))[1:]:
         before = section[:m.start()]
-        marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "Any other backend")}
-        project = projects["hatch" if max(marks, key=marks.__getitem__) == "hatchling" else "skbuild"]
+        marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "setuptools",
+                                                               "Any other backend")}
+        nearest = max(marks, key=marks.__getitem__)
+        project = projects[{"hatchling": "hatch", "setuptools": "setuptools"}.get(nearest, "skbuild")]
         script = m.group(1)
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{exports}\n{script}"], cwd=project, env=env,
                            capture_output=True, text=True, timeout=1200)
@@ -290,6 +294,7 @@ def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     assert "coverage: 1 specs x SMs 80" in out and "family  spec" in out  # inspect's plain table (no rich)
     (whl,) = (projects["skbuild"] / "dist").glob("*.whl")
     _check_wheel(whl)
+    assert sum("family  spec" in o for _, _, o in ran) >= 3  # inspect: skbuild's wheel, hatchling's and setuptools' installs
     bundled = projects["skbuild"] / "mypkg" / "artifacts"
     assert sorted(p.name for p in bundled.iterdir() if p.is_file()) == ["aot-package.json", "manifest.json"]
 

@@ -28,7 +28,7 @@ from ..core.fs import atomic_write, sweep_temp
 from ..core.log import get_logger
 from .outlock import output_lock
 from .progkeys import entry_fields
-from .workers import _work, _worker_init, signals_blocked, stop_pool
+from .workers import _work, _worker_cupy_cache, _worker_init, signals_blocked, stop_pool
 from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
 from ..core.manifest import MAX_MANIFEST_LEN, remove_manifest, write_manifest
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
@@ -242,9 +242,9 @@ def _build(specs: Sequence[Spec], sms: Sequence[int], out: Path, *, jobs: int, f
 
     report.items = [results[it] for it in items if it in results] + failed_reading
     report.seconds = time.perf_counter() - t_start
-    log.info("build into %s: %s in %.1f s with %d jobs (%s)", out,
+    log.info("build into %s: %s in %.1f s with %d job%s (%s)", out,
              ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items())) or "no items", report.seconds,
-             jobs, report.driver)
+             jobs, "s" * (jobs != 1), report.driver)
     failed = report.failures
     if not failed or keep_going:
         if prune and shard is None and not failed:
@@ -353,14 +353,15 @@ def _unreadable_results(u: Unreadable, sms: Sequence[int]) -> list[ItemResult]:
 def _run_pool(todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int, stub: str | None,
               keep_going: bool, results: dict, emit: Event, import_parents: bool = False) -> None:
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
-                               initargs=(stub, os.getpid(), import_parents))
-    try:
-        _drive(pool, todo, keys, producer, out, jobs, keep_going, results, emit)
-        pool.shutdown(wait=True)  # every item is done: the workers are idle and exit on their sentinel
-    except BaseException:  # Ctrl-C, the CLI's SIGTERM, a full disk: stop every worker, bounded
-        stop_pool(pool)
-        raise
+    with _worker_cupy_cache():
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init,
+                                   initargs=(stub, os.getpid(), import_parents))
+        try:
+            _drive(pool, todo, keys, producer, out, jobs, keep_going, results, emit)
+            pool.shutdown(wait=True)  # every item is done: the workers are idle and exit on their sentinel
+        except BaseException:  # Ctrl-C, the CLI's SIGTERM, a full disk: stop every worker, bounded
+            stop_pool(pool)
+            raise
 
 
 def _drive(pool: ProcessPoolExecutor, todo: list[Item], keys: dict, producer: dict, out: Path, jobs: int,

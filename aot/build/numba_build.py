@@ -19,7 +19,7 @@ from ..core.spec import NumbaKernel
 from ..core.text import SpecError
 from ..runtime.adapters.numba_attach import resolve_dispatcher
 from ..runtime.adapters.numba_digest import device_functions, kernel_digest
-from .codeimport import CodeImports, _install_root_hook, make_project_importable
+from .codeimport import CodeImports, ImportFailure, _install_root_hook, make_project_importable
 
 
 def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any:
@@ -32,7 +32,10 @@ def _dispatcher(ref: str, root: Path, imports: CodeImports | None = None) -> Any
     except nc.NumbaCudaError as e:
         raise SpecError(f"{e} (pip install 'cccl-aot-cu13[numba]' or 'cccl-aot-cu12[numba]')", "kernel") from None
     if imports is not None:
-        imports.module(ref.partition(":")[0])  # ImportFailure: this spec's error alone
+        try:
+            imports.module(ref.partition(":")[0])  # ImportFailure: this spec's error alone
+        except ImportFailure as e:  # labelled as the field the user wrote the module in
+            raise ImportFailure(str(e), "kernel") from None
     else:  # the kernel's own top-level package from the matrix's folder, nothing else (the import rule)
         make_project_importable(root, [ref.partition(":")[0]])
     try:

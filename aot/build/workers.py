@@ -208,3 +208,23 @@ def _import_code(spec: CcclSpec) -> None:
     imports = CodeImports(None, import_parents=_IMPORT_PARENTS, driver=False)
     for ref in spec.code:
         imports.module(ref.partition(":")[0])
+
+
+@contextlib.contextmanager
+def _worker_cupy_cache() -> Iterator[None]:
+    """Workers started inside get a ``CUPY_CACHE_DIR`` of their own, removed after. Where CuPy is installed,
+    importing cuda.compute (a CCCL item) imports it (through numba-cuda-mlir), and importing CuPy creates its
+    kernel cache folder (``~/.cupy/kernel_cache``): an empty folder in the user's home that nothing of the build
+    uses. A ``CUPY_CACHE_DIR`` the user set is kept."""
+    if os.environ.get("CUPY_CACHE_DIR"):
+        yield
+        return
+    import shutil
+    tmp = tempfile.mkdtemp(prefix="aot-build-cupy-")
+    os.environ["CUPY_CACHE_DIR"] = tmp  # spawned workers copy the environment when they start
+    try:
+        yield
+    finally:
+        if os.environ.get("CUPY_CACHE_DIR") == tmp:
+            del os.environ["CUPY_CACHE_DIR"]
+        shutil.rmtree(tmp, ignore_errors=True)

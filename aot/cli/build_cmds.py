@@ -38,10 +38,11 @@ def read_matrix(given: Path | None, *, partial: bool = False, no_code: bool = Fa
 
 def cmd_validate(args) -> int:
     from ..core.errors import MatrixError
-    from ..core.spec import CcclSpec
+    from ..core.spec import CcclSpec, NumbaKernel
     m = read_matrix(args.matrix, partial=True, no_code=args.no_code)
     for s in m.specs:
-        what = s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels)
+        what = (s.algorithm if isinstance(s, CcclSpec) else ", ".join(s.kernels) if s.kernels else
+                f"{s.kernel} {s.signature}" if isinstance(s, NumbaKernel) else getattr(s, "what", ""))
         print(f"{s.family:6} {s.name:32} {what}")
     if m.no_code:
         for name, refs in m.code:
@@ -83,10 +84,10 @@ def cmd_build(args) -> int:
     shard = parse_shard(args.shard)
     n_items = len(plan(specs, sms, shard))
 
-    from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    console = Console(stderr=True)
+    from .common import console as wide_console
+    console = wide_console(stderr=True)  # piped: failure lines and the report uncut
     progress = Progress(TextColumn("[bold]build"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.description}"), console=console, disable=args.quiet)
     with progress:
@@ -161,7 +162,7 @@ def _print_report(report, console) -> None:
     total = sum(r.bytes for r in report.items)
     console.print(escape(printable(  # a report read back from the folder may hold anything
         f"{len(report.items)} items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} jobs; "
+        + f"; {total / 1e6:.1f} MB; {report.seconds:.1f} s wall; {report.jobs} job{'s' * (report.jobs != 1)}; "
         f"driver: {report.driver}; cuda-cccl {report.versions['cuda_cccl']}, "
         f"CUDA {report.versions['cuda_major']}, NVRTC {report.versions['nvrtc']}")))
 
@@ -203,6 +204,7 @@ def cmd_bundle(args) -> int:
                     f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
                                                         f", PARTIAL ({len(info['missing'])} missing)")))
     if not args.quiet:
+        from ..package.pins import jit_requirements
         print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
-              f"package's own 'jit' extra: {info['jit']}")
+              f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
     return 0

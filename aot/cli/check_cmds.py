@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..core.errors import UsageError
 from ..core.text import printable
-from .common import DEFAULT_OUT, _prog
+from .common import DEFAULT_OUT, _prog, console
 
 
 def _artifact_dirs(target: str | None, stack) -> list[tuple[Path, str]]:
@@ -142,7 +142,7 @@ def _verify_gpu(root: Path, args) -> int:
         result = "[green]ok[/]" if r.status == "ok" else f"[yellow]{r.status}[/]" if r.ok else "[red]FAILED[/]"
         t.add_row(*(escape(printable(c)) for c in (r.spec, f"sm_{r.sm}" if r.sm else "-", r.kind, r.source)),
                   result, f"{r.ms:.1f}")
-    Console().print(t)
+    console().print(t)
     bad = [r for r in rows if not r.ok]
     print(gpu_failure_report(rows))
     from ..verify.replay import unchecked, unchecked_line
@@ -251,7 +251,6 @@ def _inspect_one(root: Path, title: str) -> None:
     lines = [printable(line) for line in lines]
     title = printable(title)
     try:
-        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
     except ImportError:  # a runtime-only install: the same table, as plain text
@@ -263,12 +262,12 @@ def _inspect_one(root: Path, title: str) -> None:
         t.add_column(col, justify="right" if i >= 2 else "left")
     for r in rows:
         t.add_row(*map(escape, r))
-    console = Console()
+    out = console()
     # the title on a line of its own: a table title wraps at the table's width, cutting a wheel's name in two
-    console.print(escape(f"{title} (sizes in KB)"), soft_wrap=True)
-    console.print(t)
+    out.print(escape(f"{title} (sizes in KB)"), soft_wrap=True)
+    out.print(t)
     for line in lines:
-        console.print(escape(line))
+        out.print(escape(line))
 
 
 def plain_table(title: str, header: list[str], rows: list[list[str]]) -> str:

@@ -33,7 +33,8 @@ class AotBuildHook(BuildHookInterface):
             return
         from .config import load_config
         from .tags import DECIDING_DIST, NVRTC_DECIDING_DIST, publishable, wheel_tag
-        from .bundle import RUNTIME_DIST, bundle, pin_problems
+        from .bundle import bundle, pin_problems
+        from .pins import jit_requirements, missing_jit_extra
         from ..core.errors import AotError
         try:
             cfg = load_config(self.root)
@@ -59,14 +60,11 @@ class AotBuildHook(BuildHookInterface):
                                      f"(a source install), so its platform is unknown and no package index "
                                      f"accepts this tag; build with {dist} installed from its wheel")
         build_data["dependencies"].extend(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
+        jit = jit_requirements(res.info)  # NVRTC units only: no cuda-cccl; numba kernels: numba-cuda's NVVM too
         if "jit" in self.metadata.core.optional_dependencies:  # a build hook cannot add Provides-Extra itself
-            build_data["dependencies"].append(f'{res.info["jit"]}; extra == "jit"')
+            build_data["dependencies"].extend(f'{r}; extra == "jit"' for r in jit)
         else:
-            runtime = RUNTIME_DIST.format(major=res.info["producer"]["cuda_major"])
-            extra = "jit" if res.cccl else "jit-nvrtc"  # NVRTC units only: no cuda-cccl through the extra either
-            self.app.display_warning(f"aot: {cfg.pyproject}: no 'jit' extra, so users cannot opt into JIT fallback "
-                                     f"for GPUs the artifacts do not cover; add jit = [\"{runtime}[{extra}]\"] to "
-                                     f"[project.optional-dependencies]")
+            self.app.display_warning(f"aot: {cfg.pyproject}: {missing_jit_extra(jit)}")
 
 
 @hookimpl

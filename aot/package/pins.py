@@ -63,6 +63,25 @@ def jit_requirement(producer: Mapping[str, Any], *, cccl: bool = True) -> str:
     return f"{name}[{'jit' if cccl else 'jit-nvrtc'}]{runtime[len(name):]}"
 
 
+def jit_requirements(info: Mapping[str, Any]) -> list[str]:
+    """Everything the package's own ``jit`` extra needs for the set ``info`` (its ``aot-package.json``) describes:
+    aot's (:func:`jit_requirement`) and, where the set holds numba-cuda kernels, numba-cuda's own ``cuXX`` extra
+    over the wheel's numba-cuda range: numba-cuda JIT-compiles through NVVM, which neither ``[jit-nvrtc]`` nor a
+    plain numba-cuda install brings (``cccl-aot-cu13[jit-nvrtc]`` alone cannot compile a numba kernel)."""
+    major = int(str(info["producer"]["cuda_major"]))
+    numba = [f"numba-cuda[cu{major}]{r[len('numba-cuda'):]}" for r in info.get("requires", ())
+             if str(r).startswith("numba-cuda") and str(r)[len("numba-cuda"):][:1] in "<>=!~"]
+    return [str(info["jit"]), *numba]
+
+
+def missing_jit_extra(jit: Sequence[str]) -> str:
+    """What a build hook says about a project without a ``jit`` extra (``jit``: :func:`jit_requirements`)."""
+    import re
+    names = ", ".join(f'"{re.split(r"[<>=!~;]", r, maxsplit=1)[0]}"' for r in jit)
+    return (f"no 'jit' extra, so users cannot opt into JIT fallback for GPUs the artifacts do not cover; add "
+            f"jit = [{names}] to [project.optional-dependencies]")
+
+
 def _release_probes(releases: Sequence[str]) -> list[str]:
     """Versions a declared cuda-cccl requirement is tried on: the known releases, the carried ones, and
     releases just outside the carried range (a patch, minor and major above the newest, and below the oldest),

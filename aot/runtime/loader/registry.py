@@ -115,26 +115,24 @@ class Registry:
         (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not), and a set with Triton
         kernels (``triton/``) at Triton's cache lookup (:func:`aot.runtime.adapters.triton_attach.attach_triton`).
 
-        A missing folder or manifest is one :class:`AotWarning` naming the path (a typo in ``folder``, a
-        wheel built without artifacts; one ``stat``, here); the registry then serves only specs passed in
-        ``specs`` (JIT), and "unknown spec" errors say that no manifest was found."""
+        A missing folder or manifest is one :class:`AotWarning` per process and folder, naming the path (a typo
+        in ``folder``, a wheel built without artifacts, a library in development; one ``stat``, here); the
+        registry then serves only specs passed in ``specs`` (JIT), and "unknown spec" errors say that no manifest
+        was found. Without numba-cuda installed, numba kernels are not attached, silently (nothing can run them)."""
         root = os.path.join(package_dir(package), folder)
         reg = cls(root, owner=package, **kw)
         manifest = os.path.join(root, MANIFEST_NAME)
         if not os.path.isfile(manifest) and not _packaged_disabled():
             what = "no such folder" if not os.path.isdir(root) else f"no {MANIFEST_NAME} in it"
             reg._no_manifest = why = f"no manifest was found at {manifest} ({what})"
-            reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
-        elif not _jit_only():  # AOT_JIT_ONLY (aot gate's JIT runs): numba-cuda and CuPy compile as without aot
-            if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
-                from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
-                attach_numba(reg)
-            if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
-                from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
-                attach_cupy(reg)
-            if triton and os.path.isdir(os.path.join(root, "triton")):  # one stat: the package ships Triton kernels
-                from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
-                attach_triton(reg)
+            with _said_lock:  # once per process and folder: by_source, program_cache and from_package all ask
+                first = (package, folder) not in _said
+                _said.add((package, folder))
+            if first:
+                reg._warn(f"aot: package {package!r} ships no artifacts: {why}; its kernels JIT-compile")
+        else:
+            from .families import attach_families  # a package that ships artifacts: its families' adapters
+            attach_families(reg, root, numba=numba, cupy=cupy, triton=triton)
         return reg
 
     # ------------------------------------------------------------------ introspection
@@ -421,17 +419,14 @@ def package_dir(package: str) -> str:
     return os.path.normpath(package_artifact_dir(package, "."))
 
 
-def _jit_only() -> bool:
-    from ...core.env import JIT_ONLY  # read at from_package only: the import closure stays the loader's
-    return JIT_ONLY.get()
-
-
 def _packaged_disabled() -> bool:
     from ...core.env import DISABLE_PACKAGED  # only on the rare path: a package without a manifest
     return DISABLE_PACKAGED.get()
 
 
 _shared: dict[tuple[str, str], Registry] = {}
+_said: set[tuple[str, str]] = set()  # (package, folder) said to ship no artifacts
+_said_lock = threading.Lock()  # not _shared_lock: package_registry holds that while it calls from_package
 _shared_lock = threading.Lock()
 
 

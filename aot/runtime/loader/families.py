@@ -1,0 +1,33 @@
+"""The families a package ships, attached at ``Registry.from_package``: each adapter is imported only for a package
+whose artifacts hold that family (one ``stat`` each), so a set of NVRTC units imports no numba, CuPy or Triton."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+
+def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: bool) -> None:
+    """Attach the packaged numba-cuda, CuPy and Triton kernels under ``root`` to their frameworks' own calls.
+
+    Under ``AOT_JIT_ONLY`` (aot gate's JIT runs) nothing attaches: numba-cuda, CuPy and Triton compile as without
+    aot. Without numba-cuda installed (a CPU-only user) its kernels stay unattached, silently: nothing can run them.
+    """
+    from ...core.env import JIT_ONLY  # read here only: the import closure of a packaged load stays the loader's
+    if JIT_ONLY.get():
+        return
+    if numba and os.path.isdir(os.path.join(root, "numba")) and _installed("numba_cuda"):
+        from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
+        attach_numba(reg)
+    if cupy and os.path.isdir(os.path.join(root, "cupy")):
+        from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
+        attach_cupy(reg)
+    if triton and os.path.isdir(os.path.join(root, "triton")):
+        from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
+        attach_triton(reg)
+
+
+def _installed(module: str) -> bool:
+    """Whether a family's framework is installed (a CPU-only user may have none)."""
+    return importlib.util.find_spec(module) is not None
