@@ -106,9 +106,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     src = prebuilt if prebuilt is not None else cfg.prebuilt_dir()
     if src is None:
         from ..build.builder import build
-        from ..build.toolchain import versions
-        if require_pins:  # before minutes of compiling: the pins must already match this toolchain
-            _raise_pin_problems(cfg, versions(), require_pins, any(s.family == "cccl" for s in specs))
+        if "dependencies" not in cfg.dynamic:  # before minutes of compiling: every conflict, listed
+            from .extras import precheck
+            precheck(cfg, cfg.dependencies, cfg.optional_dependencies, require=require_pins, specs=specs)
         src = work if work is not None else cfg.project / "build" / "aot"
         build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event,
               import_parents=cfg.import_parents)
@@ -143,11 +143,11 @@ def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bo
                         releases: Sequence[str] | None = None) -> None:
     if "dependencies" in cfg.dynamic:
         return  # computed by the backend (the hatch hook adds the pins itself)
-    problems = pin_problems(cfg.dependencies, producer, require=require, cccl=cccl, releases=releases,
-                            optional=cfg.optional_dependencies)
+    from .extras import conflict_message, pin_conflicts
+    problems = pin_conflicts(cfg.dependencies, producer, require=require, cccl=cccl, releases=releases,
+                             optional=cfg.optional_dependencies)
     if problems:
-        raise PinError(f"{cfg.pyproject}: {problems[0]}"
-                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise PinError(conflict_message(cfg.pyproject, problems))
 
 
 #: What aot writes into a package folder (or an ``aot build`` output there), besides ``*.aot`` artifacts.
