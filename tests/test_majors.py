@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, repo_env
+from conftest import repo_env
 from example_wheels import EXAMPLES, example_wheel, lean_venv, runtime_requires
 
 PRODUCER = {"aot": "0.1.0", "cuda_cccl": "1.2.1", "cuda_major": "13", "nvrtc": "13.0"}

@@ -22,10 +22,17 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from .pins import RUNTIME_DIST, _aot_range, pin_problems, required_pins
+from ..core.errors import AotError
 
 #: The extras that pick a CUDA major, as cuda-cccl, numba-cuda and cuda-core name theirs.
 MAJOR_EXTRAS = {"cu12": 12, "cu13": 13}
 _RUNTIMES = {RUNTIME_DIST.format(major=m) for m in MAJOR_EXTRAS.values()} | {"cccl-aot"}
+
+
+class PinError(AotError):
+    """The project's declared dependencies do not match the artifacts it would ship (exit 2)."""
+
+    return_code = 2
 
 
 def major_extras(optional: Mapping[str, Iterable[str]] | None) -> tuple[int, ...]:
@@ -97,14 +104,14 @@ def pin_conflicts(dependencies: Iterable[str], producer: Mapping[str, Any], *, r
     other by :func:`_other_major`; the base dependencies against every major; the other extras against the
     artifacts' major. ``require``: the project writes the pins itself (static metadata), so the artifacts'
     major's extra must name its runtime, and cuda-cccl where a CCCL artifact is bundled."""
-    optional = {k: list(v) for k, v in (optional or {}).items()}
-    majors = major_extras(optional)
+    extras: dict[str, list[str]] = {k: list(v) for k, v in (optional or {}).items()}
+    majors = major_extras(extras)
     deps = list(dependencies)
     if not majors:
-        return pin_problems(deps, producer, require=require, cccl=cccl, releases=releases, optional=optional)
+        return pin_problems(deps, producer, require=require, cccl=cccl, releases=releases, optional=extras)
     built = int(str(producer["cuda_major"]))
     built_by = str(producer.get("aot") or "")
-    rest = {k: v for k, v in optional.items() if k not in MAJOR_EXTRAS}
+    rest = {k: v for k, v in extras.items() if k not in MAJOR_EXTRAS}
     problems = pin_problems(deps, producer, require=False, cccl=cccl, releases=releases, optional=rest)
     mine = f"cu{built}"
     if built not in majors:
@@ -113,14 +120,14 @@ def pin_conflicts(dependencies: Iterable[str], producer: Mapping[str, Any], *, r
                         f"CUDA major it has")
     else:
         problems += pin_problems([], producer, require=False, cccl=cccl, releases=releases,
-                                 optional={mine: optional[mine]})
+                                 optional={mine: extras[mine]})
         if require:
-            problems += _missing(deps + optional[mine], producer, cccl, releases, mine)
+            problems += _missing(deps + extras[mine], producer, cccl, releases, mine)
     for m in majors:
         if m != built:
             extra = f"cu{m}"
             problems += _other_major("[project] dependencies", deps, m, extra, built_by, base=True)
-            problems += _other_major(f"[project.optional-dependencies] {extra}", optional[extra], m, extra,
+            problems += _other_major(f"[project.optional-dependencies] {extra}", extras[extra], m, extra,
                                      built_by, base=False)
     return list(dict.fromkeys(problems))
 
@@ -187,7 +194,7 @@ def planned_producer(cfg: Any, specs: Sequence[Any] | None = None) -> tuple[dict
 
 def precheck(cfg: Any, dependencies: Iterable[str], optional: Mapping[str, Iterable[str]], *,
              require: bool, specs: Sequence[Any] | None = None) -> None:
-    """Raise :class:`aot.package.bundle.PinError` listing every conflict of the project's requirements with
+    """Raise :class:`PinError` listing every conflict of the project's requirements with
     the artifacts its build will make, before anything compiles."""
     producer, cccl, releases = planned_producer(cfg, specs)
     if cccl and not releases:
@@ -195,5 +202,4 @@ def precheck(cfg: Any, dependencies: Iterable[str], optional: Mapping[str, Itera
     problems = pin_conflicts(dependencies, producer, require=require, cccl=cccl, releases=releases,
                              optional=optional)
     if problems:
-        from .bundle import PinError
         raise PinError(conflict_message(cfg.pyproject, problems))
