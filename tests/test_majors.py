@@ -193,3 +193,15 @@ def test_verify_for_wheel_passes_in_a_lean_install_without_cuda_cccl(tmp_path_fa
     assert r.returncode == 0, r.stdout + r.stderr
     assert "integrity OK" in r.stdout and "covers" in r.stdout, r.stdout
     assert str(tmp_path / "venv") in r.stdout  # the installed package's folder, not this checkout's example
+
+
+def test_a_set_with_cccl_blobs_still_asks_for_its_cuda_cccl(small_build, monkeypatch):
+    """The other half of the rule: a set holding a CCCL blob of one release is packageable only where that exact
+    cuda-cccl is installed (its wheel pins it); without one, no cuda-cccl is asked for."""
+    from aot.core import versions
+    from aot.core.errors import VerificationError
+    from aot.verify.gpu import check_for_wheel
+    here = dict(versions.runtime_versions())
+    monkeypatch.setattr(versions, "runtime_versions", lambda: {**here, "cuda_cccl": "missing"})
+    with pytest.raises(VerificationError, match=f"built with cuda-cccl {here['cuda_cccl']}, installed is missing"):
+        check_for_wheel(small_build.out)
