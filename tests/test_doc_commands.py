@@ -104,6 +104,26 @@ COMMANDS: dict[tuple[str, str], tuple[str, str]] = {
                        "benchmarks/results/wheel_size.json"): (
         "long", "builds a sample of a library-shaped set for 12 SMs (tens of minutes on 2 cores)"),
 }
+#: Lines of docs/gate.md on main that this branch (issue 40) was cut before: classified here so that the merge
+#: keeps every command listed; an entry here may be missing from the pages (once merged, they move up).
+MERGE_PENDING: dict[tuple[str, str], tuple[str, str]] = {
+    ("docs/gate.md", "python -m aot gate --package mylib -- python -m pytest tests"): (
+        "gpu", "the gate of the reader's library, on a GPU"),
+    ("docs/gate.md", "python -m aot gate --package cupy_mypkg --json gate.json -- python -m cupy_mypkg.workload float32 "
+                     "float64"): ("gpu", "CuPy's workload on a GPU"),
+    ("docs/gate.md", "python -c \"import time, numpy as np; from aot.verify.gate_hook import digest; b = "
+                     "np.random.default_rng(0).standard_normal(4 << 20).astype(np.float32).tobytes(); t = "
+                     "time.perf_counter(); [digest(b, 'float32') for _ in range(5)]; print(f'{(time.perf_counter() - "
+                     "t) / 5 * 1e3:.1f} ms')\""): ("fast", "."),
+    ("docs/gate.md", "AOT_NO_JIT=raise python -m pytest tests"): ("long", "the reader's library's test suite"),
+    ("docs/gate.md", "AOT_NO_JIT=warn AOT_NO_JIT_REPORT=jit.json python -m mylib.workload"): (
+        "long", "the reader's library's workload"),
+    ("docs/gate.md", "bash .ci/gpu/gate_all_prepare.sh"): (
+        "long", "builds the GPU gate's sets and every example's wheel for the lent machine"),
+    ("docs/gate.md", "python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export "
+                     "PYTHONPATH=/tmp/site;  bash .ci/gpu/gate_all.sh"): ("gpu", "the gate of all four families"),
+}
+COMMANDS.update(MERGE_PENDING)
 KINDS = ("fast", "slow", "elsewhere", "gpu", "long")
 _COMMAND = re.compile(r"^ {0,2}(\$ )?(python3?|pip|bash|cc|mkdocs|[A-Z_]+=\S+ python)(?= )")
 
@@ -128,7 +148,7 @@ def _bash_blocks() -> list[tuple[str, int, list[str]]]:
 def test_every_command_is_listed():
     seen = {(page, line) for page, _, lines in _bash_blocks() for line in lines}
     assert sorted(seen - set(COMMANDS)) == [], "commands with no entry in COMMANDS"
-    assert sorted(set(COMMANDS) - seen) == [], "entries of COMMANDS no page has"
+    assert sorted(set(COMMANDS) - seen - set(MERGE_PENDING)) == [], "entries of COMMANDS no page has"
     assert all(kind in KINDS and reason for kind, reason in COMMANDS.values())
     untagged = []
     for page in PAGES:
@@ -157,8 +177,9 @@ def _blocks(kind: str) -> list[tuple[str, int, list[str]]]:
 
 
 def _skipped() -> list[tuple[str, str]]:
+    seen = {(page, line) for page, _, lines in _bash_blocks() for line in lines}
     return [(f"{p}: {line}", f"{kind}: {why}") for (p, line), (kind, why) in COMMANDS.items()
-            if kind in ("gpu", "long")]
+            if kind in ("gpu", "long") and (p, line) in seen]
 
 
 @pytest.mark.parametrize("page,n,lines", _blocks("fast"), ids=lambda v: v if isinstance(v, str) else None)
