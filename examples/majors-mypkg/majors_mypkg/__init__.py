@@ -1,6 +1,6 @@
 """A downstream library with a `cu12` and a `cu13` extra (docs/downstream.md, "Both CUDA majors"): its wheel carries
 the kernels of the CUDA major it was built under; installed with the other major's extra, aot's runtime of that
-major loads nothing of another major and JIT-compiles, said once."""
+major refuses artifacts of another major (a warning naming each) and JIT-compiles."""
 
 import aot
 
