@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -76,15 +75,9 @@ def wheel(tmp_path_factory):
     pytest.importorskip("hatchling")
     if _dist_of_cupy() != "cupy-cuda13x==14.2.0":   # the matrix's release: the build refuses others
         pytest.skip(f"{_dist_of_cupy()} is not the matrix's cupy-cuda13x==14.2.0")
+    from example_wheels import example_wheel
     tmp = tmp_path_factory.mktemp("cupy-example")
-    project = tmp / "cupy-mypkg"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", "artifacts", "__pycache__"))
-    env = repo_env(AOT_WHEEL_SM="90")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
-                        str(tmp / "dist"), str(project)], env=env, capture_output=True, text=True, timeout=600,
-                       cwd=tmp)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    (whl,) = (tmp / "dist").glob("cupy_mypkg-*.whl")
+    whl = example_wheel(tmp_path_factory, "cupy-mypkg", "90")  # one build per session (tests/test_majors.py too)
     r = subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(EXAMPLE / "build_matrix.yaml"),
                         "--sm", "90", "--jobs", "1", "-q", "--out", str(tmp / "rebuild")], env=repo_env(),
                        capture_output=True, text=True, timeout=600, cwd=tmp)

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .config import AotConfig
+from .extras import PinError, conflict_message, pin_conflicts, precheck  # noqa: F401 - PinError re-exported
 from .pins import RUNTIME_DIST, has_cccl, jit_requirement, pin_problems, required_pins  # noqa: F401 - re-exported
 from ..build.isolated import expose_build_env_toolkit
-from ..core.errors import AotError, ArtifactError, UsageError
+from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import MANIFEST_NAME, load_manifest
 from ..core.text import short
@@ -41,12 +42,6 @@ INFO_FORMAT = "aot-package"
 INFO_VERSION = 1
 #: The families a package's own GPU check may be named for (``[tool.aot] checks``; aot.verify.gpu runs them).
 CHECKED_FAMILIES = ("nvrtc", "numba")
-
-
-class PinError(AotError):
-    """The project's declared dependencies do not match the artifacts it would ship (exit 2)."""
-
-    return_code = 2
 
 
 @dataclass(frozen=True)
@@ -106,9 +101,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     src = prebuilt if prebuilt is not None else cfg.prebuilt_dir()
     if src is None:
         from ..build.builder import build
-        from ..build.toolchain import versions
-        if require_pins:  # before minutes of compiling: the pins must already match this toolchain
-            _raise_pin_problems(cfg, versions(), require_pins, any(s.family == "cccl" for s in specs))
+        if "dependencies" not in cfg.dynamic:  # before minutes of compiling: every conflict, listed
+            precheck(cfg, cfg.dependencies, cfg.optional_dependencies, require=require_pins, specs=specs)
         src = work if work is not None else cfg.project / "build" / "aot"
         build(specs, sms, src, jobs=jobs if jobs is not None else JOBS.get(), on_event=on_event,
               import_parents=cfg.import_parents)
@@ -146,11 +140,10 @@ def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bo
                         releases: Sequence[str] | None = None) -> None:
     if "dependencies" in cfg.dynamic:
         return  # computed by the backend (the hatch hook adds the pins itself)
-    problems = pin_problems(cfg.dependencies, producer, require=require, cccl=cccl, releases=releases,
-                            optional=cfg.optional_dependencies)
+    problems = pin_conflicts(cfg.dependencies, producer, require=require, cccl=cccl, releases=releases,
+                             optional=cfg.optional_dependencies)
     if problems:
-        raise PinError(f"{cfg.pyproject}: {problems[0]}"
-                       + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise PinError(conflict_message(cfg.pyproject, problems))
 
 
 #: What aot writes into a package folder (or an ``aot build`` output there), besides ``*.aot`` artifacts.

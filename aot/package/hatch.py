@@ -11,9 +11,12 @@ exact ``cuda-cccl==X`` without the toolkit extra where a CCCL artifact is bundle
 only), that major's ``cuda-bindings``), always, next to what the project declares (requirements of one name
 intersect). Where the project declares a ``jit`` extra
 (``jit = ["cccl-aot-cu13[jit]"]``) the hook pins it the same way, so ``pip install 'mypkg[jit]'`` adds the
-toolkit for JIT fallback; without one it says so once. A dependency the project declares that contradicts
-the artifacts stops the build with an explanation: one line, ``aot: error: ...``, raised as ``SystemExit``
-so that pip shows that line and no traceback. Only wheels carry artifacts; the sdist carries the sources.
+toolkit for JIT fallback; without one it says so once. A project with a ``cu12`` and a ``cu13`` extra gets
+those pins under the extra of the artifacts' CUDA major, and aot's runtime of the other major under its own
+(:mod:`aot.package.extras`: one wheel, the major picked by the extra, as cuda-cccl and numba-cuda ship).
+A dependency the project declares that contradicts the artifacts stops the build, before anything compiles,
+with every conflict listed, each naming its extra (``aot: error: ...``, raised as ``SystemExit`` so that pip
+shows those lines and no traceback). Only wheels carry artifacts; the sdist carries the sources.
 """
 
 from __future__ import annotations
@@ -33,19 +36,21 @@ class AotBuildHook(BuildHookInterface):
             return
         from .config import load_config
         from .tags import DECIDING_DIST, NVRTC_DECIDING_DIST, publishable, wheel_tag
-        from .bundle import bundle, pin_problems
+        from .bundle import bundle
+        from .extras import conflict_message, major_extras, marked_pins, pin_conflicts, precheck
         from .pins import jit_requirements, missing_jit_extra
         from ..core.errors import AotError
+        deps, optional = self.metadata.core.dependencies, self.metadata.core.optional_dependencies
         try:
             cfg = load_config(self.root)
+            if "dependencies" in cfg.dynamic or "optional-dependencies" in cfg.dynamic:
+                precheck(cfg, deps, optional, require=False)  # else bundle() checks them before compiling
             stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
             res = bundle(cfg, stage, require_pins=False)
-            problems = pin_problems(self.metadata.core.dependencies, res.info["producer"], require=False,
-                                    cccl=res.cccl, releases=res.releases,
-                                    optional=self.metadata.core.optional_dependencies)
-            if problems:  # every requirement of the project, its extras' too: one line naming the first
-                raise AotError(f"{cfg.pyproject}: {problems[0]}"
-                               + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+            problems = pin_conflicts(deps, res.info["producer"], require=False, cccl=res.cccl,
+                                     releases=res.releases, optional=optional)
+            if problems:  # every requirement of the project, its extras' too, each on its own line
+                raise AotError(conflict_message(cfg.pyproject, problems))
         except AotError as e:  # the build backend's process prints a SystemExit's message alone: no traceback
             raise SystemExit(f"aot: error: {e}") from None
         prefix = "/".join([*cfg.package.split("."), cfg.folder])
@@ -59,12 +64,17 @@ class AotBuildHook(BuildHookInterface):
             self.app.display_warning(f"aot: wheel tag {build_data['tag']}: the installed {dist} is no wheel "
                                      f"(a source install), so its platform is unknown and no package index "
                                      f"accepts this tag; build with {dist} installed from its wheel")
-        build_data["dependencies"].extend(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
-        jit = jit_requirements(res.info)  # NVRTC units only: no cuda-cccl; numba kernels: numba-cuda's NVVM too
-        if "jit" in self.metadata.core.optional_dependencies:  # a build hook cannot add Provides-Extra itself
-            build_data["dependencies"].extend(f'{r}; extra == "jit"' for r in jit)
-        else:
-            self.app.display_warning(f"aot: {cfg.pyproject}: {missing_jit_extra(jit)}")
+        majors = major_extras(optional)
+        numba = [p for p in res.pins if p.startswith("numba-cuda")]
+        # always: an unpinned "cccl-aot-cu13" gets its range; with cu12/cu13 extras, each under its extra
+        build_data["dependencies"].extend(marked_pins([p for p in res.pins if p not in numba], res.info["producer"],
+                                                      majors, numba))
+        if not majors:  # with cu12/cu13 extras the project's own extras name each major's toolchain: no jit line
+            jit = jit_requirements(res.info)  # NVRTC units only: no cuda-cccl; numba kernels: numba-cuda's NVVM too
+            if "jit" in optional:  # a build hook cannot add Provides-Extra itself
+                build_data["dependencies"].extend(f'{r}; extra == "jit"' for r in jit)
+            else:
+                self.app.display_warning(f"aot: {cfg.pyproject}: {missing_jit_extra(jit)}")
 
 
 @hookimpl

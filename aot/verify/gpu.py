@@ -379,8 +379,9 @@ def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Ite
     if raw.get("shard") or raw.get("incomplete"):
         raise VerificationError(f"{root}: a shard or incomplete build; merge the shards first (aot merge)")
     try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
-        # (a set of several cuda-cccl releases is pinned to their union, whichever is installed here)
-        check_producer(m.producer, "nvrtc" if len(m.cccl_releases()) > 1 else "cccl")
+        # (a set of several cuda-cccl releases is pinned to their union, whichever is installed here; a set
+        # without a CCCL blob needs no cuda-cccl at all: an end user's install of it has none)
+        check_producer(m.producer, "cccl" if len(m.cccl_releases()) == 1 else "nvrtc")
     except ArtifactError as e:
         raise VerificationError(f"{root}: not packageable here: {e}") from None
     cov = coverage(m, specs, sms)

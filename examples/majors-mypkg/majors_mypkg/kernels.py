@@ -1,0 +1,8 @@
+"""The package's NVRTC kernel, as GPU Python libraries keep them: a string."""
+
+SCALE = r"""
+extern "C" __global__ void scale(float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+"""
