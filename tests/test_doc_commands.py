@@ -104,9 +104,16 @@ COMMANDS: dict[tuple[str, str], tuple[str, str]] = {
                        "benchmarks/results/wheel_size.json"): (
         "long", "builds a sample of a library-shaped set for 12 SMs (tens of minutes on 2 cores)"),
 }
-#: Lines of docs/gate.md on main that this branch (issue 40) was cut before: classified here so that the merge
-#: keeps every command listed; an entry here may be missing from the pages (once merged, they move up).
-MERGE_PENDING: dict[tuple[str, str], tuple[str, str]] = {
+#: docs/gate.md's commands (aot gate, AOT_NO_JIT) and the Quickstart's check that the package ships its kernels.
+COMMANDS.update({
+    ("docs/cupy.md", "bash .ci/gpu/cupy_stacks.sh --wheel .whl/cupy_mypkg-0.1.0-*.whl --nvrtc nvidia_cuda_nvrtc-13.5.37-*.whl  "
+                     "--cupy cupy_cuda13x-13.6.0-cp312-*.whl --runtime nvidia_cuda_runtime-13.5.37-*.whl"): (
+        "gpu", "CuPy's kernels under other NVRTC and CuPy releases, on a GPU"),
+    ("docs/triton.md", "pip install 'cccl-aot-cu13[triton]'"): ("slow", "installs from the index"),
+    ("docs/triton.md", "python -m aot build --matrix examples/triton-mypkg/build_matrix.yaml --sm 80,90 --jobs 1 "
+                       "--out out"): ("fast", "."),
+    ("README.md", "aot inspect --package mypkg"): ("elsewhere", "docs/downstream.md's line, run by " + ISOLATED),
+    ("docs/downstream.md", "aot inspect --package mypkg"): ("elsewhere", ISOLATED),
     ("docs/gate.md", "python -m aot gate --package mylib -- python -m pytest tests"): (
         "gpu", "the gate of the reader's library, on a GPU"),
     ("docs/gate.md", "python -m aot gate --package cupy_mypkg --json gate.json -- python -m cupy_mypkg.workload float32 "
@@ -122,8 +129,7 @@ MERGE_PENDING: dict[tuple[str, str], tuple[str, str]] = {
         "long", "builds the GPU gate's sets and every example's wheel for the lent machine"),
     ("docs/gate.md", "python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export "
                      "PYTHONPATH=/tmp/site;  bash .ci/gpu/gate_all.sh"): ("gpu", "the gate of all four families"),
-}
-COMMANDS.update(MERGE_PENDING)
+})
 KINDS = ("fast", "slow", "elsewhere", "gpu", "long")
 _COMMAND = re.compile(r"^ {0,2}(\$ )?(python3?|pip|bash|cc|mkdocs|[A-Z_]+=\S+ python)(?= )")
 
@@ -148,14 +154,33 @@ def _bash_blocks() -> list[tuple[str, int, list[str]]]:
 def test_every_command_is_listed():
     seen = {(page, line) for page, _, lines in _bash_blocks() for line in lines}
     assert sorted(seen - set(COMMANDS)) == [], "commands with no entry in COMMANDS"
-    assert sorted(set(COMMANDS) - seen - set(MERGE_PENDING)) == [], "entries of COMMANDS no page has"
+    assert sorted(set(COMMANDS) - seen) == [], "entries of COMMANDS no page has"
     assert all(kind in KINDS and reason for kind, reason in COMMANDS.values())
     untagged = []
     for page in PAGES:
-        for m in re.finditer(r"^ *```\n(.*?)^ *```", page.read_text(encoding="utf-8"), re.S | re.M):
-            untagged += [(page.name, line) for line in m.group(1).splitlines() if _COMMAND.match(line)
+        for block in _untagged_blocks(page.read_text(encoding="utf-8")):
+            untagged += [(page.name, line) for line in block if _COMMAND.match(line)
                          and not line.lstrip().startswith("$ ")]
     assert untagged == [], "commands in untagged blocks: tag them ```bash (or ```text for output)"
+
+
+def _untagged_blocks(text: str) -> list[list[str]]:
+    """The lines of each fenced block without a language tag, fences paired in order (a closing fence is never
+    taken for the opening of the prose after it)."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    tagged = False
+    for line in text.splitlines():
+        fence = line.strip().startswith("```")
+        if fence and current is None:
+            current, tagged = [], line.strip() != "```"
+        elif fence:
+            if not tagged:
+                blocks.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
 
 
 def _copy(dst: Path) -> Path:
