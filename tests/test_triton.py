@@ -344,3 +344,22 @@ def _example_on_path():
     sys.path.remove(str(EXAMPLE))
     for name in [m for m in sys.modules if m == "triton_mypkg" or m.startswith("triton_mypkg.")]:
         del sys.modules[name]
+
+
+def test_the_gate_lists_each_spec_under_the_name_its_launch_carries(tmp_path, built):
+    """``aot gate``'s listing of the installed set (:func:`aot.verify.gate_run.package_keys`): each Triton spec under
+    ``module:qualname[specialisation]``, the name its compile (tests/test_triton_nojit.py) and its launch carry."""
+    site = _site(tmp_path, built)
+    probe = ("import json; from aot.verify.gate_run import package_keys; "
+             "print(json.dumps(package_keys('triton_mypkg', [], [])))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=False,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(keys) == sorted(SPECS) and all(v["family"] == "triton" for v in keys.values())
+    assert keys["add.0"]["keys"] == ["triton_mypkg.kernels:add[x_ptr:*fp32/16, y_ptr:*fp32/16, out_ptr:*fp32/16, "
+                                     "n:i32/16, BLOCK=1024; w4 s3 c1]"]
+    assert keys["add.1"]["keys"] == ["triton_mypkg.kernels:add[x_ptr:*fp32/16, y_ptr:*fp32/16, out_ptr:*fp32/16, "
+                                     "n:i32, BLOCK=1024; w4 s3 c1]"]
+    every = [k for v in keys.values() for k in v["keys"]]
+    assert len(every) == len(set(every)) == len(SPECS)  # one name per spec, no two specs alike
