@@ -2,7 +2,8 @@
 release installed in each): it compiles examples/triton-mypkg's kernels for an explicit target (no driver) into a
 private cache and prints, per kernel, the sha256 of the cubin and of the metadata (its host path masked), and
 Triton's cache key. Equal cubins and metadata under two Pythons, with different keys, show that the key's
-``libtriton`` hash (a CPython extension: one build per CPython) protects nothing the code depends on.
+``libtriton`` hash (a CPython extension: one build per CPython) protects nothing the code depends on; aot's key
+(``aot/runtime/adapters/triton_pykey.py``, loaded by path: no aot dependency needed) is printed beside Triton's.
 
     python benchmarks/triton_per_python.py [SM]    # one JSON line
 """
@@ -34,6 +35,16 @@ def _kernels():
     return mod
 
 
+def _pykey():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_pykey", ROOT / "aot" / "runtime" / "adapters" / "triton_pykey.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.watch()
+    return mod
+
+
 def main() -> None:
     import triton
     from triton import knobs
@@ -41,6 +52,8 @@ def main() -> None:
     from triton.compiler import ASTSource
     from triton.runtime.cache import triton_key
     k = _kernels()
+    pykey = _pykey()
+    from triton.runtime.cache import _base32
     sm = int(sys.argv[1]) if len(sys.argv) > 1 else 90
     home = os.path.dirname(triton.__file__)
     div = [["tt.divisibility", 16]]
@@ -66,7 +79,7 @@ def main() -> None:
             out["kernels"][name] = {"cubin": hashlib.sha256(cubin).hexdigest()[:16], "bytes": len(cubin),
                                     "ptx": hashlib.sha256(ptx).hexdigest()[:16],
                                     "metadata": hashlib.sha256(meta_text.encode()).hexdigest()[:16],
-                                    "key": c.hash[:16]}
+                                    "key": c.hash[:16], "aot_key": (pykey.noted(_base32(c.hash)) or ["-"])[0][:16]}
     print(json.dumps(out))
 
 
