@@ -363,3 +363,34 @@ def test_the_gate_lists_each_spec_under_the_name_its_launch_carries(tmp_path, bu
                                      "n:i32, BLOCK=1024; w4 s3 c1]"]
     every = [k for v in keys.values() for k in v["keys"]]
     assert len(every) == len(set(every)) == len(SPECS)  # one name per spec, no two specs alike
+
+
+def test_a_launch_is_answered_by_aot_s_key_when_triton_s_differs(tmp_path, built):
+    """A set built under another CPython carries other Triton keys (``libtriton`` differs) and the same aot keys
+    (:mod:`aot.runtime.adapters.triton_pykey`): with every manifest entry's Triton key made another's, each
+    packaged specialisation is still served (by aot's key), and the unpackaged one still compiles."""
+    site = _site(tmp_path, built)
+    mpath = site / "triton_mypkg" / "artifacts" / "manifest.json"
+    m = json.loads(mpath.read_text())
+    assert all(isinstance(a.get("triton_aot_key"), str) for a in m["artifacts"])
+    for a in m["artifacts"]:
+        a["triton_key"] = "X" + a["triton_key"][1:]
+    mpath.write_text(json.dumps(m))
+    seen, err = _launch(site, "unpackaged")
+    assert sorted(key for _, key, hit in seen if hit) == sorted(_keys(built).values()), err
+    assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]
+
+
+@pytest.mark.skipif(not os.environ.get("AOT_TRITON_OTHER_PYTHON"), reason="AOT_TRITON_OTHER_PYTHON: another CPython "
+                    "with the same Triton release and aot's dependencies (docs/triton.md)")
+def test_a_set_built_under_one_cpython_is_served_under_another(tmp_path, built):
+    other = os.environ["AOT_TRITON_OTHER_PYTHON"]
+    site = _site(tmp_path, built)
+    r = subprocess.run([other, "-c", LAUNCH, "unpackaged"], capture_output=True, text=True, timeout=300,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}",
+                                    TRITON_CACHE_DIR=str(tmp_path / "triton-cache")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    hits = [key for _, key, hit in seen if hit]
+    assert len(hits) == len(SPECS) and not set(hits) & set(_keys(built).values()), seen  # other Triton keys
+    assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]
