@@ -375,8 +375,9 @@ def _patch_triton(name: str, mod: Any) -> None:
     _state["triton"].patch(name, mod, sys.modules[__name__])
 
 
-_PATCHES = {"cupy": _patch_cupy_pool, "triton.runtime.jit": _patch_triton, "triton.runtime.autotuner": _patch_triton, "cuda.core._launcher": _patch_launch, "cuda.bindings.driver": _patch_launch,
-            "aot.runtime.loader.objects": _patch_objects, "cupy.cuda.compiler": _patch_cupy}
+_PATCHES = {"cupy": _patch_cupy_pool, "cuda.core._launcher": _patch_launch, "cuda.bindings.driver": _patch_launch,
+            "aot.runtime.loader.objects": _patch_objects, "cupy.cuda.compiler": _patch_cupy,
+            "triton.runtime.jit": _patch_triton, "triton.runtime.autotuner": _patch_triton}
 
 
 def _apply(name: str, mod: Any) -> None:

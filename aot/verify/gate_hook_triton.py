@@ -57,8 +57,8 @@ def patch(name: str, mod: Any, hook: Any) -> None:
     """Wrap ``JITFunction.run`` (``triton.runtime.jit``) or ``Autotuner._bench`` (``triton.runtime.autotuner``);
     ``hook`` is the gate's hook module (its log, launch counts, digest and busy flag)."""
     if name == "triton.runtime.autotuner":
-        cls = getattr(mod, "Autotuner", None)
-        bench = cls.__dict__.get("_bench") if isinstance(cls, type) else None
+        tuner: Any = getattr(mod, "Autotuner", None)
+        bench = tuner.__dict__.get("_bench") if isinstance(tuner, type) else None
         if bench is None or getattr(bench, "_aot_gate", False):
             return
 
@@ -68,9 +68,9 @@ def patch(name: str, mod: Any, hook: Any) -> None:
                 return bench(*a, **k)
 
         _bench._aot_gate = True  # type: ignore[attr-defined]
-        cls._bench = _bench
+        tuner._bench = _bench
         return
-    cls = getattr(mod, "JITFunction", None)
+    cls: Any = getattr(mod, "JITFunction", None)
     original = cls.__dict__.get("run") if isinstance(cls, type) else None
     if original is None or getattr(original, "_aot_gate", False):
         return

@@ -333,7 +333,7 @@ def _cccl_name(factory: str, *args: Any, **kwargs: Any) -> str:
 def _patch_triton(mod: Any) -> None:
     """``ASTSource.make_ir``: reached only when Triton's cache manager had no group for the key (a miss), before
     anything compiles, so ``raise`` stops the compile itself."""
-    cls = getattr(mod, "ASTSource", None)
+    cls: Any = getattr(mod, "ASTSource", None)
     original = getattr(cls, "make_ir", None) if isinstance(cls, type) else None
     if original is None or getattr(original, "_aot_nojit", False):
         return
