@@ -102,3 +102,25 @@ def test_the_gate_hook_wraps_triton_s_launch(tmp_path):
                        env=repo_env(AOT_GATE_LOG=str(log)))
     assert r.stdout.split() == ["True", "True"], r.stderr[-3000:]
     assert not [ln for ln in log.read_text().splitlines() if '"unseen"' in ln], log.read_text()
+
+
+@pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION")  # Triton 3.9's own notice, once per process
+def test_a_launched_kernel_is_named_as_its_compile_is(tmp_path, monkeypatch):
+    """The gate's hook names a launch by the ``CompiledKernel`` ``JITFunction.run`` returns (its ``src`` and
+    ``metadata``): a real one, compiled for an explicit target, gives the name of its compile and of its spec."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from aot.runtime.adapters.triton_attach import resolve_kernel
+    from aot.runtime.adapters.triton_names import source_name
+    add = resolve_kernel("triton_mypkg.kernels:add")
+    div = [["tt.divisibility", 16]]
+    src = ASTSource(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                    {(4,): 1024}, {(i,): div for i in range(4)})
+    with knobs.cache.scope():
+        knobs.cache.dir = str(tmp_path / "cache")
+        knobs.cache.manager_class = None
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+    assert source_name(compiled.src, compiled.metadata) == ADD
