@@ -344,3 +344,53 @@ def _example_on_path():
     sys.path.remove(str(EXAMPLE))
     for name in [m for m in sys.modules if m == "triton_mypkg" or m.startswith("triton_mypkg.")]:
         del sys.modules[name]
+
+
+def test_the_gate_lists_each_spec_under_the_name_its_launch_carries(tmp_path, built):
+    """``aot gate``'s listing of the installed set (:func:`aot.verify.gate_run.package_keys`): each Triton spec under
+    ``module:qualname[specialisation]``, the name its compile (tests/test_triton_nojit.py) and its launch carry."""
+    site = _site(tmp_path, built)
+    probe = ("import json; from aot.verify.gate_run import package_keys; "
+             "print(json.dumps(package_keys('triton_mypkg', [], [])))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=False,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(keys) == sorted(SPECS) and all(v["family"] == "triton" for v in keys.values())
+    assert keys["add.0"]["keys"] == ["triton_mypkg.kernels:add[x_ptr:*fp32/16, y_ptr:*fp32/16, out_ptr:*fp32/16, "
+                                     "n:i32/16, BLOCK=1024; w4 s3 c1]"]
+    assert keys["add.1"]["keys"] == ["triton_mypkg.kernels:add[x_ptr:*fp32/16, y_ptr:*fp32/16, out_ptr:*fp32/16, "
+                                     "n:i32, BLOCK=1024; w4 s3 c1]"]
+    every = [k for v in keys.values() for k in v["keys"]]
+    assert len(every) == len(set(every)) == len(SPECS)  # one name per spec, no two specs alike
+
+
+def test_a_launch_is_answered_by_aot_s_key_when_triton_s_differs(tmp_path, built):
+    """A set built under another CPython carries other Triton keys (``libtriton`` differs) and the same aot keys
+    (:mod:`aot.runtime.adapters.triton_pykey`): with every manifest entry's Triton key made another's, each
+    packaged specialisation is still served (by aot's key), and the unpackaged one still compiles."""
+    site = _site(tmp_path, built)
+    mpath = site / "triton_mypkg" / "artifacts" / "manifest.json"
+    m = json.loads(mpath.read_text())
+    assert all(isinstance(a.get("triton_aot_key"), str) for a in m["artifacts"])
+    for a in m["artifacts"]:
+        a["triton_key"] = "X" + a["triton_key"][1:]
+    mpath.write_text(json.dumps(m))
+    seen, err = _launch(site, "unpackaged")
+    assert sorted(key for _, key, hit in seen if hit) == sorted(_keys(built).values()), err
+    assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]
+
+
+@pytest.mark.skipif(not os.environ.get("AOT_TRITON_OTHER_PYTHON"), reason="AOT_TRITON_OTHER_PYTHON: another CPython "
+                    "with the same Triton release and aot's dependencies (docs/triton.md)")
+def test_a_set_built_under_one_cpython_is_served_under_another(tmp_path, built):
+    other = os.environ["AOT_TRITON_OTHER_PYTHON"]
+    site = _site(tmp_path, built)
+    r = subprocess.run([other, "-c", LAUNCH, "unpackaged"], capture_output=True, text=True, timeout=300,
+                       env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}",
+                                    TRITON_CACHE_DIR=str(tmp_path / "triton-cache")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    hits = [key for _, key, hit in seen if hit]
+    assert len(hits) == len(SPECS) and not set(hits) & set(_keys(built).values()), seen  # other Triton keys
+    assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 41 on the GPU host, one command: every family's library passes `aot gate` through its own workload (no
+# Issue 41 on the GPU host, one command: every family's library (Triton's built here, the GPU hidden) passes `aot gate` through its own workload (no
 # --allow-unchecked, no --allow-unlaunched), one mutant per family FAILS it naming the spec and the first
 # differing launch, every workload runs under AOT_NO_JIT=raise with no compile, and an unpackaged kernel trips it.
 #
@@ -24,13 +24,30 @@ python3 -c "import aot, cupy, numba.cuda, cuda.core; print('aot', aot.__version_
 mkdir -p /tmp/npfix && printf '%s\n' 'try:' '    import numpy as _np' '    if not hasattr(_np, "row_stack"): _np.row_stack = _np.vstack' \
   'except ImportError: pass' > /tmp/npfix/sitecustomize.py
 export PYTHONPATH=/tmp/npfix${PYTHONPATH:+:$PYTHONPATH}
-declare -A PKG=([cccl]=gate_cccl [adopt]=adopt_mypkg [numba]=numba_mypkg [cupy]=cupy_mypkg)
+declare -A PKG=([cccl]=gate_cccl [adopt]=adopt_mypkg [numba]=numba_mypkg [cupy]=cupy_mypkg [triton]=triton_mypkg)
 declare -A CMD=([cccl]="python3 $W cccl" [adopt]="python3 $W adopt" [numba]="python3 $W numba"
-                [cupy]="python3 -m cupy_mypkg.workload float32 float64")
-declare -A SPEC=([cccl]=gate_sum_i64 [adopt]=saxpy [numba]=axpy.0 [cupy]=cupy_subtract__float32_float32_float32.0)
+                [cupy]="python3 -m cupy_mypkg.workload float32 float64" [triton]="python3 $W triton")
+declare -A SPEC=([cccl]=gate_sum_i64 [adopt]=saxpy [numba]=axpy.0 [cupy]=cupy_subtract__float32_float32_float32.0
+                 [triton]=add.0)
+fams="cccl adopt numba cupy"
+# Triton: built HERE with the GPU hidden (a set serves the Triton release it was built under, and the CPU host's
+# Triton is another: docs/triton.md), then its mutant: add.0's sum made a difference, shipped under add.0's key
+if python3 -c "import torch, triton" 2>/dev/null; then
+  T=$out/triton-built && rm -rf "$T" && mkdir -p "$T/site"
+  cp -r "$here/examples/triton-mypkg/triton_mypkg" "$T/site/" && rm -rf "$T/site/triton_mypkg/artifacts"
+  (cd "$here/examples/triton-mypkg" && CUDA_VISIBLE_DEVICES= python3 -m aot build --matrix build_matrix.yaml --sm 90 \
+     --jobs 4 --quiet --out "$T/site/triton_mypkg/artifacts") >"$out/triton-build.log" 2>&1 &&
+  (cd "$here" && CUDA_VISIBLE_DEVICES= python3 .ci/gpu/edit_mutant.py --project examples/triton-mypkg \
+     --base "$T/site/triton_mypkg/artifacts" --spec add.0 --file triton_mypkg/kernels.py \
+     --edit "mask=m) + tl.load(y_ptr" "mask=m) - tl.load(y_ptr" --out "$T/mutant") >>"$out/triton-build.log" 2>&1 &&
+  mkdir -p "$G/triton" && rm -rf "$G/triton/site" "$G/triton/mutant" && cp -r "$T/site" "$T/mutant" "$G/triton/" &&
+  fams="$fams triton" || { echo "gate_all: FAIL (building triton-mypkg: $out/triton-build.log)"; fail_triton=1; }
+else
+  echo "gate_all: FAIL (torch or triton not importable: the Triton family is not checked)"; fail_triton=1
+fi
 cd "$(mktemp -d)"  # never the checkout's aot/: the installed one
-table=() fail=0
-for fam in cccl adopt numba cupy; do
+table=() fail=${fail_triton:-0}
+for fam in $fams; do
   pkg=${PKG[$fam]} site=$G/$fam/site
   # 1. the library's own workload: packaged == JIT, launch by launch, every shipped spec launched
   PYTHONPATH="$site:$PYTHONPATH" timeout 900 python3 -m aot gate --package "$pkg" --json "$out/gate-$fam.json" \

@@ -13,6 +13,8 @@
 #   .gpu/gate41/FAMILY/mutant      that artifact folder with one spec rebuilt from edited code under the original
 #                          key (.ci/gpu/edit_mutant.py): gate_sum_i64 plus -> minimum, saxpy + -> -, axpy.0 + -> -,
 #                          cupy_subtract (float32) in0 - in1 -> in0 + in1
+#   (triton: examples/triton-mypkg and its mutant, add.0's x + y -> x - y, are built by gate_all.sh on the GPU host
+#   with the GPU hidden: a set serves only the Triton release it was built under, and this host's is another)
 set -euo pipefail
 SM=${1:-90}
 here=$PWD

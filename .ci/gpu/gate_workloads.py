@@ -5,6 +5,7 @@ own calls, on deterministic inputs, as its users make them (nothing here knows a
     python3 .ci/gpu/gate_workloads.py numba        numba-mypkg: every kernel at every packaged signature
     python3 .ci/gpu/gate_workloads.py adopt        adopt-mypkg: its NVRTC kernels, both compile paths
     python3 .ci/gpu/gate_workloads.py cccl         gate_cccl: its two cuda.compute algorithms on CuPy arrays
+    python3 .ci/gpu/gate_workloads.py triton       triton-mypkg: every packaged specialisation (torch tensors)
     python3 .ci/gpu/gate_workloads.py unpackaged   numba-mypkg's axpy at int32 (not packaged: must compile)
 
 (CuPy's is the example's own: ``python3 -m cupy_mypkg.workload float32 float64``.)
@@ -85,5 +86,26 @@ def unpackaged() -> None:
     print("unpackaged", int(out.copy_to_host()[-1]))
 
 
+def triton() -> None:
+    """triton-mypkg's public calls at each packaged specialisation; the autotuned kernel's configs launched one by
+    one through its inner kernel (the autotuner picks a config by timing: two runs could launch different ones)."""
+    import torch
+    import triton as tr
+    from triton_mypkg import kernels, ops
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(1 << 20, generator=g).cuda(), torch.randn(1 << 20, generator=g).cuda()
+    m = torch.randn(4096, 1024, generator=g).cuda()
+    outs = [ops.add(x, y), ops.add(x[:1000].clone(), y[:1000].clone()), ops.add(x, y, block=256),
+            ops.add(x.half(), y.half()), ops.scale_shift(x), ops.softmax(m), ops.sum_rows(m)]
+    n = x.numel()
+    for c in kernels.scale_tuned.configs:
+        out = torch.empty_like(x)
+        kernels.scale_tuned.fn[(tr.cdiv(n, c.kwargs["BLOCK"]),)](x, out, n, num_warps=c.num_warps,
+                                                                 num_stages=c.num_stages, **c.kwargs)
+        outs.append(out)
+    torch.cuda.synchronize()
+    print("triton:", len(outs), "results", [float(o.float().sum()) for o in outs[:3]])
+
+
 if __name__ == "__main__":
-    {"numba": numba, "adopt": adopt, "cccl": cccl, "unpackaged": unpackaged}[sys.argv[1]]()
+    {"numba": numba, "adopt": adopt, "cccl": cccl, "triton": triton, "unpackaged": unpackaged}[sys.argv[1]]()

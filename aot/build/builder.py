@@ -327,8 +327,9 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
             e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
         elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
             header = fmt.read(out / e["path"]).header
-            for k in ("triton_key", "triton_name", "triton", "triton_build"):
-                e[k] = header[k]
+            for k in ("triton_key", "triton_name", "triton", "triton_build", "triton_aot_key"):
+                if k in header:
+                    e[k] = header[k]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it
             e["cuda_cccl"] = producer["cuda_cccl"]
     names = {e["name"] for e in entries}

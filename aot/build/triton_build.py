@@ -214,6 +214,8 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
         raise AotError(f"{spec.name}: the matrix was read under another Triton build than this worker's")
     backend, signature, constexprs, attrs, options = specialize(kernel, spec, sm)
     src = triton.compiler.ASTSource(kernel, signature, constexprs, attrs)
+    from ..runtime.adapters import triton_pykey
+    triton_pykey.watch()  # aot's key of this compile: the one every CPython's launch of it computes
     folder = tempfile.mkdtemp(prefix="aot-triton-")
     try:
         with knobs.cache.scope():
@@ -227,8 +229,12 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
         shutil.rmtree(folder, ignore_errors=True)
     home = os.path.dirname(triton.__file__)  # the build host's install path: written as a placeholder
     meta = json.loads(json.dumps(meta).replace(json.dumps(home)[1:-1], TRITON_DIR))
-    return cubin, {"triton_key": _base32(compiled.hash), "triton_name": name, "triton_metadata": meta,
-                   "triton": spec.triton, "triton_build": spec.triton_build}
+    header = {"triton_key": _base32(compiled.hash), "triton_name": name, "triton_metadata": meta,
+              "triton": spec.triton, "triton_build": spec.triton_build}
+    noted = triton_pykey.noted(header["triton_key"])
+    if noted is not None:  # absent for a local Triton build: served only under Triton's key (its own CPython)
+        header["triton_aot_key"] = noted[0]
+    return cubin, header
 
 
 # ---------------------------------------------------------------------------------------------- recording

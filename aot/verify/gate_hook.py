@@ -13,7 +13,9 @@ buffer the launch was given (:func:`digest`), so two runs of the command compare
 * CuPy's compiles: CuPy launches from C, where no Python hook sees a launch, so its kernels are compared by
   image: for each kernel CuPy asks its cache for (``_compile_with_cache_cuda``), the digest of the cubin it
   got, and whether aot served it, CuPy's cache had it or CuPy compiled it. A served image equal to the one
-  CuPy's own compile makes on this host computes what CuPy's would.
+  CuPy's own compile makes on this host computes what CuPy's would;
+* Triton's ``JITFunction.run`` (a ``kernel[grid](...)`` launch, served or compiled), every tensor argument
+  digested after it, named ``module:qualname[specialisation]`` (``gate_hook_triton.py``, loaded by path).
 
 A buffer is the whole allocation a pointer argument points into (the driver's ``cuMemGetAddressRange``), or an
 array's own extent (``__cuda_array_interface__``). CuPy's memory pool is switched off in these processes (its
@@ -361,8 +363,21 @@ def _patch_cupy_pool(name: str, mod: Any) -> None:
     mod.cuda.set_allocator(None)
 
 
+def _patch_triton(name: str, mod: Any) -> None:
+    """Triton's launch (``gate_hook_triton.py``, loaded by its path on first need: stdlib only)."""
+    if _state.get("triton") is None:
+        path = os.path.join(os.path.dirname(__file__), "gate_hook_triton.py")
+        spec = importlib.util.spec_from_file_location("_aot_gate_hook_triton", path)
+        assert spec is not None and spec.loader is not None
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        _state["triton"] = m
+    _state["triton"].patch(name, mod, sys.modules[__name__])
+
+
 _PATCHES = {"cupy": _patch_cupy_pool, "cuda.core._launcher": _patch_launch, "cuda.bindings.driver": _patch_launch,
-            "aot.runtime.loader.objects": _patch_objects, "cupy.cuda.compiler": _patch_cupy}
+            "aot.runtime.loader.objects": _patch_objects, "cupy.cuda.compiler": _patch_cupy,
+            "triton.runtime.jit": _patch_triton, "triton.runtime.autotuner": _patch_triton}
 
 
 def _apply(name: str, mod: Any) -> None:

@@ -162,6 +162,8 @@ def package_keys(package: str | None, packaged: list[dict], results: list[Kernel
             keys.append(_numba_key(spec))
         elif spec.family == "cccl":
             keys.append(name)
+        elif spec.family == "triton":
+            keys += _triton_keys(spec, sorted({int(e.get("sm") or 90) for e in m.entries_for(name)}))
         for entry in m.entries_for(name):
             try:
                 art = fmt.read(m.path_of(entry))
@@ -199,6 +201,26 @@ def _nvrtc_keys(payload: bytes, kind: str) -> list[str]:
     except Exception:  # noqa: BLE001 - no device here (or an image it cannot load): the symbols alone
         _NO_DEVICE.append(True)
         return symbols
+
+
+def _triton_keys(spec: Any, sms: list[int]) -> list[str]:
+    """The names a Triton launch of ``spec`` carries (``aot/verify/gate_hook_triton.py``): its fields through the
+    kernel's own binder (:func:`aot.build.triton_build.specialize`), per SM built (the options are Triton's per
+    target); none where the kernel cannot be imported here (its spec is listed unchecked)."""
+    from ..build.triton_build import specialize
+    from ..runtime.adapters.triton_attach import resolve_kernel
+    from ..runtime.adapters.triton_names import kernel_name
+    keys: list[str] = []
+    try:
+        kernel = resolve_kernel(str(spec.kernel))
+        for sm in sms or [90]:
+            _, sig, consts, attrs, options = specialize(kernel, spec, sm)
+            key = kernel_name(kernel, sig, consts, attrs, options)
+            if key not in keys:
+                keys.append(key)
+    except Exception:  # noqa: BLE001 - no Triton or no kernel here: nothing to match
+        return keys
+    return keys
 
 
 def _numba_key(spec: Any) -> str:

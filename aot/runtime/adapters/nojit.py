@@ -19,7 +19,12 @@ The entry points (each wrapped only while the setting is on, so an install witho
 * CuPy: ``cupy.cuda.compiler._compile_using_nvrtc_no_warning`` and ``compile_using_nvcc``, which CuPy calls only
   when neither its own kernel cache nor aot (:mod:`aot.runtime.adapters.cupy_attach`) has the kernel;
 * cuda.compute: every ``make_*`` factory of ``cuda.compute.algorithms``, wherever it is bound (aot's own packaged
-  algorithms are loaded from their blobs, never through a factory; its JIT fallback builds through them).
+  algorithms are loaded from their blobs, never through a factory; its JIT fallback builds through them);
+* Triton: ``ASTSource.make_ir`` (``triton.compiler.compiler``), the first step of a compile that Triton's cache
+  manager did not answer: a kernel in Triton's own cache, or one aot serves there
+  (:mod:`aot.runtime.adapters.triton_attach`), never reaches it; a launch, a ``warmup`` and a ``triton.compile``
+  for an explicit target all do. Named ``module:qualname[specialisation]``
+  (:mod:`aot.runtime.adapters.triton_names`).
 
 Only the outermost compile of a thread counts (a kernel's device functions, cuda.core's NVRTC underneath).
 """
@@ -50,7 +55,7 @@ STACK_DEPTH = 12
 MAX_EVENTS = 10000
 #: Path parts of the frameworks' own frames (skipped when naming the caller).
 _FRAMEWORKS = ("/numba_cuda/", "/numba/", "/cupy/", "/cupy_backends/", "/cuda/core/", "/cuda/compute/",
-               "/cuda/bindings/", "/aot/runtime/", "/aot/build/")
+               "/cuda/bindings/", "/triton/", "/aot/runtime/", "/aot/build/")
 _KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
 
 
@@ -325,11 +330,26 @@ def _cccl_name(factory: str, *args: Any, **kwargs: Any) -> str:
     return f"{factory}({', '.join(parts)})"
 
 
+def _patch_triton(mod: Any) -> None:
+    """``ASTSource.make_ir``: reached only when Triton's cache manager had no group for the key (a miss), before
+    anything compiles, so ``raise`` stops the compile itself."""
+    cls: Any = getattr(mod, "ASTSource", None)
+    original = getattr(cls, "make_ir", None) if isinstance(cls, type) else None
+    if original is None or getattr(original, "_aot_nojit", False):
+        return
+    from .triton_names import source_name
+
+    def name_of(src: Any, target: Any = None, options: Any = None, *a: Any, **k: Any) -> str:
+        return source_name(src, k.get("options", options))
+
+    cls.make_ir = _watched(original, "triton", "Triton compile", name_of)
+
+
 #: Module name -> its patch; applied when the module is imported, or at :func:`no_jit` if it already is.
 _TARGETS: dict[str, Callable[[Any], None]] = {
     "cuda.core": _patch_cuda_core, "cuda.core.experimental": _patch_cuda_core, "cuda.bindings.nvrtc": _patch_nvrtc,
     "numba.cuda.compiler": _patch_numba, "numba.cuda.dispatcher": _patch_numba, "cupy.cuda.compiler": _patch_cupy,
-    "cuda.compute.algorithms": _patch_cccl, "cuda.compute": _patch_cccl}
+    "cuda.compute.algorithms": _patch_cccl, "cuda.compute": _patch_cccl, "triton.compiler.compiler": _patch_triton}
 
 
 def _apply(name: str, mod: Any) -> None:

@@ -105,6 +105,8 @@ def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str
         for s in group:  # one row per Triton build carried under this release: Triton's key picks the build
             rows += [(e["triton_key"], (registry, s, e, kernel, memo)) for e in entries[s.name]
                      if e.get("triton") == installed]
+            rows += [(f"aot:{e['triton_aot_key']}", (registry, s, e, kernel, memo)) for e in entries[s.name]
+                     if e.get("triton") == installed and isinstance(e.get("triton_aot_key"), str)]
             result[s.name] = "attached"
     missed = [s.name for s in specs if s.name not in result]
     if missed:
@@ -138,18 +140,33 @@ def _install() -> None:
     if isinstance(current, type) and issubclass(current, _manager_class()):
         return
     from triton.runtime.cache import FileCacheManager
+    from . import triton_pykey
+    triton_pykey.watch()  # aot's key of each Triton key: a build under another CPython answers it
     _state["inner"] = current or FileCacheManager
     knobs.cache.manager_class = _manager_class()
 
 
-def _serve(manager: Any, row: tuple) -> dict[str, str] | None:
-    """Put a packaged kernel's files into the wrapped cache under ``manager``'s key; ``None``: not served."""
+def _row(key: str) -> tuple[tuple | None, tuple[str, str] | None]:
+    """The packaged kernel Triton's cache key ``key`` asks for: built under this CPython (Triton's key itself), or
+    under another (aot's key of this compile, :mod:`aot.runtime.adapters.triton_pykey`), with that key and hash."""
+    row = _state["table"].get(key)
+    if row is not None:
+        return row, None
+    from .triton_pykey import noted
+    mine = noted(key)
+    return (_state["table"].get(f"aot:{mine[0]}"), mine) if mine is not None else (None, None)
+
+
+def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dict[str, str] | None:
+    """Put a packaged kernel's files into the wrapped cache under ``manager``'s key; ``None``: not served.
+    ``mine``: (aot's key, Triton's hash) when the artifact answers by aot's key (built under another CPython)."""
     registry, spec, entry, kernel, memo = row
     from ..loader.sources import check_packaged
     path = registry.manifest.path_of(entry)
     try:
         art = check_packaged(registry.manifest, spec, entry, path)
-        if art.header.get("triton_key") != manager.key:
+        if art.header.get("triton_key") != manager.key and (
+                mine is None or art.header.get("triton_aot_key") != mine[0]):
             raise AotError("its header's Triton key differs from the manifest's")
         meta = art.header.get("triton_metadata")
         name = art.header.get("triton_name")
@@ -165,6 +182,8 @@ def _serve(manager: Any, row: tuple) -> dict[str, str] | None:
         return None
     import os
     import triton
+    if mine is not None:  # the hash Triton computed here, as its own compile would write it
+        meta = {**meta, "hash": mine[1]}
     text = json.dumps(meta).replace(json.dumps(TRITON_DIR)[1:-1], json.dumps(os.path.dirname(triton.__file__))[1:-1])
     folder = os.path.join(_private_dir(), manager.key)
     os.makedirs(folder, exist_ok=True)
@@ -220,11 +239,11 @@ def _manager_class() -> type:
             got = self.inner.get_group(filename)
             if (got and filename in got) or not self.plain:
                 return got
-            row = _state["table"].get(self.key)
+            row, mine = _row(self.key)
             if row is None or f"{row[2].get('triton_name')}.json" != filename:
                 return got
             try:
-                return _serve(self, row) or got
+                return _serve(self, row, mine) or got
             except Exception as e:  # noqa: BLE001 - serving never breaks Triton's compile: it compiles
                 log.info("triton: not served (%s: %s)", type(e).__name__, e)
                 return got
