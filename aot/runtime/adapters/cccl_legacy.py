@@ -191,6 +191,10 @@ class Shims:
         self._lookup_cb = LOOKUP(self._lookup)
         self._record_cb = RECORD(self._on_record) if record else ctypes.cast(None, RECORD)
         self.libs = {}
+        # NVRTC opens its builtins by soname when it first compiles; the wheels' libnvrtc has no RUNPATH to
+        # find them by (cuda-pathfinder, which would load them, sees the shim's soname and stops there).
+        for b in sorted(Path(real["nvrtc"]).parent.glob("libnvrtc-builtins.so.*")):
+            ctypes.CDLL(str(b), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
         for lib in ("nvrtc", "nvJitLink"):
             h = ctypes.CDLL(str(paths[lib]), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
             h.aot_shim_init.argtypes = [ctypes.c_char_p, LOOKUP, RECORD]
