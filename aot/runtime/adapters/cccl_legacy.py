@@ -269,11 +269,15 @@ def real_libs(major: int) -> dict[str, str]:
 
 
 def build_shims(major: int, out_dir: Path) -> dict[str, Path]:
-    """Compile the two shims for CUDA ``major`` into ``out_dir`` (soname and symbol version of the real one)."""
+    """The two shims for CUDA ``major``: the installed ones (CMakeLists.txt builds them into
+    ``cccl_patches/lib/legacy/``), else compiled now into ``out_dir`` (soname and symbol version of the real one)."""
     import subprocess
 
     from ..loader.stand_ins import _patches_dir, compiler, soname
     src = _patches_dir()
+    packaged = {lib: src / "lib" / "legacy" / soname(lib, major) for lib in SHIM_SOURCES}
+    if all(p.is_file() for p in packaged.values()):
+        return packaged
     template = (src / "stub.map.in").read_text()
     paths = {}
     for lib, source in SHIM_SOURCES.items():

@@ -50,6 +50,11 @@ def _prepare():
         from aot.runtime.loader import lean
     except ImportError:  # this copy outlived aot (a broken environment): do nothing
         return
+    try:  # before anything loads NVRTC: cuda-cccl < 1.1 with packaged answers (issue 44; a no-op elsewhere)
+        from aot.runtime.adapters.cccl_legacy_activate import activate
+        activate()
+    except ImportError:
+        pass
     try:
         lean.prepare_for_import()
     except Exception as e:  # noqa: BLE001 - one line that says what to do, in place of cuda-pathfinder's
