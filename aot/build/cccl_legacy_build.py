@@ -71,7 +71,8 @@ def build_reduce(dtype: str, op: str, init: float) -> None:
 
     from cuda.compute import algorithms
     try:
-        algorithms.make_reduce_into(d_in=_Fake(dtype), d_out=_Fake(dtype), op=OPS[op], h_init=np.array([init], dtype=dtype))
+        algorithms.make_reduce_into(d_in=_Fake(dtype), d_out=_Fake(dtype), op=OPS[op],
+                                    h_init=np.array([init], dtype=dtype))
     except RuntimeError:
         pass  # no device: the load after the link fails; what was recorded says whether the build ran
 

@@ -189,7 +189,7 @@ class Shims:
         self._record = record
         self._answers: dict[str, ctypes.Array] = {}
         self._lookup_cb = LOOKUP(self._lookup)
-        self._record_cb = RECORD(self._on_record) if record else ctypes.cast(None, RECORD)
+        self._record_cb = RECORD(self._on_record) if record else RECORD()  # a NULL function pointer
         self.libs = {}
         # NVRTC opens its builtins by soname when it first compiles; the wheels' libnvrtc has no RUNPATH to
         # find them by (cuda-pathfinder, which would load them, sees the shim's soname and stops there).

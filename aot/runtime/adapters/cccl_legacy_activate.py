@@ -67,7 +67,7 @@ def activate() -> object:
             table.update(cccl_legacy.load_table(root, release))
         from ..loader.stand_ins import _private_dir
         _active = cccl_legacy.install(roots[0], release, _private_dir())
-        _active.table.update(table)  # type: ignore[attr-defined]
+        _active.table.update(table)
     except (OSError, RuntimeError, FileNotFoundError) as e:
         log.warning("aot: cannot serve cuda.compute's builds under cuda-cccl %s (%s); they JIT-compile", release, e)
         return None
