@@ -197,3 +197,22 @@ def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_pat
     assert r.returncode == 0, r.stderr[-2000:]
     # int32 served (compile and link), int64 never built: compiled for real
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"nvrtc": [1, 1], "nvJitLink": [1, 1]}
+
+
+def test_a_real_nvrtc_loaded_first_refuses_rather_than_serving_nothing(tmp_path):
+    """Where something loaded the real libnvrtc.so.13 first, cuda.compute's C library would bind to it: the
+    shims say so (activate turns that into one warning and the builds JIT) instead of claiming to serve."""
+    code = textwrap.dedent('''
+        import ctypes, os, sys
+        from pathlib import Path
+        from aot.runtime.adapters import cccl_legacy as L
+        real = L.real_libs(13)
+        ctypes.CDLL(real["nvrtc"], mode=os.RTLD_GLOBAL)
+        try:
+            L.Shims(L.build_shims(13, Path(sys.argv[1])), real)
+        except OSError as e:
+            print("refused:", e)
+    ''')
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert "refused: libnvrtc.so.13 was loaded before aot's shim" in r.stdout, (r.stdout, r.stderr[-1000:])

@@ -12,10 +12,10 @@ def main(mode: str, spec: str) -> None:
     t0 = time.perf_counter()
     if mode == "served":
         import aot  # noqa: F401  the import hook (an installed wheel's .pth does this at interpreter start)
+    from cuda.compute import algorithms  # before CuPy, as the shims need (a library may import either first)
+
     import cupy as cp
     import numpy as np
-
-    from cuda.compute import algorithms
 
     from aot.build.cccl_legacy_build import OPS  # the build's operators: their LTO-IR names the module
     imports = time.perf_counter() - t0

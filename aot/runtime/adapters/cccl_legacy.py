@@ -32,6 +32,7 @@ KEY_SCHEMA = b"aot-cccl-legacy-key-1"
 
 LOOKUP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
                           ctypes.POINTER(ctypes.c_size_t))
+RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
 RECORD = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
 
 
@@ -202,6 +203,11 @@ class Shims:
                 raise OSError(f"aot: the real {lib} at {real[lib]} does not load")
             h.aot_shim_hits.restype = h.aot_shim_misses.restype = ctypes.c_ulong
             self.libs[lib] = h
+            # The soname must now name the shim: where the real library was loaded first (by cuda-pathfinder,
+            # CuPy, ...), the C library would bind to it and nothing would be served.
+            bound = ctypes.CDLL(paths[lib].name, mode=os.RTLD_NOW | RTLD_NOLOAD)
+            if not hasattr(bound, f"aot_{lib.lower()}_shim"):
+                raise OSError(f"{paths[lib].name} was loaded before aot's shim; its builds are not served")
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """lib -> (hits, misses)."""
