@@ -216,3 +216,15 @@ def test_a_real_nvrtc_loaded_first_refuses_rather_than_serving_nothing(tmp_path)
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert "refused: libnvrtc.so.13 was loaded before aot's shim" in r.stdout, (r.stdout, r.stderr[-1000:])
+
+
+def test_a_bad_spec_is_one_line_naming_it_before_anything_is_written(tmp_path):
+    from aot.build import cccl_legacy_build as B
+    assert B.parse_spec("reduce:int32:plus:0") == ("reduce", "int32", {"op": "plus", "init": "0"})
+    assert B.parse_spec("radix_sort:uint32:ascending") == ("radix_sort", "uint32", {"order": "ascending"})
+    with pytest.raises(ValueError, match=r"^histogram:int32: family 'histogram' is not built"):
+        B.record(["reduce:int32:plus:0", "histogram:int32"], 90, tmp_path / "out")
+    with pytest.raises(ValueError, match=r"^reduce:int32:plus: reduce takes reduce:dtype:op:init$"):
+        B.parse_spec("reduce:int32:plus")
+    assert not (tmp_path / "out").exists()
+    assert B.operator("aot.build.cccl_legacy_build.operator") is B.operator  # a library's own, by module path

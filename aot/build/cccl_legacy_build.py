@@ -20,9 +20,20 @@ from pathlib import Path
 
 from ..runtime.adapters import cccl_legacy
 
-#: The operators a slice spec may name (Python callables, compiled by numba like a library's own lambdas).
+#: The operators a spec may name by word (Python callables, compiled by numba like a library's own lambdas);
+#: anything with a dot is ``package.module.function``: the library's own operator, imported from its module,
+#: so numba compiles it under the same module and name as the library's call does (its LTO-IR names both).
 OPS = {"plus": lambda a, b: a + b, "maximum": lambda a, b: a if a > b else b,
-       "minimum": lambda a, b: a if a < b else b}
+       "minimum": lambda a, b: a if a < b else b, "negate": lambda a: -a, "square": lambda a: a * a}
+
+
+def operator(name: str):
+    """The callable a spec names (a word of OPS, or ``package.module.function``)."""
+    if "." not in name:
+        return OPS[name]
+    import importlib
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _stand_in_driver(tmp: Path) -> None:
@@ -66,20 +77,59 @@ class _Fake:
                                          "version": 3, "strides": None}
 
 
-def build_reduce(dtype: str, op: str, init: float) -> None:
+def _value(dtype: str, text: str):
     import numpy as np
+    return np.array([float(text)], dtype=dtype)
 
+
+#: family -> (fields after the dtype, the factory call). Each builds with stand-in arrays of the spec's dtype.
+FAMILIES = {
+    "reduce": (("op", "init"), lambda a, dt, f: a.make_reduce_into(
+        d_in=_Fake(dt), d_out=_Fake(dt), op=operator(f["op"]), h_init=_value(dt, f["init"]))),
+    "inclusive_scan": (("op", "init"), lambda a, dt, f: a.make_inclusive_scan(
+        d_in=_Fake(dt), d_out=_Fake(dt), op=operator(f["op"]), init_value=_value(dt, f["init"]))),
+    "exclusive_scan": (("op", "init"), lambda a, dt, f: a.make_exclusive_scan(
+        d_in=_Fake(dt), d_out=_Fake(dt), op=operator(f["op"]), init_value=_value(dt, f["init"]))),
+    "unary_transform": (("op",), lambda a, dt, f: a.make_unary_transform(
+        d_in=_Fake(dt), d_out=_Fake(dt), op=operator(f["op"]))),
+    "radix_sort": (("order",), lambda a, dt, f: a.make_radix_sort(
+        d_in_keys=_Fake(dt), d_out_keys=_Fake(dt), d_in_values=None, d_out_values=None,
+        order=getattr(a.SortOrder, f["order"].upper()))),
+}
+
+
+def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
+    """``family:dtype:field...`` -> (family, dtype, fields); ValueError naming the spec and what is wrong."""
+    family, _, rest = spec.partition(":")
+    if family not in FAMILIES:
+        raise ValueError(f"{spec}: family {family!r} is not built for releases without serialize "
+                         f"(known: {', '.join(sorted(FAMILIES))})")
+    names = FAMILIES[family][0]
+    parts = rest.split(":") if rest else []
+    if len(parts) != 1 + len(names):
+        raise ValueError(f"{spec}: {family} takes {family}:dtype:{':'.join(names)}")
+    return family, parts[0], dict(zip(names, parts[1:]))
+
+
+def build_spec(spec: str) -> None:
+    """Run the release's factory for ``spec``; the build's failure after the link (no device) is expected."""
     from cuda.compute import algorithms
+    family, dtype, f = parse_spec(spec)
     try:
-        algorithms.make_reduce_into(d_in=_Fake(dtype), d_out=_Fake(dtype), op=OPS[op],
-                                    h_init=np.array([init], dtype=dtype))
+        FAMILIES[family][1](algorithms, dtype, f)
     except RuntimeError:
         pass  # no device: the load after the link fails; what was recorded says whether the build ran
 
 
+def build_reduce(dtype: str, op: str, init: float) -> None:
+    build_spec(f"reduce:{dtype}:{op}:{init}")
+
+
 def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, int]:
-    """Build each ``reduce:<dtype>:<op>:<init>`` spec for ``sm``; write every recorded answer under ``out``.
+    """Build each spec (``reduce:int32:plus:0``, see FAMILIES) for ``sm``; write every answer under ``out``.
     Returns spec -> answers recorded (a spec with fewer than 2, a compile and a link, did not build)."""
+    for spec in specs:
+        parse_spec(spec)  # every spec checked before anything is compiled or written
     cuda_cccl = metadata.version("cuda-cccl")
     dest = out / "cccl-legacy" / f"cuda-cccl-{cuda_cccl}"
     dest.mkdir(parents=True, exist_ok=True)
@@ -91,11 +141,8 @@ def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, i
         _target_cc(sm)
         counts = {}
         for spec in specs:
-            family, dtype, op, init = spec.split(":")
-            if family != "reduce":
-                raise ValueError(f"{spec}: only reduce specs are built for cuda-cccl {cuda_cccl} so far")
             before = len(got)
-            build_reduce(dtype, op, float(init))
+            build_spec(spec)
             counts[spec] = len(got) - before
     for key, inputs, answer in got:
         kind = "nvrtc" if inputs[8:8 + len(cccl_legacy.NVRTC_TAG)] == cccl_legacy.NVRTC_TAG else "nvjitlink"
@@ -111,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m aot.build.cccl_legacy_build")
     ap.add_argument("--sm", type=int, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("specs", nargs="+", help="reduce:<dtype>:<op>:<init>")
+    ap.add_argument("specs", nargs="+", help="family:dtype:fields, e.g. reduce:int32:plus:0, radix_sort:uint32:"
+                    "ascending, unary_transform:float32:negate, inclusive_scan:int64:mylib.ops.add:0")
     args = ap.parse_args(argv)
     counts = record(args.specs, args.sm, args.out)
     bad = [s for s, n in counts.items() if n < 2]
