@@ -175,10 +175,11 @@ def test_record_then_serve_gives_the_same_bytes_and_a_changed_input_compiles(tmp
 def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_path):
     py, env = os.environ["AOT_CCCL060_PYTHON"], dict(os.environ, PYTHONPATH=str(ROOT))
     out = tmp_path / "set"
-    r = subprocess.run([py, "-m", "aot.build.cccl_legacy_build", "--sm", "90", "--out", str(out),
-                        "reduce:int32:plus:0"], capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0 and "2 answers" in r.stdout, r.stderr[-2000:]
-    assert len(list((out / "cccl-legacy" / "cuda-cccl-0.6.0").glob("*.aot"))) == 2
+    specs = ["reduce:int32:plus:0", "unary_transform:float32:negate"]
+    r = subprocess.run([py, "-m", "aot.build.cccl_legacy_build", "--sm", "90", "--out", str(out), *specs],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and r.stdout.count("2 answers") == 2, r.stderr[-2000:]
+    assert len(list((out / "cccl-legacy" / "cuda-cccl-0.6.0").glob("*.aot"))) == 4
     serve = textwrap.dedent('''
         import sys, json
         from pathlib import Path
@@ -187,16 +188,17 @@ def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_pat
         tmp = Path(sys.argv[2]); b._stand_in_driver(tmp)
         sh = cccl_legacy.install(Path(sys.argv[1]), "0.6.0", tmp)
         b._target_cc(90)
-        for dt in ("int32", "int64"):
-            b.build_reduce(dt, "plus", 0)
+        # the other order than the build's: operators are named and mangled from content, not from counters
+        for spec in ("unary_transform:float32:negate", "reduce:int32:plus:0", "reduce:int64:plus:0"):
+            b.build_spec(spec)
         print(json.dumps(sh.counts()))
     ''')
     (tmp_path / "shims").mkdir()
     r = subprocess.run([py, "-c", serve, str(out), str(tmp_path / "shims")], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    # int32 served (compile and link), int64 never built: compiled for real
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"nvrtc": [1, 1], "nvJitLink": [1, 1]}
+    # both built specs served (compile and link), the int64 reduce never built: compiled for real
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"nvrtc": [2, 1], "nvJitLink": [2, 1]}
 
 
 def test_a_real_nvrtc_loaded_first_refuses_rather_than_serving_nothing(tmp_path):

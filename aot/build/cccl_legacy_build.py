@@ -66,6 +66,9 @@ def _target_cc(sm: int) -> None:
         k.setdefault("cc", (sm // 10, sm % 10))
         return compile_(*a, **k)
     numba.cuda.compile = compile_for_target
+    # operators compiled to content-named bytes, as the serving process compiles them (cccl_legacy_activate)
+    from ..runtime.adapters.cccl_legacy_activate import canonical_operator_names
+    canonical_operator_names()
 
 
 class _Fake:
