@@ -97,14 +97,31 @@ def test_an_include_dir_outside_the_installed_packages_or_another_path_refuses(i
 def test_a_corrupt_or_foreign_answer_warns_once_and_is_left_out(tmp_path, caplog):
     d = tmp_path / "cccl-legacy" / "cuda-cccl-0.6.0"
     d.mkdir(parents=True)
-    good = "a" * 64
+    good, cut, other = "a" * 64, "b" * 64, "c" * 64
     (d / f"{good}.aot").write_bytes(L.encode_entry(good, "nvrtc", "0.6.0", b"answer"))
-    (d / f"{'b' * 64}.aot").write_bytes(L.encode_entry("b" * 64, "nvrtc", "0.6.0", b"answer")[:-1])
-    (d / f"{'c' * 64}.aot").write_bytes(L.encode_entry("c" * 64, "nvrtc", "0.7.0", b"answer"))
+    (d / f"{cut}.aot").write_bytes(L.encode_entry(cut, "nvrtc", "0.6.0", b"answer")[:-1])
+    (d / f"{other}.aot").write_bytes(L.encode_entry(other, "nvrtc", "0.7.0", b"answer"))
+    (d / "notakey.aot").write_bytes(L.encode_entry(good, "nvrtc", "0.6.0", b"answer"))
     table = L.load_table(tmp_path, "0.6.0")
-    assert table == {good: b"answer"}
+    assert sorted(table) == [good, cut, other]  # an index: read and checked on the first hit
+    got = {k: L.read_answer(p, k, "0.6.0") for k, p in table.items() if isinstance(p, Path)}
+    assert got == {good: b"answer", cut: None, other: None}
     assert len([r for r in caplog.records if "runs for real" in r.getMessage()]) == 2
     assert L.load_table(tmp_path, "0.7.0") == {}
+
+
+def test_with_a_release_that_serializes_the_import_hook_loads_nothing(monkeypatch, tmp_path):
+    from aot.runtime.adapters import cccl_legacy_activate as A
+    assert A.release_without_serialize() is None  # the shared venv's cuda-cccl 1.2.1 serializes
+    monkeypatch.setattr(A.metadata, "version", lambda name: "0.6.0")
+    assert A.release_without_serialize() == "0.6.0"
+    pkg = tmp_path / "libpkg" / "artifacts" / "cccl-legacy" / "cuda-cccl-0.6.0"
+    pkg.mkdir(parents=True)
+    monkeypatch.setattr(A.sys, "path", [str(tmp_path)])
+    assert A.package_roots("0.6.0") == [tmp_path / "libpkg" / "artifacts"] and A.package_roots("0.7.0") == []
+    for v, want in (("1.1.0", None), ("1.0.2", "1.0.2"), ("0.2.1", "0.2.1"), ("1.2.1rc1", None)):
+        monkeypatch.setattr(A.metadata, "version", lambda name, v=v: v)
+        assert A.release_without_serialize() == want
 
 
 _ROUNDTRIP = textwrap.dedent(r'''

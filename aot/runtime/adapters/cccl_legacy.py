@@ -182,9 +182,10 @@ def key_of(buf: bytes, identity: bytes) -> str:
 class Shims:
     """The two loaded shims, their callbacks and the table they answer from (key -> output bytes)."""
 
-    def __init__(self, paths: dict[str, Path], real: dict[str, str], table: dict[str, bytes] | None = None,
-                 record: Callable[[str, bytes, bytes], None] | None = None):
+    def __init__(self, paths: dict[str, Path], real: dict[str, str], table: dict[str, bytes | Path] | None = None,
+                 record: Callable[[str, bytes, bytes], None] | None = None, release: str | None = None):
         self.table = dict(table or {})
+        self.release = release
         self.identity = compiler_identity(real)
         self.refusals: list[str] = []
         self._record = record
@@ -227,9 +228,14 @@ class Shims:
                 return 0
             ans = self._answers.get(key)
             if ans is None:  # kept alive for the process: the shim copies it, but only after this returns
-                ans = self._answers[key] = ctypes.create_string_buffer(self.table[key], len(self.table[key]))
+                value = self.table[key]
+                payload = read_answer(value, key, self.release) if isinstance(value, Path) else value
+                if payload is None:
+                    del self.table[key]
+                    return 0
+                ans = self._answers[key] = ctypes.create_string_buffer(payload, len(payload))
             out[0] = ctypes.addressof(ans)
-            out_len[0] = len(self.table[key])
+            out_len[0] = len(ans.raw)
             return 1
         except Exception:  # a callback must not raise into C: a miss compiles for real
             return 0
@@ -321,24 +327,33 @@ def decode_entry(data: bytes, where: str) -> tuple[dict, bytes]:
     return header, payload
 
 
-def load_table(root: Path, cuda_cccl: str) -> dict[str, bytes]:
-    """key -> answer, from ``root/cccl-legacy/cuda-cccl-<release>/*.aot`` (the installed release's only).
-    A corrupt or foreign file: one warning, left out (that compile runs for real)."""
-    import logging
-    table: dict[str, bytes] = {}
+def load_table(root: Path, cuda_cccl: str) -> dict[str, bytes | Path]:
+    """key -> where its answer is, from ``root/cccl-legacy/cuda-cccl-<release>/<sha256>.aot`` (the installed
+    release's only): an index, each file read and checked on its first hit (:func:`read_answer`)."""
+    table: dict[str, bytes | Path] = {}
     d = root / "cccl-legacy" / f"cuda-cccl-{cuda_cccl}"
     if not d.is_dir():
         return table
     for p in sorted(d.glob("*.aot")):
-        try:
-            header, payload = decode_entry(p.read_bytes(), str(p))
-            if header.get("key") != p.stem or header.get("cuda_cccl") != cuda_cccl:
-                raise ValueError(f"{p}: key or release does not match its name")
-        except (ValueError, OSError) as e:
-            logging.getLogger("aot").warning("aot: %s; that compile runs for real", e)
-            continue
-        table[p.stem] = payload
+        if len(p.stem) == 64 and all(c in "0123456789abcdef" for c in p.stem):
+            table[p.stem] = p
     return table
+
+
+def read_answer(path: Path, key: str, cuda_cccl: str | None) -> bytes | None:
+    """The checked payload of one packaged answer; a corrupt or foreign file is one warning and None (that
+    compile or link runs for real)."""
+    import logging
+    try:
+        with open(path, "rb") as f:
+            data = f.read(len(MAGIC) + 4 + MAX_HEADER + MAX_PAYLOAD + 1)
+        header, payload = decode_entry(data, str(path))
+        if header.get("key") != key or (cuda_cccl is not None and header.get("cuda_cccl") != cuda_cccl):
+            raise ValueError(f"{path}: key or release does not match its name")
+    except (ValueError, OSError) as e:
+        logging.getLogger("aot").warning("aot: %s; that compile runs for real", e)
+        return None
+    return payload
 
 
 def install(root: Path, cuda_cccl: str, shim_dir: Path, major: int = 13, record=None) -> Shims:
@@ -346,4 +361,4 @@ def install(root: Path, cuda_cccl: str, shim_dir: Path, major: int = 13, record=
     Refuses (RuntimeError) when cuda.compute's bindings are loaded already: its C library is bound."""
     if any(m.startswith("cuda.compute._bindings") or m.startswith("cuda.compute.cu1") for m in sys.modules):
         raise RuntimeError("aot: cuda.compute's C library is loaded already; the legacy shims must come first")
-    return Shims(build_shims(major, shim_dir), real_libs(major), load_table(root, cuda_cccl), record)
+    return Shims(build_shims(major, shim_dir), real_libs(major), load_table(root, cuda_cccl), record, cuda_cccl)

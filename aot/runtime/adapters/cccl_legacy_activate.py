@@ -64,7 +64,7 @@ def activate() -> object:
         return None
     from . import cccl_legacy
     try:
-        table: dict[str, bytes] = {}
+        table: dict[str, bytes | Path] = {}
         for root in roots:
             table.update(cccl_legacy.load_table(root, release))
         from ..loader.stand_ins import _private_dir
