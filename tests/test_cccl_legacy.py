@@ -247,3 +247,28 @@ def test_a_bad_spec_is_one_line_naming_it_before_anything_is_written(tmp_path):
         B.parse_spec("reduce:int32:plus")
     assert not (tmp_path / "out").exists()
     assert B.operator("aot.build.cccl_legacy_build.operator") is B.operator  # a library's own, by module path
+
+
+def test_a_shim_whose_real_library_does_not_load_is_unloaded_again(tmp_path):
+    """Bound to a shim without its real library, cuda.compute's every compile would fail: refuse and unload."""
+    code = textwrap.dedent('''
+        import ctypes, os, sys
+        from pathlib import Path
+        from aot.runtime.adapters import cccl_legacy as L
+        bad = Path(sys.argv[1]) / "notalib.so"
+        bad.write_text("not a shared library")
+        real = dict(L.real_libs(13), nvJitLink=str(bad))
+        try:
+            L.Shims(L.build_shims(13, Path(sys.argv[1])), real)
+        except OSError as e:
+            print("refused:", e)
+        try:  # the soname now names the real NVRTC (the shim had loaded it) or nothing: never the shim
+            bound = ctypes.CDLL("libnvrtc.so.13", mode=os.RTLD_NOW | L.RTLD_NOLOAD)
+            print("still the shim" if hasattr(bound, "aot_nvrtc_shim") else "unloaded")
+        except OSError:
+            print("unloaded")
+    ''')
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    want = [f"refused: aot: the real nvJitLink at {tmp_path / 'notalib.so'} does not load", "unloaded"]
+    assert r.stdout.splitlines()[-2:] == want, (r.stdout, r.stderr[-1000:])

@@ -193,6 +193,7 @@ class Shims:
         self._lookup_cb = LOOKUP(self._lookup)
         self._record_cb = RECORD(self._on_record) if record else RECORD()  # a NULL function pointer
         self.libs = {}
+        self._opened: list = []
         # NVRTC opens its builtins by soname when it first compiles; the wheels' libnvrtc has no RUNPATH to
         # find them by (cuda-pathfinder, which would load them, sees the shim's soname and stops there).
         for b in sorted(Path(real["nvrtc"]).parent.glob("libnvrtc-builtins.so.*")):
@@ -201,14 +202,22 @@ class Shims:
             h = ctypes.CDLL(str(paths[lib]), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
             h.aot_shim_init.argtypes = [ctypes.c_char_p, LOOKUP, RECORD]
             if h.aot_shim_init(real[lib].encode(), self._lookup_cb, self._record_cb) != 0:
+                self._unload([h, *self._opened])  # a shim without its real library would fail every call
                 raise OSError(f"aot: the real {lib} at {real[lib]} does not load")
             h.aot_shim_hits.restype = h.aot_shim_misses.restype = ctypes.c_ulong
             self.libs[lib] = h
             # The soname must now name the shim: where the real library was loaded first (by cuda-pathfinder,
             # CuPy, ...), the C library would bind to it and nothing would be served.
             bound = ctypes.CDLL(paths[lib].name, mode=os.RTLD_NOW | RTLD_NOLOAD)
+            self._opened += [h, bound]  # dlopen counts each: an unload closes each
             if not hasattr(bound, f"aot_{lib.lower()}_shim"):
                 raise OSError(f"{paths[lib].name} was loaded before aot's shim; its builds are not served")
+
+    @staticmethod
+    def _unload(handles: list) -> None:
+        import _ctypes
+        for h in handles:
+            _ctypes.dlclose(h._handle)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """lib -> (hits, misses)."""
