@@ -4,6 +4,8 @@
 #   cccl/cuda_cccl-0.6.0-cp312-*.whl and cccl/cuda_cccl-0.7.0-cp312-*.whl   (pip download --no-deps
 #       --python-version 3.12 --only-binary=:all: cuda-cccl==0.6.0 / ==0.7.0: about 4 MB each)
 #   deps/numba_cuda-0.26.0-*.whl (optional: both releases ask numba-cuda<0.27; without it the machine's own)
+#   lib/libnvrtc.so.13, lib/libnvJitLink.so.13: aot's shims, built on the CPU host (this machine may lack cc)
+# All made by `bash .ci/gpu/cccl_legacy_prepare.sh` on the CPU host (13 MB).
 # Per release, in its own --target folder: the answers are recorded on this machine (the same shims, the real
 # driver and its NVRTC 13.0; the CPU host's sets hold its own NVRTC's bytes in their keys), then each spec runs
 # in a fresh process twice: cold JIT (AOT_IMPORT_HOOK=0, no aot) and served (a package carrying the answers on
@@ -13,7 +15,8 @@ set -uo pipefail
 R=.gpu/cccl-legacy
 OUT=${OUT:-$R/out}
 W=$(mktemp -d /tmp/cccl-legacy.XXXX)
-mkdir -p "$OUT"
+mkdir -p "$OUT" cccl_patches/lib/legacy
+cp "$R"/lib/lib*.so.13 cccl_patches/lib/legacy/ 2>/dev/null || echo "no prebuilt shims: compiling them here (needs cc)"
 SPECS="reduce:int32:plus:0 reduce:float64:plus:0 reduce:int64:maximum:-1"
 deps=""
 ls "$R"/deps/*.whl >/dev/null 2>&1 && deps="$R/deps/*.whl"
