@@ -257,6 +257,7 @@ EXPORT nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *expr, cons
 FWD_SIZE(nvrtcGetPTXSize) FWD_GET(nvrtcGetPTX)
 FWD_SIZE(nvrtcGetCUBINSize) FWD_GET(nvrtcGetCUBIN)
 FWD_SIZE(nvrtcGetOptiXIRSize) FWD_GET(nvrtcGetOptiXIR)
+FWD_SIZE(nvrtcGetTileIRSize) FWD_GET(nvrtcGetTileIR)  /* NVRTC 13.5; an older real one answers INTERNAL_ERROR */
 FWD_SIZE(nvrtcGetPCHHeapSizeRequired)
 EXPORT nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog) {
     prog_t *p = prog; prog_fn f = REAL(prog_fn, "nvrtcGetPCHCreateStatus");
