@@ -169,7 +169,8 @@ def merge_answers(out: Path, sources: list[Path]) -> int:
             for key, path in cccl_legacy.load_table(src, release).items():
                 if not isinstance(path, Path) or cccl_legacy.read_answer(path, key, release) is None:
                     bad.append(str(path))
-                found.setdefault((release, key), path)
+                else:
+                    found.setdefault((release, key), path)
     if bad:
         raise ValueError("not aot cccl-legacy answers: " + ", ".join(bad))
     copied = 0

@@ -22,6 +22,7 @@ import hashlib
 import os
 import struct
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -141,6 +142,18 @@ def compiler_identity(real: dict[str, str]) -> bytes:
     return "\n".join(parts).encode()
 
 
+def include_dirs_to_prefetch(major: int = 13) -> list[Path]:
+    """The include directories cuda.compute's builds name: cuda-cccl's headers and the CUDA wheels'."""
+    dirs = []
+    for mod, sub in (("cuda.cccl", ("headers", "include")), ("nvidia", (f"cu{major}", "include"))):
+        try:
+            m = __import__(mod, fromlist=["_"])
+        except ImportError:
+            continue
+        dirs += [Path(p, *sub) for p in getattr(m, "__path__", []) if Path(p, *sub).is_dir()]
+    return dirs
+
+
 def _canonical_nvrtc(buf: bytes) -> bytes:
     rec = parse_nvrtc(buf)
     out = []
@@ -186,7 +199,12 @@ class Shims:
                  record: Callable[[str, bytes, bytes], None] | None = None, release: str | None = None):
         self.table = dict(table or {})
         self.release = release
-        self.identity = compiler_identity(real)
+        # Hashing the compilers and the include directories (about 300 MB, seconds on a slow host) starts now,
+        # beside the rest of the import and numba's compile of the operators; a lookup waits for it.
+        self._identity: bytes | None = None
+        self._warm_error: BaseException | None = None
+        self._warm = threading.Thread(target=self._prefetch, args=(real,), name="aot-cccl-legacy-hash", daemon=True)
+        self._warm.start()
         self.refusals: list[str] = []
         self._record = record
         self._answers: dict[str, ctypes.Array] = {}
@@ -222,6 +240,25 @@ class Shims:
     def counts(self) -> dict[str, tuple[int, int]]:
         """lib -> (hits, misses)."""
         return {k: (int(h.aot_shim_hits()), int(h.aot_shim_misses())) for k, h in self.libs.items()}
+
+    def _prefetch(self, real: dict[str, str]) -> None:
+        try:
+            self._identity = compiler_identity(real)
+            for d in include_dirs_to_prefetch():
+                try:
+                    dir_digest(str(d))
+                except Refused:
+                    pass
+        except BaseException as e:  # noqa: BLE001 - kept for the first lookup, which then refuses
+            self._warm_error = e
+
+    @property
+    def identity(self) -> bytes:
+        """The compilers' content (computed by the prefetch thread; waited for)."""
+        self._warm.join()
+        if self._identity is None:
+            raise Refused(f"the compilers could not be hashed: {self._warm_error}")
+        return self._identity
 
     def _key(self, ptr: int, n: int) -> str | None:
         try:
