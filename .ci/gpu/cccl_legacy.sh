@@ -40,7 +40,8 @@ done
 python3 - "$OUT" <<'PY'
 import glob, json, sys
 bad = 0
-print(f"{'cuda-cccl':9} {'spec':26} {'jit s':>7} {'served s':>8} {'ratio':>6} {'hits/misses':18} {'equal':5} verdict")
+print(f"{'cuda-cccl':9} {'spec':26} {'jit s':>7} {'served s':>8} {'ratio':>6} {'imports j/s':>11} "
+      f"{'hits/misses':18} {'equal':5} verdict")
 for path in sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl")):
     rows = [json.loads(line) for line in open(path) if line.startswith("{")]
     by = {(r["spec"], r["mode"]): r for r in rows}
@@ -53,8 +54,9 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl")):
         served = c and all(h >= 1 and m == 0 for h, m in c.values())
         ok = ratio <= 0.10 and served and s["result"] == j["result"]
         bad += not ok
+        imports = f"{j['imports_s']:.1f}/{s['imports_s']:.1f}"
         print(f"{s['cuda_cccl']:9} {spec:26} {j['first_call_s']:7.2f} {s['first_call_s']:8.2f} {ratio:6.1%} "
-              f"{str(c):18} {str(s['result'] == j['result']):5} {'ok' if ok else 'FAIL'}")
+              f"{imports:>11} {str(c):18} {str(s['result'] == j['result']):5} {'ok' if ok else 'FAIL'}")
 print("PASS" if not bad and glob.glob(f"{sys.argv[1]}/rows-*.jsonl") else f"FAIL ({bad})")
 sys.exit(1 if bad or not glob.glob(f"{sys.argv[1]}/rows-*.jsonl") else 0)
 PY
