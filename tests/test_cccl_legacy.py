@@ -119,9 +119,11 @@ def test_with_a_release_that_serializes_the_import_hook_loads_nothing(monkeypatc
     pkg.mkdir(parents=True)
     monkeypatch.setattr(A.sys, "path", [str(tmp_path)])
     assert A.package_roots("0.6.0") == [tmp_path / "libpkg" / "artifacts"] and A.package_roots("0.7.0") == []
-    for v, want in (("1.1.0", None), ("1.0.2", "1.0.2"), ("0.2.1", "0.2.1"), ("1.2.1rc1", None)):
+    from aot.runtime.loader import import_hook
+    for v, want in (("1.1.0", None), ("1.0.2", "1.0.2"), ("0.2.1", "0.2.1"), ("1.2.1rc1", None), ("1.10.0", None)):
         monkeypatch.setattr(A.metadata, "version", lambda name, v=v: v)
         assert A.release_without_serialize() == want
+        assert import_hook._cccl_without_serialize() is (want is not None)  # the hook's cheap gate agrees
 
 
 _ROUNDTRIP = textwrap.dedent(r'''
