@@ -50,6 +50,12 @@ def _prepare():
         from aot.runtime.loader import lean
     except ImportError:  # this copy outlived aot (a broken environment): do nothing
         return
+    if _cccl_without_serialize():  # before anything loads NVRTC (issue 44): served compiles where packaged
+        try:
+            from aot.runtime.adapters.cccl_legacy_activate import activate
+            activate()
+        except ImportError:
+            pass
     try:
         lean.prepare_for_import()
     except Exception as e:  # noqa: BLE001 - one line that says what to do, in place of cuda-pathfinder's
@@ -69,3 +75,17 @@ def install():
 
 
 install()
+
+
+def _cccl_without_serialize():
+    """Whether the installed cuda-cccl predates ``serialize`` (0.x, 1.0.x): only then is the adapters room
+    imported here (:mod:`aot.runtime.adapters.cccl_legacy_activate`); one metadata read otherwise."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            v = version("cuda-cccl")
+        except PackageNotFoundError:
+            return False
+    except ImportError:
+        return False
+    return v.startswith("0.") or v.startswith("1.0.") or v == "1.0"
