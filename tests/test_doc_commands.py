@@ -112,6 +112,13 @@ COMMANDS.update({
     ("docs/triton.md", "pip install 'cccl-aot-cu13[triton]'"): ("slow", "installs from the index"),
     ("docs/triton.md", "python -m aot build --matrix examples/triton-mypkg/build_matrix.yaml --sm 80,90 --jobs 1 "
                        "--out out"): ("fast", "."),
+    ("docs/build.md", "python -m aot.build.cccl_legacy_build --sm 90 --out cccl-0.6.0 reduce:int32:plus:0 "
+                      "radix_sort:uint32:ascending"): (
+        "long", "needs an environment with cuda-cccl 0.6.0 (tests/test_cccl_legacy.py's slow test builds under it)"),
+    ("docs/build.md", "python -m aot.build.cccl_legacy_build --out merged --merge cccl-0.6.0 cccl-0.7.0"): (
+        "long", "needs the sets of the line above, one per release"),
+    ("docs/triton.md", "python benchmarks/triton_per_python.py 90"): (
+        "long", "compiles Triton kernels for SM 90, once under each Python whose results it compares"),
     ("README.md", "aot inspect --package mypkg"): ("elsewhere", "docs/downstream.md's line, run by " + ISOLATED),
     ("docs/downstream.md", "aot inspect --package mypkg"): ("elsewhere", ISOLATED),
     ("docs/gate.md", "python -m aot gate --package mylib -- python -m pytest tests"): (
