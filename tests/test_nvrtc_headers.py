@@ -117,3 +117,38 @@ def test_cuda_core_version_is_in_no_nvrtc_or_numba_key():
         keys = {item_key(spec, 90, "cubin", {**base, "cuda_core": v}) for v in ("0.9.0", "1.2.2")}
         assert len(keys) == 1, spec.name
     assert item_key(unit, 90, "cubin", base) != item_key(unit, 90, "cubin", {**base, "nvrtc": "13.1"})
+
+
+def test_a_set_keyed_before_cuda_core_left_the_key_still_loads(built, tmp_path):
+    """An artifact whose content key is the schema-1 key (cuda-core's version in it) passes the loader's
+    check; a key of neither schema is a stale artifact."""
+    import hashlib
+    import json
+    import shutil
+    from aot.core import format as fmt
+    from aot.core.errors import ArtifactError
+    from aot.core.manifest import load_manifest
+    from aot.core.spec import item_key
+    from aot.runtime.loader.sources import check_packaged
+    old = tmp_path / "old"
+    shutil.copytree(built, old)
+    doc = json.loads((old / "manifest.json").read_text())
+    (e,) = [e for e in doc["artifacts"] if e["name"] == "twice" and e["payload_kind"] == "cubin"]
+    m = load_manifest(old)
+    unit = m.built["twice"]
+    legacy = item_key(unit, e["sm"], "cubin", m.producer, legacy=True)
+    assert legacy != e["content_key"] and "cuda_core" in m.producer
+
+    def rekey(key):
+        art = fmt.read(old / e["path"])
+        data = fmt.encode({**art.header, "content_key": key}, art.payload)
+        (old / e["path"]).write_bytes(data)
+        e.update(content_key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        (old / "manifest.json").write_text(json.dumps(doc))
+        m = load_manifest(old)
+        return check_packaged(m, m.built["twice"], next(x for x in m.artifacts if x["path"] == e["path"]),
+                              old / e["path"])
+
+    assert rekey(legacy).header["content_key"] == legacy
+    with pytest.raises(ArtifactError, match="stale artifact"):
+        rekey("0" * 64)
