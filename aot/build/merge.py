@@ -161,11 +161,10 @@ def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
 
 
 def _unstamped(source: _Source, with_key: bool) -> dict:
-    """The artifact's header without the release stamp and the cuda-core that release brought (neither is in
-    a non-CCCL key: :data:`aot.core.spec._NOT_IN_KEY`), and without the content key unless ``with_key``; the
+    """The artifact's header without the release stamp (and the content key, unless ``with_key``); the
     header carries the payload's sha256, which :func:`aot.core.format.read` checked against the payload."""
     header = dict(fmt.read(source.manifest.root / source.src_path).header)
-    header["producer"] = {k: v for k, v in header["producer"].items() if k not in MAY_DIFFER}
+    header["producer"] = {k: v for k, v in header["producer"].items() if k != "cuda_cccl"}
     if not with_key:
         header.pop("content_key", None)
     return header
