@@ -102,8 +102,8 @@ def test_merge_refuses_other_bytes_under_one_content_key_whatever_release_they_c
 
 
 def test_merge_refuses_other_bytes_under_a_key_made_to_differ(tmp_path):
-    """Claiming another cuda-core as well changes the unit's content key (cuda-core is in it) but not what can
-    change a cubin that includes nothing from cuda-cccl: still a conflict."""
+    """Claiming another cuda-core and another content key as well does not change what can change a cubin that
+    includes nothing from cuda-cccl: still a conflict."""
     from tests.test_cccl_releases import producer
     genuine = fake_set(tmp_path / "genuine", "1.2.1", unit_bytes=b"genuine cubin")
     foreign = fake_set(tmp_path / "foreign", "9.9.9", unit_bytes=b"foreign cubin", unit_key="f" * 64,

@@ -15,6 +15,11 @@ refuses ``cache=`` with them), headers (an include path: cuda.core refuses a key
 ``lineinfo``/``debug`` (the line table names ``<unit>.cu``, the library's compile names its own program).
 Without those, aot's recipe (program name ``<unit>.cu``, cuda-cccl's include path) gives the bytes of the
 library's plain compile; ``tests/test_bysource.py`` checks that on this host's NVRTC.
+
+And, for a unit whose source ``#include``s anything, ``header_digest``: the content of every header the source
+can reach through the include path this build's NVRTC used (the unit's headers, then cuda-cccl's folders), so
+the runtime serves it only where the user's headers are the same (:mod:`aot.runtime.adapters.hdrkey`). A
+unit that includes nothing gets none and pays nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from ..core.srckey import source_key
+from ..runtime.adapters.hdrkey import FIELD, header_digest, search_path
 from ..runtime.adapters.progkey import eligible, nvrtc_version, program_cache_key
 from .isolated import expose_build_env_toolkit
 
@@ -34,6 +40,9 @@ def entry_fields(unit: NvrtcUnit, sm: int, kind: str) -> dict[str, Any]:
     """The fields one NVRTC manifest entry gains: ``source_key`` always, ``progkey``/``progkey_nvrtc`` when
     the unit is :func:`eligible` and this host's NVRTC answers."""
     out: dict[str, Any] = {"source_key": source_key(unit.source, unit.options)}
+    digest = unit_header_digest(unit)
+    if digest is not None:
+        out[FIELD] = digest
     if not eligible(unit):
         return out
     expose_build_env_toolkit()  # the process that writes the manifest must find the NVRTC the workers used
@@ -48,3 +57,19 @@ def entry_fields(unit: NvrtcUnit, sm: int, kind: str) -> dict[str, Any]:
         return out
     out.update(progkey=key.hex(), progkey_nvrtc=version)
     return out
+
+
+#: Unit content key -> its header digest (a unit has several entries: one closure per unit and build).
+_DIGESTS: dict[str, str | None] = {}
+
+
+def unit_header_digest(unit: NvrtcUnit) -> str | None:
+    """The digest of the headers ``unit``'s source reaches through the include path its compile used
+    (:func:`aot.build.compile.program_options`: its headers' folder, then cuda-cccl's); ``None`` where it
+    includes nothing."""
+    key = unit.content_key()
+    if key not in _DIGESTS:
+        from .compile import cccl_include_dirs, headers_dir
+        with headers_dir(unit) as hdr:
+            _DIGESTS[key] = header_digest(unit.source, search_path([hdr] if hdr else [], cccl_include_dirs()))
+    return _DIGESTS[key]

@@ -221,19 +221,35 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel, TritonKernel]
 #: numba-cuda kernel never passes through cuda-cccl (unless the unit includes a header from the include path,
 #: which cuda-cccl provides: :meth:`NvrtcUnit.includes_installed_headers`), so building one beside another
 #: cuda-cccl (or none) must give the same key for the same bytes (issue 28: a library pinned to another
-#: cuda-cccl adopts its NVRTC units).
+#: cuda-cccl adopts its NVRTC units). cuda-core's version is in none of them (issue 46): NVRTC, nvJitLink and
+#: NVVM make the bytes, from the source, the options and the headers, each keyed by content; cuda-core only
+#: hands the options over, and builds of two cuda-cccl releases (each bringing its own cuda-core) made two
+#: keys for one cubin.
 #: A Triton cubin passes through none of cuda-cccl, NVRTC, nvJitLink or cuda-core: Triton's own LLVM and ptxas,
 #: whose build is in the spec (``triton_build``).
-_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}), "cupy": frozenset({"cuda_cccl"}),
+_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl", "cuda_core"}), "numba": frozenset({"cuda_cccl", "cuda_core"}),
+               "cupy": frozenset({"cuda_cccl", "cuda_core"}),
                "triton": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"})}
+#: The item-key schema of the families whose key changed (2: cuda-core's version left out, issue 46). An
+#: artifact keyed by the schema before (:func:`item_key` with ``legacy=True``) is still accepted by the
+#: loader: that key covered everything the new one does, and cuda-core's version besides.
+_SCHEMA = {"nvrtc": "2", "numba": "2", "cupy": "2"}
+#: What each of those families left out of its key before schema 2.
+_LEGACY_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}),
+                      "cupy": frozenset({"cuda_cccl"})}
 
 
-def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str]) -> str:
+def item_key(spec: Spec, sm: int, payload_kind: str, toolchain: Mapping[str, str], legacy: bool = False) -> str:
     """Content key of one build item: the spec, the SM, the payload kind and the toolchain versions that can
-    change its bytes (all of them for a CCCL spec; all but cuda-cccl for NVRTC units and numba kernels)."""
-    skip = _NOT_IN_KEY.get(spec.family, frozenset())
+    change its bytes (all of them for a CCCL spec; all but cuda-cccl and cuda-core for NVRTC units, numba and
+    CuPy kernels; an NVRTC unit that includes installed headers keeps cuda-cccl's). ``legacy``: the key an
+    artifact of this family was given before its schema changed (the same key where it never did)."""
+    legacy = legacy and spec.family in _SCHEMA
+    skip = (_LEGACY_NOT_IN_KEY if legacy else _NOT_IN_KEY).get(spec.family, frozenset())
     if isinstance(spec, NvrtcUnit) and spec.includes_installed_headers():
-        skip = frozenset()
+        skip = frozenset() if legacy else frozenset({"cuda_core"})
     tools = {k: v for k, v in toolchain.items() if k not in skip}
-    return _key(("spec", spec.content_key()), ("sm", str(sm)), ("kind", payload_kind),
-                ("toolchain", _canonical(tools)))
+    parts = [("spec", spec.content_key()), ("sm", str(sm)), ("kind", payload_kind), ("toolchain", _canonical(tools))]
+    if spec.family in _SCHEMA and not legacy:
+        parts.append(("schema", _SCHEMA[spec.family]))
+    return _key(*parts)

@@ -60,7 +60,7 @@ def _progkey_problems(e: Mapping[str, Any], unit: NvrtcUnit, where: str, here: l
     from ..runtime.adapters.progkey import eligible, nvrtc_version, program_cache_key
     if not _hex64(e["progkey"]):
         return [f"{where}: field progkey {short(e['progkey'])} is not a 64-digit hex key"]
-    if not eligible(unit):
+    if not eligible(unit, includes=False):  # an older set's key of a unit that includes headers: unused
         return [f"{where}: field progkey is recorded for a unit cuda.core's program cache cannot serve "
                 f"(name expressions, headers, lineinfo or debug)"]
     if not here:

@@ -42,6 +42,7 @@ from ...core.spec import NvrtcUnit
 from ...core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
 from ...core.versions import cuda_core_missing
 from ..loader.registry import Registry, package_registry
+from .hdrkey import headers_match
 
 if TYPE_CHECKING:
     from .program_cache import PackagedProgramCache
@@ -154,7 +155,11 @@ class SourceLookup:
         memo = (source, opts)
         if memo in self._units:
             return self._units[memo]
-        found = self._units[memo] = self._find(source, opts)
+        found = self._find(source, opts)
+        if found is not None and self.registry.manifest is not None and not headers_match(
+                self.registry.manifest.artifacts, found, source, opts.include_dirs):
+            found = None  # the user's headers are not the build's: compiled here (issue 46)
+        self._units[memo] = found
         return found
 
     # ------------------------------------------------------------------ serving

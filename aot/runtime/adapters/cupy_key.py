@@ -29,33 +29,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import threading
 from typing import Any, Iterable
+
+from ...core.headerclosure import Headers as _Headers
+from ...core.headerclosure import label  # noqa: F401 - named here since issue 40
 
 #: Bumped when what the key covers changes (older artifacts then miss: CuPy compiles).
 KEY_VERSION = 2
-_REF = re.compile(rb'#[ \t]*include(_next)?[ \t]*(?:([<"])([^>"\n]+)[>"]|([A-Za-z_]\w*))')
-#: ``__has_include(<x>)`` and the macros that wrap it (``_CCCL_HAS_INCLUDE(<x>)``, ``MDSPAN_IMPL_HAS_INCLUDE``).
-_HAS = re.compile(rb'\w*has_include(_next)?\w*[ \t]*\([ \t]*([<"])([^>"\n)]+)[>"]', re.IGNORECASE)
-
-
-def _refs(text: bytes) -> tuple[tuple[tuple[bool, str, str], ...], bool]:
-    """(next?, '<' or '"', name) of every include and ``__has_include`` in ``text`` (each once, in order), and
-    whether one is computed."""
-    seen: dict[tuple[bytes, bytes, bytes], None] = {}
-    computed = False
-    for m in _REF.finditer(text):
-        if m.group(4) is not None:  # a directive only where the line starts with it ("the first #include of")
-            start = text.rfind(b"\n", 0, m.start()) + 1
-            computed = computed or not text[start:m.start()].strip()
-        else:
-            seen[m.group(1, 2, 3)] = None  # type: ignore[index]
-    if b"has_include" in text or b"HAS_INCLUDE" in text:
-        for found in _HAS.findall(text):
-            seen[found] = None
-    return tuple((bool(nxt), kind.decode(), name.decode("utf-8", "replace").strip())
-                 for nxt, kind, name in seen), computed
 
 
 def include_dirs(options: Iterable[str]) -> tuple[str, ...] | None:
@@ -72,129 +52,12 @@ def include_dirs(options: Iterable[str]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-class Headers:
-    """The content digest of a source's header closure under given search folders, memoized per process."""
+class Headers(_Headers):
+    """The content digest of a CuPy source's header closure (:class:`aot.core.headerclosure.Headers`), files
+    named by the index of the search folder they lie in, memoized per process."""
 
     def __init__(self) -> None:
-        self._files: dict[str, tuple[str, tuple, bool]] = {}
-        self._closures: dict[Any, str | None] = {}
-        self._trees: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def _file(self, path: str) -> tuple[str, tuple, bool]:
-        got = self._files.get(path)
-        if got is None:
-            with open(path, "rb") as f:
-                data = f.read()
-            refs, computed = _refs(data)
-            got = self._files[path] = (hashlib.sha256(data).hexdigest(), refs, computed)
-        return got
-
-    def _tree(self, folder: str) -> str:
-        """Every file under ``folder`` (relative path and sha256), for a computed include's possible targets."""
-        got = self._trees.get(folder)
-        if got is None:
-            h = hashlib.sha256()
-            if os.path.isdir(folder):
-                for root, dirs, files in os.walk(folder):
-                    dirs.sort()
-                    for name in sorted(files):
-                        p = os.path.join(root, name)
-                        with open(p, "rb") as f:
-                            digest = hashlib.sha256(f.read()).hexdigest()
-                        h.update(os.path.relpath(p, folder).encode() + b"\0" + digest.encode())
-            else:
-                h.update(b"absent")
-            got = self._trees[folder] = h.hexdigest()
-        return got
-
-    def digest(self, source: str, search: tuple[str, ...]) -> str | None:
-        """sha256 of everything ``source`` can include through ``search``; ``None`` where the main source names
-        a file by ``"..."`` that exists relative to the working folder (where NVRTC would look: not aot's to key)."""
-        refs, computed = _refs(source.encode("utf-8", "surrogatepass"))
-        memo = (refs, computed, search)
-        with self._lock:
-            if memo not in self._closures:
-                facts = self._closure(refs, computed, search)
-                self._closures[memo] = None if facts is None else _digest(facts, search)
-            return self._closures[memo]
-
-    def facts(self, source: str, search: tuple[str, ...]) -> list[str] | None:
-        """What :meth:`digest` hashes, one line each (``file {I3}/cupy/carray.cuh <sha256>``, ``absent <x.h> ...``,
-        ``tree ...``): to see why a kernel is not found (diff the lines of two installs)."""
-        refs, computed = _refs(source.encode("utf-8", "surrogatepass"))
-        with self._lock:
-            return self._closure(refs, computed, search)
-
-    def _closure(self, refs: tuple, computed: bool, search: tuple[str, ...]) -> list[str] | None:
-        if any(k == '"' and os.path.isfile(n) for _, k, n in refs):
-            return None
-        seen: dict[str, str] = {}  # resolved file -> its label
-        facts: set[str] = set()
-        resolved: dict[tuple, tuple[str, int] | None] = {}
-        todo: list[tuple[tuple, bool, str | None, int]] = [(refs, computed, None, -1)]
-        while todo:
-            refs, computed, here, found_in = todo.pop()
-            if computed:  # #include MACRO: every file of the tree it came from, in every search folder
-                top = self._top(here, search)
-                for d in search:
-                    facts.add(f"tree {label(os.path.join(d, top), search)} {self._tree(os.path.join(d, top))}")
-            for nxt, kind, name in refs:
-                start = found_in + 1 if nxt else 0
-                curdir = os.path.dirname(here) if (kind == '"' and here and not nxt) else None
-                rkey = (name, start, curdir)
-                if rkey not in resolved:
-                    resolved[rkey] = self._resolve(name, start, curdir, search)
-                hit = resolved[rkey]
-                if hit is None:
-                    facts.add(f"absent {kind}{name} from {start} {label(curdir, search) if curdir else ''}")
-                    continue
-                path, idx = hit
-                if path in seen:
-                    continue
-                digest, sub, sub_computed = self._file(path)
-                seen[path] = label(path, search)
-                facts.add(f"file {seen[path]} {digest}")
-                todo.append((sub, sub_computed, path, idx))
-        return sorted(facts)
-
-    @staticmethod
-    def _resolve(name: str, start: int, curdir: str | None, search: tuple[str, ...]) -> tuple[str, int] | None:
-        fast = not (name.startswith("/") or ".." in name or "./" in name or "//" in name or name.endswith("/"))
-        if curdir is not None:
-            p = os.path.normpath(os.path.join(curdir, name))
-            if os.path.isfile(p):
-                return p, next((i for i, d in enumerate(search) if p.startswith(d + os.sep)), -1)
-        for i in range(start, len(search)):
-            p = f"{search[i]}{os.sep}{name}" if fast else os.path.normpath(os.path.join(search[i], name))
-            if os.path.isfile(p):
-                return p, i
-        return None
-
-    @staticmethod
-    def _top(here: str | None, search: tuple[str, ...]) -> str:
-        """The first folder of ``here`` below the search folder it lies in (``thrust`` for Thrust's headers)."""
-        for d in search:
-            if here and here.startswith(d + os.sep):
-                return os.path.relpath(here, d).split(os.sep)[0]
-        return ""
-
-
-def _digest(facts: list[str], search: tuple[str, ...]) -> str:
-    h = hashlib.sha256(f"aot-cupy-headers-v{KEY_VERSION}\0{len(search)} search folders\0".encode())
-    for fact in facts:
-        h.update(fact.encode("utf-8", "surrogatepass") + b"\n")
-    return h.hexdigest()
-
-
-def label(path: str, search: tuple[str, ...]) -> str:
-    """``path`` written relative to the innermost search folder holding it (``{I3}/cupy/carray.cuh``): where the
-    folders lie differs per install, their order and content is what NVRTC sees."""
-    best = -1
-    for i, d in enumerate(search):
-        if (path == d or path.startswith(d + os.sep)) and (best < 0 or len(d) > len(search[best])):
-            best = i
-    return path if best < 0 else f"{{I{best}}}{path[len(search[best]):]}"
+        super().__init__(f"aot-cupy-headers-v{KEY_VERSION}")
 
 
 def label_option(opt: str, search: tuple[str, ...]) -> str:

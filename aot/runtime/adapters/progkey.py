@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.headerclosure import includes_anything
 from ...core.spec import NvrtcUnit
 
 #: ProgramOptions fields whose effect the packaged image does not share with the library's compile: the
@@ -32,11 +33,15 @@ def program_kwargs(unit: NvrtcUnit) -> dict[str, Any]:
     return opts
 
 
-def eligible(unit: NvrtcUnit) -> bool:
+def eligible(unit: NvrtcUnit, includes: bool = True) -> bool:
     """Whether ``Program.compile(cache=...)`` can be served ``unit``'s packaged bytes: no name expressions
     (cuda.core refuses ``cache=`` with them), no headers (an include path needs an ``extra_digest``), no
-    ``lineinfo``/``debug`` (the bytes would name another file)."""
-    return not (unit.headers or unit.name_expressions() or any(unit.options.get(k) for k in _NOT_SAME_BYTES))
+    ``lineinfo``/``debug`` (the bytes would name another file), and (``includes``) a source that includes
+    nothing: cuda.core's key does not cover the text of a header such as ``cuda_fp16.h``, which the user's
+    NVRTC reads from its own install (issue 46; such a unit serves through :func:`aot.by_source`, which checks
+    the headers, or by name)."""
+    return not (unit.headers or unit.name_expressions() or any(unit.options.get(k) for k in _NOT_SAME_BYTES)
+                or (includes and includes_anything(unit.source)))
 
 
 def arch_of(sm: int, kind: str) -> str:

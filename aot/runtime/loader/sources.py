@@ -221,7 +221,9 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
     from ...core.spec import item_key
     if manifest is None:
         raise ArtifactError("no manifest: packaged artifacts are opened only through one")
-    if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], manifest.producer_of(entry)):
+    producer = manifest.producer_of(entry)
+    if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], producer) and \
+            h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], producer, legacy=True):
         raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
     check_producer(h["producer"], h["family"])
     return art
