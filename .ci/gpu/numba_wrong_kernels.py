@@ -256,8 +256,10 @@ def judge(variant: str, name: str, row: dict, cpu: bool) -> tuple[object, bool]:
     return want, clean and (row["served"] is True if cpu else row["value"] == want)
 
 
-def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
-    """Every variant in a fresh process; the table's lines and 0 (every row ok) or 1."""
+def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None,
+          python: str = sys.executable) -> tuple[int, list[str]]:
+    """Every variant in a fresh process of ``python`` (another interpreter than the build's: the digest must not
+    depend on it); the table's lines and 0 (every row ok) or 1."""
     ok, lines = True, []
     lines.append(f"{'variant':8} {'kernel':22} {'attach':13} {'value':>6} {'want':>6} {'compiles':>8}  verdict")
     for variant in ("A", "B", "nolto"):
@@ -270,7 +272,7 @@ def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) ->
                     text = path.read_text()
                     assert a in text, (file, a)
                     path.write_text(text.replace(a, b))
-            r = subprocess.run([sys.executable, "-W", "ignore::Warning", __file__, "run", str(site), variant,
+            r = subprocess.run([python, "-W", "ignore::Warning", __file__, "run", str(site), variant,
                                 "--cpu" if cpu else "--gpu"], capture_output=True, text=True, timeout=600,
                                env=dict(tree_env(env), PYTHONDONTWRITEBYTECODE="1"), cwd=tmp)
         if r.returncode != 0:

@@ -105,7 +105,20 @@ def kernel_digest(dispatcher: Any, memo: Memo | None = None) -> str:
     """sha256 of what numba-cuda compiles into ``dispatcher``'s kernel (the module docstring says what and how).
     Raises :class:`~aot.core.errors.AotError` naming the kernel and the global it cannot key. ``memo``: sources
     and bytecode reads kept from an earlier digest of the same kernel in this process."""
+    _load_extensions()
     return _Walk(dispatcher, memo=memo).digest
+
+
+def _load_extensions() -> None:
+    """Run numba-cuda's extension entry points (``numba_cuda_extensions``/``numba_extensions``: templates and
+    rewrites installed packages register) now, as its first compile of any kernel would: a digest taken before
+    them (at attach, at the build's matrix read) and one after (the recheck at compile) then see the same
+    registries. Once per process; a numba-cuda without them has none."""
+    try:
+        from numba.cuda.core import entrypoints
+    except ImportError:
+        return
+    entrypoints.init_all()
 
 
 def device_functions(dispatcher: Any) -> list[Any]:
