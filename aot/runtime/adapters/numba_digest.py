@@ -39,11 +39,11 @@ import dis
 import enum
 import hashlib
 import inspect
-import os
 import sys
 import types as pytypes
 from typing import Any, Iterator
 
+from ...core.env import DEBUG_DIGEST
 from ...core.errors import AotError
 from . import numba_overloads
 
@@ -143,7 +143,7 @@ class _Walk:
         self.keyed = keyed
         self.memo = Memo() if memo is None else memo
         self.h = hashlib.sha256(SCHEMA)
-        self.items: list[str] | None = [] if os.environ.get("AOT_DEBUG_DIGEST") else None
+        self.items: list[str] | None = [] if DEBUG_DIGEST.get() is not None else None
         self.seen: set[int] = set()
         self.dispatchers: list[Any] = []
         self.quiet = 0  # > 0: inside numba-cuda's own functions, walked for their callees only
@@ -359,7 +359,7 @@ class _Walk:
 def _debug_write(name: str, digest: str, items: list[str]) -> None:
     """``AOT_DEBUG_DIGEST=FILE``: append each digest's labelled items to FILE (one line each: label, the item's
     sha256 prefix, its first bytes), to compare a build host's items with a user's item by item."""
-    with open(os.environ["AOT_DEBUG_DIGEST"], "a", encoding="utf-8") as f:
+    with open(str(DEBUG_DIGEST.get()), "a", encoding="utf-8") as f:
         f.write(f"== {name} {digest}\n" + "".join(f"{i}\n" for i in items))
 
 
