@@ -19,6 +19,12 @@ pytest.importorskip("numba.cuda")
 from conftest import ROOT, repo_env  # noqa: E402
 
 KERNELS = ("by_overload", "by_overload_method", "by_overload_attribute", "by_device_function", "by_fastmath")
+#: A kernel reading what numba-cuda compiles in from numpy, math, numba, operator and the library (scalars, a
+#: computed table, nested tuples, a named tuple, an enum, a dtype, register_jitable, a device function,
+#: cuda.random, an operator @overload, an IR rewrite) and a closure's kernel: more names and values whose spelling
+#: could move between Python, numba and numpy releases.
+RICH = {"__init__.py": "", "kernels.py": 'import math\nimport enum\nimport operator\nfrom collections import namedtuple\nimport numpy as np\nimport numba\nfrom numba import cuda, types\nfrom numba.cuda.random import xoroshiro128p_uniform_float32\nfrom numba.cuda.extending import register_jitable\n\nTPB = 128\nSCALE = np.float32(2.5)\nTABLE = np.linspace(0, 1, 8, dtype=np.float32)\nNESTED = ((1, 2.0), (3, "x"))\nP = namedtuple("P", "a b")(1, 2)\nDT = np.dtype("f4")\nclass Mode(enum.IntEnum):\n    A = 1\n    B = 2\n\n@register_jitable\ndef helper(x):\n    return x * 2\n\n@cuda.jit(device=True)\ndef dev(x):\n    return math.sqrt(x) + np.float32(1)\n\n@cuda.jit\ndef rich(out, x, states):\n    i = cuda.grid(1)\n    sm = cuda.shared.array(TPB, dtype=numba.float32)\n    loc = cuda.local.array(4, types.float32)\n    if i < out.size:\n        v = np.exp(x[i]) + np.sqrt(x[i]) + math.pi + np.pi + SCALE + TABLE[i % 8] + NESTED[0][1] + P.a\n        v += helper(v) + dev(v) + operator.add(v, 1.0) + Mode.B + np.float64(v) + abs(v) + min(v, 1.0)\n        v += xoroshiro128p_uniform_float32(states, i) + np.int64(3) + np.float32(v) + DT.itemsize\n        cuda.atomic.add(out, 0, v)\n        sm[0] = v\n        loc[0] = v\n        cuda.syncthreads()\n        out[i] = sm[0] + loc[0] + np.finfo(np.float32).eps + math.isnan(v) + np.isnan(v) + np.sum(x)\nfrom . import ext  # noqa\n\n\ndef factory(k):\n    @cuda.jit\n    def closed(out):\n        out[0] = k + TPB\n    return closed\n\n\nclosed = factory(np.float32(3.5))\n',
+        "ext.py": 'import operator\nfrom numba.cuda import types\nfrom numba.cuda.extending import overload\nfrom numba.cuda.core import rewrites, ir\n\n\n@overload(operator.invert, target="cuda")\ndef _inv(x):\n    if isinstance(x, types.Float):\n        def impl(x):\n            return -x\n        return impl\n\n\n@rewrites.register_rewrite("after-inference")\nclass NoOp(rewrites.Rewrite):\n    def match(self, func_ir, block, typemap, calltypes):\n        return False\n\n    def apply(self):\n        return self.crnt_block\n'}
 #: A child that takes the digests of the wrong-kernel cases (argv: site, modules to import first, or to block).
 CHILD = r"""
 import importlib, json, sys
@@ -33,8 +39,11 @@ if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 sys.path.insert(0, site)
 from aot.runtime.adapters.numba_digest import kernel_digest
-k = importlib.import_module("numba_wrong_pkg.kernels")
-print(json.dumps({n: kernel_digest(getattr(k, n)) for n in sys.argv[4].split(",")}))
+out = {}
+for ref in sys.argv[4].split(","):
+    mod, _, name = ref.partition(":")
+    out[ref] = kernel_digest(getattr(importlib.import_module(mod), name))
+print(json.dumps(out))
 """
 
 
@@ -50,7 +59,8 @@ W = _cases()
 
 
 def _digests(site: Path, mode: str, mods: list[str], items: Path, python: str = sys.executable) -> dict:
-    r = subprocess.run([python, "-W", "ignore", "-c", CHILD, str(site), mode, ",".join(mods), ",".join(KERNELS)],
+    refs = [f"numba_wrong_pkg.kernels:{k}" for k in KERNELS] + ["richpkg.kernels:rich", "richpkg.kernels:closed"]
+    r = subprocess.run([python, "-W", "ignore", "-c", CHILD, str(site), mode, ",".join(mods), ",".join(refs)],
                        capture_output=True, text=True, timeout=300,
                        env=repo_env(AOT_DEBUG_DIGEST=str(items), PYTHONDONTWRITEBYTECODE="1"))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -62,13 +72,20 @@ def test_other_installed_packages_do_not_enter_a_kernels_digest(tmp_path):
     cupy and cuda.core first (the build host): the same items, the same digests."""
     site = tmp_path / "site"
     W.write_package(site)
+    _write_rich(site)
     mods = [m for m in ("cuda.compute", "numba_cuda_mlir", "cupy", "cuda.core") if _importable(m)]
     without = _digests(site, "block", ["numba_cuda_mlir", "cuda.compute"], tmp_path / "without.txt")
     with_them = _digests(site, "import", mods, tmp_path / "with.txt")
     assert (tmp_path / "without.txt").read_text() == (tmp_path / "with.txt").read_text()
-    assert without == with_them and len(set(without.values())) == len(KERNELS)
+    assert without == with_them and len(set(without.values())) == len(KERNELS) + 2
     # the debug file names each item: the overload's implementation is one
     assert "by_overload/bump@overload numba_wrong_pkg.ext._bump" in (tmp_path / "with.txt").read_text()
+
+
+def _write_rich(site: Path) -> None:
+    (site / "richpkg").mkdir()
+    for name, text in RICH.items():
+        (site / "richpkg" / name).write_text(text)
 
 
 def _importable(name: str) -> bool:
@@ -88,6 +105,7 @@ def test_built_under_one_interpreter_attached_under_another(tmp_path):
     other = os.environ["AOT_OTHER_PYTHON"]
     folder = tmp_path / "w"
     W.prepare(folder, "90")
+    _write_rich(folder / "site")
     here = _digests(folder / "site", "block", [], tmp_path / "here.txt")
     there = _digests(folder / "site", "block", [], tmp_path / "there.txt", python=other)
     assert (tmp_path / "here.txt").read_text() == (tmp_path / "there.txt").read_text()
