@@ -32,6 +32,15 @@ import tempfile
 from pathlib import Path
 
 PKG = "numba_launch_pkg"
+#: The checkout this script belongs to: its ``aot`` builds and runs, first on every child's ``PYTHONPATH`` (a
+#: venv's installed copy of aot may be another release, whose digests the checkout's attach refuses).
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tree_env() -> dict[str, str]:
+    """This process's environment with this checkout first on ``PYTHONPATH``."""
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), path) if p))
 KERNELS = '''\
 from numba import cuda
 
@@ -120,7 +129,7 @@ def prepare(folder: Path, sm: str) -> None:
     matrix.write_text("version: 1\nnumba:\n" + "".join(
         f'  - {{name: {k}, kernel: "{PKG}.kernels:{k}", signatures: ["{s}"]}}\n' for k, s in SIGNATURES.items()))
     subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(matrix), "--sm", sm, "--jobs", "1",
-                    "--out", str(site / PKG / "artifacts"), "-q"], check=True, cwd=site)
+                    "--out", str(site / PKG / "artifacts"), "-q"], check=True, cwd=site, env=tree_env())
     print(f"prepared {site / PKG} (artifacts for sm_{sm})")
 
 
@@ -128,7 +137,7 @@ def one(mode: str, site: Path, launches: int, profile: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([sys.executable, "-W", "ignore::Warning", "-c", CHILD.replace("PKG", PKG), mode,
                             str(site), str(launches), "1" if profile else "0"], capture_output=True, text=True,
-                           timeout=600, cwd=tmp, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                           timeout=600, cwd=tmp, env=dict(tree_env(), PYTHONDONTWRITEBYTECODE="1"))
     if r.returncode != 0:
         raise SystemExit(f"{mode}: rc={r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])

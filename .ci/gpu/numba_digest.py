@@ -25,6 +25,15 @@ import tempfile
 from pathlib import Path
 
 PKG = "numba_digest_pkg"
+#: The checkout this script belongs to: its ``aot`` builds and checks (a venv's installed aot may be another
+#: release, whose digests this checkout's attach refuses).
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tree_env() -> dict[str, str]:
+    """This process's environment with this checkout first on ``PYTHONPATH``, for every child process."""
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), path) if p))
 KERNELS = '''\
 import numpy as np
 from numba import cuda
@@ -92,7 +101,7 @@ def prepare(folder: Path, sm: str) -> None:
     matrix.write_text("version: 1\nnumba:\n" + "".join(
         f'  - {{name: {k}, kernel: "{PKG}.kernels:{k}", signatures: ["void(float32[::1])"]}}\n' for k in CASES))
     subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(matrix), "--sm", sm, "--jobs", "1",
-                    "--out", str(site / PKG / "artifacts"), "-q"], check=True, cwd=site)
+                    "--out", str(site / PKG / "artifacts"), "-q"], check=True, cwd=site, env=tree_env())
     print(f"prepared {site / PKG} (artifacts for sm_{sm})")
 
 
@@ -148,7 +157,7 @@ def check(folder: Path) -> int:
                     text = path.read_text()
                     assert a in text, (file, a)
                     path.write_text(text.replace(a, b))
-            env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+            env = dict(tree_env(), PYTHONDONTWRITEBYTECODE="1")
             r = subprocess.run([sys.executable, "-W", "ignore::Warning", __file__, "run", str(site), variant],
                                capture_output=True, text=True, timeout=300, env=env, cwd=tmp)
         if r.returncode != 0:

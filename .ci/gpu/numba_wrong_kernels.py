@@ -30,6 +30,23 @@ import tempfile
 from pathlib import Path
 
 PKG = "numba_wrong_pkg"
+#: The checkout this script belongs to: its ``aot`` builds and checks (a venv's installed copy of aot may be another
+#: release: the first v3 check built with the installed v2, whose digests and options no v3 attach accepts).
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tree_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with this checkout first on ``PYTHONPATH``, for every child process."""
+    env = dict(env if env is not None else os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def same_tree() -> None:
+    """Exit unless the ``aot`` imported is this checkout's."""
+    import aot
+    if not Path(aot.__file__).resolve().is_relative_to(ROOT):
+        raise SystemExit(f"aot imported from {aot.__file__}, not from this checkout {ROOT}")
 EXT = '''\
 from numba.cuda import launchconfig, types
 from numba.cuda.extending import overload, overload_attribute, overload_method
@@ -147,7 +164,7 @@ def build(site: Path, kernels: tuple[str, ...] | list[str], out: Path, sm: str,
     (site.parent / "build_matrix.yaml").write_text(matrix(kernels))
     return subprocess.run([sys.executable, "-m", "aot", "build", "--matrix", str(site.parent / "build_matrix.yaml"),
                            "--sm", sm, "--jobs", "1", "--out", str(out), "-q"], cwd=site, capture_output=True,
-                          text=True, timeout=600, env=env)
+                          text=True, timeout=600, env=tree_env(env))
 
 
 def prepare(folder: Path, sm: str, env: dict[str, str] | None = None) -> str:
@@ -188,6 +205,7 @@ def run(site: Path, variant: str, cpu: bool) -> None:
         return real(*a, **kw)
     d.compile_cuda = counted
     import aot
+    same_tree()
     sys.path.insert(0, str(site))
     import importlib
     k = importlib.import_module(f"{PKG}.kernels")
@@ -238,8 +256,10 @@ def judge(variant: str, name: str, row: dict, cpu: bool) -> tuple[object, bool]:
     return want, clean and (row["served"] is True if cpu else row["value"] == want)
 
 
-def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
-    """Every variant in a fresh process; the table's lines and 0 (every row ok) or 1."""
+def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None,
+          python: str = sys.executable) -> tuple[int, list[str]]:
+    """Every variant in a fresh process of ``python`` (another interpreter than the build's: the digest must not
+    depend on it); the table's lines and 0 (every row ok) or 1."""
     ok, lines = True, []
     lines.append(f"{'variant':8} {'kernel':22} {'attach':13} {'value':>6} {'want':>6} {'compiles':>8}  verdict")
     for variant in ("A", "B", "nolto"):
@@ -252,9 +272,9 @@ def check(folder: Path, cpu: bool = False, env: dict[str, str] | None = None) ->
                     text = path.read_text()
                     assert a in text, (file, a)
                     path.write_text(text.replace(a, b))
-            r = subprocess.run([sys.executable, "-W", "ignore::Warning", __file__, "run", str(site), variant,
+            r = subprocess.run([python, "-W", "ignore::Warning", __file__, "run", str(site), variant,
                                 "--cpu" if cpu else "--gpu"], capture_output=True, text=True, timeout=600,
-                               env=dict(env or os.environ, PYTHONDONTWRITEBYTECODE="1"), cwd=tmp)
+                               env=dict(tree_env(env), PYTHONDONTWRITEBYTECODE="1"), cwd=tmp)
         if r.returncode != 0:
             lines.append(f"{variant}: the run failed (rc={r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
             ok = False

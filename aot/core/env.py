@@ -82,6 +82,8 @@ DISABLE_PACKAGED = _var("AOT_DISABLE_PACKAGED", _parse_bool, False,
 JIT_ONLY = _var("AOT_JIT_ONLY", _parse_bool, False,
                 "1 = serve no packaged artifact but keep the packaged specs' definitions (each JIT-compiled from "
                 "it; numba-cuda, CuPy and a library's own compile call compile as without aot): aot gate's JIT runs.")
+DEBUG_DIGEST = _var("AOT_DEBUG_DIGEST", _parse_path, None,
+                    "File each numba kernel digest appends its labelled items to (comparing two hosts' digests).")
 FORCE_STUB = _var("AOT_FORCE_STUB_DRIVER", _parse_bool, False,
                   "1 = build with the stand-in libcuda even where a real driver exists (CI parity).")
 STUB_PATH = _var("AOT_STUB_LIBCUDA", _parse_path, None,

@@ -43,6 +43,7 @@ import sys
 import types as pytypes
 from typing import Any, Iterator
 
+from ...core.env import DEBUG_DIGEST
 from ...core.errors import AotError
 from . import numba_overloads
 
@@ -104,7 +105,20 @@ def kernel_digest(dispatcher: Any, memo: Memo | None = None) -> str:
     """sha256 of what numba-cuda compiles into ``dispatcher``'s kernel (the module docstring says what and how).
     Raises :class:`~aot.core.errors.AotError` naming the kernel and the global it cannot key. ``memo``: sources
     and bytecode reads kept from an earlier digest of the same kernel in this process."""
+    _load_extensions()
     return _Walk(dispatcher, memo=memo).digest
+
+
+def _load_extensions() -> None:
+    """Run numba-cuda's extension entry points (``numba_cuda_extensions``/``numba_extensions``: templates and
+    rewrites installed packages register) now, as its first compile of any kernel would: a digest taken before
+    them (at attach, at the build's matrix read) and one after (the recheck at compile) then see the same
+    registries. Once per process; a numba-cuda without them has none."""
+    try:
+        from numba.cuda.core import entrypoints
+    except ImportError:
+        return
+    entrypoints.init_all()
 
 
 def device_functions(dispatcher: Any) -> list[Any]:
@@ -129,6 +143,7 @@ class _Walk:
         self.keyed = keyed
         self.memo = Memo() if memo is None else memo
         self.h = hashlib.sha256(SCHEMA)
+        self.items: list[str] | None = [] if DEBUG_DIGEST.get() is not None else None
         self.seen: set[int] = set()
         self.dispatchers: list[Any] = []
         self.quiet = 0  # > 0: inside numba-cuda's own functions, walked for their callees only
@@ -139,6 +154,8 @@ class _Walk:
         self.function(root, root.__name__)
         self.beyond(dispatcher)
         self.digest = self.h.hexdigest()
+        if self.items is not None and keyed:
+            _debug_write(self.name, self.digest, self.items)
 
     def beyond(self, dispatcher: Any) -> None:
         """What numba-cuda compiles in that no name of the kernel's reaches: the library's templates for
@@ -183,6 +200,8 @@ class _Walk:
         data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
         tag = label.encode("utf-8", "surrogatepass")
         self.h.update(len(tag).to_bytes(4, "little") + tag + len(data).to_bytes(8, "little") + data)
+        if self.items is not None:
+            self.items.append(f"{label}\t{hashlib.sha256(data).hexdigest()[:16]}\t{data[:160]!r}")
 
     def refuse(self, where: str, why: str) -> None:
         if self.keyed and not self.quiet:
@@ -335,6 +354,13 @@ class _Walk:
         self.refuse(where, f"is a {cls.__module__}.{cls.__qualname__} object, which numba-cuda may compile in by "
                            f"value")
         return f"object {cls.__module__}.{cls.__qualname__}".encode()
+
+
+def _debug_write(name: str, digest: str, items: list[str]) -> None:
+    """``AOT_DEBUG_DIGEST=FILE``: append each digest's labelled items to FILE (one line each: label, the item's
+    sha256 prefix, its first bytes), to compare a build host's items with a user's item by item."""
+    with open(str(DEBUG_DIGEST.get()), "a", encoding="utf-8") as f:
+        f.write(f"== {name} {digest}\n" + "".join(f"{i}\n" for i in items))
 
 
 def _reads(code: pytypes.CodeType) -> Iterator[tuple[str, str, tuple[str, ...]]]:
