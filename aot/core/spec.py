@@ -224,7 +224,12 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel, TritonKernel]
 #: cuda-cccl adopts its NVRTC units).
 #: A Triton cubin passes through none of cuda-cccl, NVRTC, nvJitLink or cuda-core: Triton's own LLVM and ptxas,
 #: whose build is in the spec (``triton_build``).
-_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}), "cupy": frozenset({"cuda_cccl"}),
+#: A CuPy artifact is found by its ``cupy_key`` (the content NVRTC is handed, never a compiler version:
+#: :mod:`aot.runtime.adapters.cupy_key`), so neither NVRTC's release nor anything of the build's toolchain beyond
+#: aot and the CUDA major names it: builds under several stacks (CuPy, NVRTC, CUDA headers) merge into one set
+#: (:mod:`aot.build.merge_cupy`), each artifact checked against the one producer the set keeps.
+_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}),
+               "cupy": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"}),
                "triton": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"})}
 
 
