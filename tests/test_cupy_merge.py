@@ -146,3 +146,19 @@ def test_the_runtime_serves_the_entry_whose_key_the_users_headers_make(tmp_path,
         served[half] = cupy_attach._serve("f00d", None)
     cupy_attach._local.__dict__.clear()
     assert served == {"1.0": (b"built with HALF 1.0", None), "2.0": (b"built with HALF 2.0", None), "3.0": None}
+
+
+def test_the_examples_stack_data_names_this_environment_as_the_build_host_and_every_served_stack_a_built_one():
+    """examples/cupy-mypkg/stacks.json is what .ci/cupy_stack_sets.sh builds from and what docs/cupy.md reports:
+    its build host is this developer environment (the wheel's own build), and every stack measured served names
+    a built set (the stack itself where it was built, or one handing NVRTC the same input)."""
+    from aot.build.cupy_build import stack
+    doc = json.loads((Path(__file__).parents[1] / "examples" / "cupy-mypkg" / "stacks.json").read_text())
+    built = {s["tag"]: s for s in doc["built"]}
+    assert list(built) == ["host", "ctk", "cupy-13.6"] and built["host"]["install"] == []
+    if stack()["cupy"] == "14.2.0":
+        assert built["host"]["stack"] == stack()
+    for row in doc["served"]:
+        assert row["by"] in built and row["compiled"] == 0
+        if row["by"] != "host":
+            assert row["stack"] == built[row["by"]]["stack"] and row["before"] == 23

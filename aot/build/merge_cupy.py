@@ -127,7 +127,7 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
     out.mkdir(parents=True, exist_ok=True)
     dests = {path: safe_join(out, path) for path in targets}  # every write stays in --out, checked before any
     remove_manifest(out)
-    for n, (path, (entry, m, src)) in enumerate(targets.items()):
+    for n, (path, (_entry, m, src)) in enumerate(targets.items()):
         on_copy(n, len(targets))
         source, dst = m.root / src, dests[path]
         if source.resolve() != dst.resolve():
