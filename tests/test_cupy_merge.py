@@ -162,3 +162,22 @@ def test_the_examples_stack_data_names_this_environment_as_the_build_host_and_ev
         assert row["by"] in built and row["compiled"] == 0
         if row["by"] != "host":
             assert row["stack"] == built[row["by"]]["stack"] and row["before"] == 23
+
+
+def test_a_venv_reached_through_a_symlink_has_the_same_key_under_cupy_136s_repeated_include(tmp_path):
+    """CuPy 13.6 adds the CUDA headers' folder a second time; in a venv reached through a symlink cuda-pathfinder
+    names it resolved and CuPy through the link: the same folder, so the same key (measured: 0 of the example's 23
+    keys were equal before)."""
+    cupy, cuda = _headers(tmp_path / "real", "1.0")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    banner = "// Cuda compilation tools, release 13.0, V13.0.88"
+
+    def key(options: tuple) -> str | None:
+        env = ("90", options, (13, 0), "nvrtc", "-arch=sm_90", "cubin")
+        compiler = SimpleNamespace(_empty_file_preprocess_cache={env: banner}, _get_cupy_cache_key=lambda: "k")
+        return content_key(*split_key_src(f"{env} {banner} {SOURCE} x k".encode(), compiler, ("x",)), Headers())
+
+    plain = key((f"-I{cupy}", f"-I{cuda}", f"-I{cuda}", "-ftz=true"))
+    linked = tmp_path / "link" / "cuda_include"
+    assert plain is not None
+    assert key((f"-I{tmp_path / 'link' / 'cupy_include'}", f"-I{cuda}", f"-I{linked}", "-ftz=true")) == plain
