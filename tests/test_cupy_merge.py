@@ -66,6 +66,17 @@ def test_two_stacks_keys_for_one_spec_merge_into_one_set_with_both(tmp_path):
         == [b"cubin of the build host", b"cubin under ctk headers"]
 
 
+def test_a_merged_set_merges_again_with_a_third_stack(tmp_path):
+    a = _set(tmp_path / "a", "a" * 64, b"one")
+    b = _set(tmp_path / "b", "b" * 64, b"two", producer=CTK, runtime="13.5.37")
+    c = _set(tmp_path / "c", "c" * 64, b"three", runtime="13.0.88")
+    merge([a, b], tmp_path / "ab")
+    merge([tmp_path / "ab", c], tmp_path / "abc")
+    m = load_manifest(tmp_path / "abc")
+    assert verify_files(m) == [] and sorted(e["cupy_key"][0] for e in m.artifacts) == ["a", "b", "c"]
+    assert all(e["path"] == cupy_path(SPEC.name, e["cupy_key"], 90) for e in m.artifacts)
+
+
 def test_the_same_key_from_two_stacks_is_kept_once_naming_both(tmp_path):
     a = _set(tmp_path / "a", "a" * 64, b"same")
     b = _set(tmp_path / "b", "a" * 64, b"same", runtime="13.0.88")
