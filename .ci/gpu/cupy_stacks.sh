@@ -64,7 +64,15 @@ if [ -n "$cupyw" ]; then
     || { tail -5 "$out/install.log"; echo "cupy stacks: FAIL (pip install $cupyw)"; exit 1; }
   rel=$(ls -d "$work"/cupy-other/cupy_cuda13x-*.dist-info | sed 's/.*cupy_cuda13x-\(.*\)\.dist-info/\1/')
   syslib=$(python3 -c "from cuda.pathfinder import load_nvidia_dynamic_lib as l; import os; print(os.path.dirname(l('nvrtc').abs_path))")
-  stacks="$stacks, {\"tag\": \"cupy-$rel\", \"expect\": \"as its key says\", \"env\": {\"PYTHONPATH_FIRST\": \"$work/cupy-other\", \"LD_LIBRARY_PATH\": \"$syslib:${LD_LIBRARY_PATH:-}\"}}"
+  # the wheel built with AOT_WHEEL_MERGE (.ci/cupy_stack_sets.sh) carries a set built under CuPy $rel with the build
+  # host's CUDA headers: served here when this machine's headers are the build host's (the closure's lines equal)
+  expect="as its key says"
+  if python3 -c "import json, sys, zipfile; m = json.loads(zipfile.ZipFile(sys.argv[1]).read('cupy_mypkg/artifacts/manifest.json')); sys.exit(not any(s.get('cupy') == sys.argv[2] for a in m['artifacts'] for s in a.get('cupy_stacks', [])))" "$wheel" "$rel" \
+     && python3 "$here/cupy_stacks.py" facts 2>/dev/null | diff -q - "$here/cupy_stacks_build_facts.txt" >/dev/null; then
+    expect=served
+  fi
+  echo "cupy-$rel: expected $expect" | tee -a "$out/env.log"
+  stacks="$stacks, {\"tag\": \"cupy-$rel\", \"expect\": \"$expect\", \"env\": {\"PYTHONPATH_FIRST\": \"$work/cupy-other\", \"LD_LIBRARY_PATH\": \"$syslib:${LD_LIBRARY_PATH:-}\"}}"
 fi
 stacks="$stacks]"
 

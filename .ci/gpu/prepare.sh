@@ -38,7 +38,14 @@ step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$src"
 rm -rf "$src"
 for p in examples/*/pyproject.toml; do
   d=$(dirname "$p")
-  AOT_WHEEL_SM=$SM step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$d"
+  # examples/cupy-mypkg merges in the other CuPy stacks' sets where `bash .ci/cupy_stack_sets.sh .gpu/cupy-stack-sets
+  # $SM` built them (docs/cupy.md, "One wheel for several stacks"; needs PyPI): then its wheel serves those too
+  merge=
+  if [ "$d" = examples/cupy-mypkg ] && [ -f .gpu/cupy-stack-sets/ctk/manifest.json ] \
+     && [ -f .gpu/cupy-stack-sets/cupy-13.6/manifest.json ]; then
+    merge=$here/.gpu/cupy-stack-sets/ctk:$here/.gpu/cupy-stack-sets/cupy-13.6
+  fi
+  AOT_WHEEL_MERGE=$merge AOT_WHEEL_SM=$SM step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$d"
 done
 # Issue 27: blobs named from content, built by one worker in that order (the lambda-name collision).
 step python -m aot build --matrix .ci/gpu/i27_matrix.yaml --sm "$SM" --jobs 1 --out .gpu/i27 --quiet

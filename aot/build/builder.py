@@ -324,7 +324,10 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
         if isinstance(unit, NvrtcUnit):
             e.update(entry_fields(unit, e["sm"], e["payload_kind"]))
         elif unit.family == "cupy":  # CuPy: the key its compile call finds the entry by (runtime.adapters.cupy_attach)
-            e["cupy_key"] = fmt.read(out / e["path"]).header["cupy_key"]
+            header = fmt.read(out / e["path"]).header
+            e["cupy_key"] = header["cupy_key"]
+            if isinstance(header.get("cupy_stack"), dict):
+                e["cupy_stacks"] = [header["cupy_stack"]]
         elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
             header = fmt.read(out / e["path"]).header
             for k in ("triton_key", "triton_name", "triton", "triton_build", "triton_aot_key"):

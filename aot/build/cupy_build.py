@@ -136,7 +136,15 @@ def compile_cupy_item(spec: CupyKernel, sm: int) -> tuple[bytes, dict[str, Any]]
     if key is None:
         raise AotError(f"{spec.name}: aot cannot key this compile (an include path it cannot read, or a source "
                        f"naming a file in the working folder)")
-    return payload, {"cupy_key": key, "cupy_name": got["name"] + ".cubin"}
+    return payload, {"cupy_key": key, "cupy_name": got["name"] + ".cubin", "cupy_stack": stack()}
+
+
+def stack() -> dict[str, str]:
+    """The stack this build ran under, as the manifest records it (``cupy_stacks``: which releases an entry was
+    built under; what it serves is decided by its key, not by these): CuPy, NVRTC and the CUDA header packages."""
+    from ..core.versions import dist_version
+    return {"cupy": installed_version(), "nvrtc": dist_version("nvidia-cuda-nvrtc"),
+            "cuda_runtime": dist_version("nvidia-cuda-runtime"), "cuda_crt": dist_version("nvidia-cuda-crt")}
 
 
 def _payload(compiler: Any, cubin: Any, mapping: Any, spec: CupyKernel) -> bytes:

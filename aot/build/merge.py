@@ -10,7 +10,8 @@ outputs of different releases may differ only in ``cuda_cccl`` and the ``cuda_co
 manifest's ``producers`` holds each release's producer and ``producer`` is the newest one's
 (:class:`aot.core.manifest.Manifest`). NVRTC, numba and CuPy artifacts load under any cuda-cccl: one copy, the
 newest release's where the copies differ only in their release stamp (:func:`_conflict`). Shards are checked
-per release (1/N..N/N once each).
+per release (1/N..N/N once each). Sets holding CuPy artifacts only are builds under CuPy stacks (CuPy, NVRTC,
+CUDA headers) and keep one artifact per CuPy key: :mod:`aot.build.merge_cupy`.
 
 Inputs are untrusted: a release they name must be a version (it becomes part of output paths), and every
 output path is checked inside ``out`` before anything is written. Refused too: outputs that define a spec
@@ -175,6 +176,25 @@ def blob_path(name: str, release: str, sm: int) -> str:
     return f"cccl/{name}/cuda-cccl-{release}/sm_{sm}.aot"
 
 
+def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
+                on_copy: Callable[[int, int], None]) -> dict:
+    """CuPy-only inputs (:mod:`aot.build.merge_cupy`): shards checked per stack (per producer), specs alike."""
+    from .merge_cupy import merge_stacks
+    by_stack: dict[str, list[Manifest]] = {}
+    specs: dict = {}
+    for m in manifests:
+        if m.incomplete:
+            raise ArtifactError(f"{m.root}: shard build was incomplete ({len(m.incomplete)} items failed)")
+        by_stack.setdefault(repr(sorted(m.producer.items())), []).append(m)
+        for name, definition in m.specs.items():
+            if name in specs and specs[name] != definition:
+                raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
+            specs[name] = definition
+    for group in by_stack.values():
+        _check_shards_complete(group)
+    return merge_stacks(manifests, shards, out, on_copy, specs)
+
+
 def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
     if not shards:
         raise UsageError("merge: name at least one shard directory")
@@ -184,8 +204,12 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         problems = verify_files(m)
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
-        _check_releases(m)
         manifests.append(m)
+    from . import merge_cupy
+    if merge_cupy.cupy_only(manifests):  # CuPy sets of several stacks: one artifact per CuPy key
+        return _merge_cupy(manifests, shards, out, on_copy)
+    for m in manifests:
+        _check_releases(m)
     producers = _producers(manifests, shards)
     several = len(producers) > 1
     newest = list(producers)[-1]

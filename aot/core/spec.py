@@ -227,8 +227,12 @@ Spec = Union[CcclSpec, NvrtcUnit, NumbaKernel, CupyKernel, TritonKernel]
 #: keys for one cubin.
 #: A Triton cubin passes through none of cuda-cccl, NVRTC, nvJitLink or cuda-core: Triton's own LLVM and ptxas,
 #: whose build is in the spec (``triton_build``).
+#: A CuPy artifact is found by its ``cupy_key`` (the content NVRTC is handed, never a compiler version:
+#: :mod:`aot.runtime.adapters.cupy_key`), so neither NVRTC's release nor anything of the build's toolchain beyond
+#: aot and the CUDA major names it: builds under several stacks (CuPy, NVRTC, CUDA headers) merge into one set
+#: (:mod:`aot.build.merge_cupy`), each artifact checked against the one producer the set keeps.
 _NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl", "cuda_core"}), "numba": frozenset({"cuda_cccl", "cuda_core"}),
-               "cupy": frozenset({"cuda_cccl", "cuda_core"}),
+               "cupy": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"}),
                "triton": frozenset({"cuda_cccl", "nvrtc", "nvjitlink", "cuda_core"})}
 #: The item-key schema of the families whose key changed (2: cuda-core's version left out, issue 46). An
 #: artifact keyed by the schema before (:func:`item_key` with ``legacy=True``) is still accepted by the

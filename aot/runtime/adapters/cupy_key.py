@@ -97,11 +97,13 @@ def split_key_src(key_src: bytes, compiler: Any, extra_sources: Iterable[str]) -
 def _first_of_each_folder(options: Iterable[str]) -> tuple[str, ...]:
     """The options without a repeated ``-I`` of a folder already searched (CuPy 13.6 and 14.0 add the CUDA headers'
     folder a second time): a folder searched again finds nothing the first time did not (a compiler searches a
-    repeated folder once)."""
+    repeated folder once). The same folder is the same however spelled: in a venv reached through a symlink,
+    cuda-pathfinder names the CUDA headers' folder resolved and CuPy 13.6 names it again through the link (every
+    kernel missed there before)."""
     seen, out = set(), []
     for opt in options:
         if opt.startswith("-I") and len(opt) > 2:
-            folder = os.path.normpath(opt[2:])
+            folder = os.path.realpath(opt[2:])
             if folder in seen:
                 continue
             seen.add(folder)
