@@ -147,7 +147,10 @@ def warm_spec(registry: Any, name: str) -> int:
     caller's thread); its cubin loads at the first launch. Returns the kernels loaded now (0). Why nothing
     more: attaching or loading from aot's warmup thread hung on the H100 (a request_warmup of numba_mypkg,
     tests/test_gpu_numba.py, twice; not yet diagnosed), so the warmup thread touches neither numba nor CUDA
-    for these kernels. Raises why not attached (numba-cuda then compiles it)."""
+    for these kernels. Raises why not attached (numba-cuda then compiles it); a kernel whose attach waits for
+    numba-cuda's first compile (:mod:`aot.runtime.adapters.numba_lazy`) is not said to be."""
+    if getattr(registry, "_numba_deferred", False):
+        return 0
     if name not in getattr(registry, "_numba_attached", frozenset()):
         raise AotError(f"{name}: numba kernel not attached to its dispatcher (Registry.from_package attaches a "
                        f"package's kernels; else call aot.attach_numba(registry)): numba-cuda JIT-compiles it")

@@ -108,9 +108,10 @@ class Registry:
         and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
 
         A set with numba-cuda kernels (a ``numba/`` folder) has them attached to their own ``@cuda.jit``
-        dispatchers here (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
-        ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
-        kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
+        dispatchers (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
+        ``kernel[grid, block](...)`` launches the packaged cubins: at numba-cuda's first compile
+        (:mod:`aot.runtime.adapters.numba_lazy`), so ``import`` reads no manifest; a set without them costs
+        one ``stat`` and imports no numba.
         Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
         (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not).
 
@@ -126,8 +127,10 @@ class Registry:
             reg._warn(f"aot: package {package!r} ships no artifacts: {why}")
         else:
             if numba and os.path.isdir(os.path.join(root, "numba")):  # one stat: the package ships numba kernels
-                from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
-                attach_numba(reg)
+                from ..adapters.numba_lazy import defer  # at numba-cuda's first compile, not at import (issue 42)
+                if not defer(reg):
+                    from ..adapters.numba_attach import attach_numba  # numba-cuda not imported yet: attach now
+                    attach_numba(reg)
             if cupy and os.path.isdir(os.path.join(root, "cupy")):  # one stat: the package ships CuPy kernels
                 from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
                 attach_cupy(reg)
