@@ -43,9 +43,11 @@ class Registry:
 '''
 
 
-def one(package: str, path: str) -> float:
+def one(package: str, path: str, cwd: str) -> float:
+    """``cwd``: an empty folder (``-c`` puts the working directory first on ``sys.path``: run from a checkout,
+    its ``aot`` would shadow the stand-in, and both ways would import aot)."""
     env = {**os.environ, "PYTHONPATH": path}
-    r = subprocess.run([sys.executable, "-W", "ignore::Warning", "-c", CHILD, package], env=env,
+    r = subprocess.run([sys.executable, "-W", "ignore::Warning", "-c", CHILD, package], env=env, cwd=cwd,
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit(f"import {package} failed ({path}):\n{r.stderr[-2000:]}")
@@ -61,18 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     packages = a.package or ["numba_mypkg", "cupy_mypkg", "adopt_mypkg"]
     base = os.environ.get("PYTHONPATH", "")
-    with_aot = os.pathsep.join(p for p in (str(a.site), base) if p)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="aot-import-cost-") as stub:
-        (Path(stub) / "aot").mkdir()
-        (Path(stub) / "aot" / "__init__.py").write_text(STAND_IN)
-        plain = os.pathsep.join(p for p in (stub, str(a.site), base) if p)
+    with tempfile.TemporaryDirectory(prefix="aot-import-cost-") as tmp:
+        stub, empty = Path(tmp) / "stub", Path(tmp) / "cwd"
+        (stub / "aot").mkdir(parents=True)
+        empty.mkdir()
+        (stub / "aot" / "__init__.py").write_text(STAND_IN)
+        plain = os.pathsep.join(p for p in (str(stub), str(a.site), base) if p)
+        with_aot = os.pathsep.join(p for p in (str(a.site), base, str(Path(__file__).resolve().parent.parent))
+                                   if p)  # this checkout's aot unless PYTHONPATH or the environment has one
         for pkg in packages:
-            one(pkg, with_aot), one(pkg, plain)  # first round: bytecode and the page cache, not counted
+            one(pkg, with_aot, str(empty)), one(pkg, plain, str(empty))  # first round: bytecode, page cache
             t_aot, t_plain = [], []
             for _ in range(a.runs):
-                t_aot.append(one(pkg, with_aot))
-                t_plain.append(one(pkg, plain))
+                t_aot.append(one(pkg, with_aot, str(empty)))
+                t_plain.append(one(pkg, plain, str(empty)))
             m_aot, m_plain = statistics.median(t_aot), statistics.median(t_plain)
             rows.append({"package": pkg, "aot_ms": round(m_aot, 2), "plain_ms": round(m_plain, 2),
                          "added_ms": round(m_aot - m_plain, 2), "ratio": round(m_aot / m_plain, 3),
