@@ -12,7 +12,7 @@ synchronisation (steady per-launch microseconds). Three ways, interleaved:
 * ``program_cache``: the same compile with ``cache=aot.program_cache("adopt_mypkg")`` (the packaged image);
 * ``by_source``: ``aot.by_source("adopt_mypkg").kernels(src, ["saxpy"], OPTIONS)``.
 
-    python benchmarks/first_op.py --site SITE [--runs 15] [--launches 2000] [--json FILE]
+    python benchmarks/first_op.py --site SITE [--runs 15] [--launches 2000] [--json FILE] [--profile DIR]
 
 SITE holds adopt_mypkg as its wheel installs it (``pip install --no-deps --target SITE adopt_mypkg-*.whl``;
 .ci/gpu/prepare.sh builds the wheel into .whl/). aot itself comes from ``PYTHONPATH`` or the environment. Prints
@@ -51,6 +51,11 @@ y = dev.memory_resource.allocate(4 * n, stream)
 cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
 args = (np.float32(2.0), x, y, np.int32(n))
 stream.sync()
+prof = None
+if len(sys.argv) > 4:  # --profile: where the first operation's time goes (cProfile, cumulative)
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
 t0 = time.perf_counter()
 if way == "by_source":
     kernel = aot.by_source("adopt_mypkg").kernels(SAXPY, ["saxpy"], OPTIONS)["saxpy"]
@@ -61,6 +66,12 @@ else:
 launch(stream, cfg, kernel, *args)
 stream.sync()
 t1 = time.perf_counter()
+if prof is not None:
+    import io, pstats
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(60)
+    open(sys.argv[4], "w").write(text.getvalue())
 for _ in range(launches):
     launch(stream, cfg, kernel, *args)
 stream.sync()
@@ -74,9 +85,10 @@ print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": (t2 - t1) / max(laun
 """
 
 
-def one(way: str, cache_dir: str, launches: int, env: dict) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, way, cache_dir, str(launches)], env=env, capture_output=True,
-                       text=True, timeout=300)
+def one(way: str, cache_dir: str, launches: int, env: dict, profile: Path | None = None) -> dict:
+    extra = [str(profile)] if profile is not None else []
+    r = subprocess.run([sys.executable, "-c", CHILD, way, cache_dir, str(launches), *extra], env=env,
+                       capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit(f"{way} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -88,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", type=Path, help="a folder: one more run per way, its first operation under "
+                    "cProfile, written to WAY.txt there (not counted)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aot-first-op-") as tmp:
         base = os.environ.get("PYTHONPATH", "")
@@ -100,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"program_cache did not serve the packaged image: {first['where']}")
             if way == "by_source" and first["where"] != "packaged":
                 raise SystemExit(f"by_source served from {first['where']}, not the package")
+        if a.profile is not None:
+            a.profile.mkdir(parents=True, exist_ok=True)
+            for way in WAYS:
+                one(way, own_cache, 10, env, a.profile / f"{way}.txt")
         got: dict[str, list[dict]] = {w: [] for w in WAYS}
         for _ in range(a.runs):
             for way in WAYS:

@@ -46,6 +46,10 @@ CHILD = textwrap.dedent("""
             linecache.cache[path] = (0, None, text.splitlines(True), path)
         from cccl_patches.numba_cuda import argtypes_of
         kernels.axpy.compile(argtypes_of("void(float32[::1], float32[::1], float32)"))  # the first compile
+        out["digest_after_axpy"] = "aot.runtime.adapters.numba_digest" in sys.modules
+        # tile_sum's first compile asks its cache first (what CUDADispatcher.compile does): None is numba's JIT
+        out["tile_sum_served"] = kernels.tile_sum._cache.load_overload(argtypes_of("void(int64[::1], int64[::1])"),
+                                                                       None) is not None
     from aot.runtime.adapters import numba_lazy
     out.update(cache_after=type(kernels.axpy._cache).__name__, pending=numba_lazy.pending(),
                tile_sum=type(kernels.tile_sum._cache).__name__, axpy_compiled=len(kernels.axpy.overloads),
@@ -76,10 +80,12 @@ def test_import_attaches_nothing_and_the_first_compile_attaches_the_package(lazy
     assert not got["digest_loaded"] and got["cache_before"] != "_PackagedCache", got
     assert got["cache_after"] == got["tile_sum"] == "_PackagedCache" and got["pending"] == 0, got
     assert got["axpy_compiled"] == 1 and got["warnings"] == [], got  # served by the packaged cache: no JIT
+    assert got["digest_after_axpy"] and got["tile_sum_served"], got
 
 
 def test_a_kernel_edited_before_its_first_launch_is_refused_then(lazy_build):
+    """Its digest is taken at its own first compile (not at the first compile of another kernel): refused then."""
     got = _run(*lazy_build, "edit")
-    assert got["tile_sum"] != "_PackagedCache" and got["cache_after"] == "_PackagedCache", got
+    assert got["cache_after"] == "_PackagedCache" and not got["tile_sum_served"], got
     assert len(got["warnings"]) == 1 and "tile_sum" in got["warnings"][0], got
     assert "changed since the build" in got["warnings"][0], got

@@ -28,7 +28,7 @@ done
   || { cat "$OUT/first_op-pip.log"; exit 1; }
 export PYTHONPATH=$here
 rc=0
-"$PY" benchmarks/first_op.py --site "$site" --runs "$RUNS" --json "$OUT/first_op.json" >"$OUT/first_op.log" 2>&1 || rc=1
+"$PY" benchmarks/first_op.py --site "$site" --runs "$RUNS" --json "$OUT/first_op.json" --profile "$OUT/first_op_profile" >"$OUT/first_op.log" 2>&1 || rc=1
 "$PY" benchmarks/import_cost.py --site "$site" --package numba_mypkg --package cupy_mypkg --package adopt_mypkg \
   --runs "$RUNS" --json "$OUT/import_cost.json" >"$OUT/import_cost.log" 2>&1 || rc=1
 echo "== first operation (ms) and steady launches (us), fresh processes, medians of $RUNS"

@@ -6,9 +6,11 @@ milliseconds that ``import pkg`` paid even in a process that launches nothing. :
 instead and puts one hook on numba-cuda's ``CUDADispatcher.compile``, the call every launch of a signature not
 yet in memory makes before it asks the dispatcher's cache (``kernel[grid, block](args)``, ``specialize``,
 ``get_compile_result``, an eager ``@cuda.jit("sig")``): its first call, in any dispatcher, attaches every
-deferred registry, then the compile goes on and finds the packaged overloads in front. The digest is thus taken
-at the first compile and its values checked again by the packaged cache (:func:`numba_attach._maker`) before the
-packaged cubin is handed out: an edited kernel is refused before its first launch, as before. After that the
+deferred registry (manifest, modules, overload caches; no digest), then the compile goes on and finds the packaged
+overloads in front. Each kernel's digest is taken by its packaged cache when numba-cuda first compiles that kernel
+(:func:`numba_attach._maker`), before its packaged cubin is handed out: an edited kernel is refused (one warning,
+numba-cuda's JIT) before its first launch, as before, and a first launch pays for its own kernel's digest, not for
+every kernel's of the package. After that the
 hook is one empty-list test per compile (never per launch: a compiled signature is served from the dispatcher's
 overloads, in C).
 
@@ -77,7 +79,7 @@ def attach_pending() -> None:
             registry._numba_deferred = False
             from .numba_attach import attach_numba
             try:
-                attach_numba(registry)
+                attach_numba(registry, digest_now=False)  # each kernel's digest at its own first compile
             except Exception as e:  # noqa: BLE001 - the library's compile must go on: numba-cuda JITs
                 registry._warn(f"aot: {registry.root}: attaching the packaged numba kernels failed "
                                f"({type(e).__name__}: {e}); numba-cuda JIT-compiles them")
