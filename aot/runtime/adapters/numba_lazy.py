@@ -36,6 +36,7 @@ _DISPATCHER = "numba.cuda.dispatcher"
 #: eager ``@cuda.jit("sig")`` in one compiles (re-entering the hook, which finds nothing left to do).
 _PENDING: list[Any] = []
 _LOCK = threading.RLock()
+_BUSY = threading.local()  # set in the thread attaching: a compile the attach itself causes does not wait
 _MARK = "_aot_deferred_attach"
 
 
@@ -70,17 +71,26 @@ def _hooked(compile_: Any) -> Any:
 
 
 def attach_pending() -> None:
-    """Attach every deferred registry now (the first compile's thread; others wait for it under the lock, so no
-    thread compiles a packaged kernel before its overloads are in front). An unexpected failure is one warning
-    per registry, and numba-cuda compiles as without aot."""
+    """Attach every deferred registry now. A registry leaves the list only once attached, so a second thread's
+    first compile waits on the lock and then finds its overloads in front (never a JIT of a packaged kernel); a
+    compile inside the attach itself (an eager ``@cuda.jit("sig")`` in a kernel module it imports) goes on
+    without waiting. An unexpected failure is one warning per registry; numba-cuda compiles as without aot."""
+    if getattr(_BUSY, "on", False):
+        return
     with _LOCK:
-        while _PENDING:
-            registry = _PENDING.pop(0)
-            registry._numba_deferred = False
-            from .numba_attach import attach_numba
-            try:
-                attach_numba(registry, digest_now=False)  # each kernel's digest at its own first compile
-            except Exception as e:  # noqa: BLE001 - the library's compile must go on: numba-cuda JITs
-                registry._warn(f"aot: {registry.root}: attaching the packaged numba kernels failed "
-                               f"({type(e).__name__}: {e}); numba-cuda JIT-compiles them")
-            log.debug("%s: numba kernels attached at numba-cuda's first compile", registry.root)
+        _BUSY.on = True
+        try:
+            while _PENDING:
+                registry = _PENDING[0]
+                from .numba_attach import attach_numba
+                try:
+                    attach_numba(registry, digest_now=False)  # each kernel's digest at its own first compile
+                except Exception as e:  # noqa: BLE001 - the library's compile must go on: numba-cuda JITs
+                    registry._warn(f"aot: {registry.root}: attaching the packaged numba kernels failed "
+                                   f"({type(e).__name__}: {e}); numba-cuda JIT-compiles them")
+                finally:
+                    _PENDING.pop(0)
+                    registry._numba_deferred = False
+                log.debug("%s: numba kernels attached at numba-cuda's first compile", registry.root)
+        finally:
+            _BUSY.on = False
