@@ -114,6 +114,13 @@ class NumbaCudaError(RuntimeError):
 
 
 def installed_version() -> str:
+    """The installed numba-cuda's version, or ``"missing"``; read once per process (a metadata scan of every path
+    entry, 1-3 ms: an attach asked it once per kernel; the numba-cuda a process imported does not change)."""
+    return _dist_version()
+
+
+@functools.lru_cache(maxsize=1)
+def _dist_version() -> str:
     import importlib.metadata as md
     try:
         return md.version("numba-cuda")

@@ -448,7 +448,11 @@ def test_from_package_attaches_numba_kernels_and_imports_no_numba_without_them(n
     if str(tmp) not in sys.path:
         sys.path.insert(0, str(tmp))
     from cccl_patches.numba_cuda import argtypes_of
-    aot.Registry.from_package(pkg)
+    from aot.runtime.adapters import numba_lazy
+    importlib.import_module(f"{pkg}.kernels")
+    aot.Registry.from_package(pkg)  # numba-cuda is imported: the attach waits for its first compile (issue 42)
+    assert numba_lazy.pending() == 1
+    numba_lazy.attach_pending()  # what that compile does first (tests/test_numba_lazy.py compiles)
     axpy = importlib.import_module(f"{pkg}.kernels").axpy
     assert set(axpy._cache.served) == {argtypes_of("void(float32[::1], float32[::1], float32)"),
                                        argtypes_of("void(float64[::1], float64[::1], float64)")}

@@ -12,9 +12,8 @@ The shape follows cibuildwheel's ``platforms/__init__.py``: a Protocol and a dic
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, cast
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, cast
 
-from . import binary_search, histogram, reduce, scan, select, sort, three_way_partition, transform, unique
 from ._base import (BUILTIN_OPS, DTYPES, INPUTS, REQUIRED, SORT_ORDERS, AlgorithmBase, Build, Check, OpSlot,
                     References, init_value, is_dtype_field, np_dtype)
 
@@ -44,11 +43,30 @@ class Algorithm(Protocol):
         """Run ``obj`` (the loaded algorithm, operators bound) on ``c``'s device; raise on a mismatch."""
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: cast(Algorithm, a) for a in (
-    scan.EXCLUSIVE_SCAN, scan.INCLUSIVE_SCAN, reduce.REDUCE, reduce.SEGMENTED_REDUCE, select.SELECT,
-    binary_search.LOWER_BOUND, binary_search.UPPER_BOUND, sort.RADIX_SORT, sort.MERGE_SORT,
-    unique.UNIQUE_BY_KEY, sort.SEGMENTED_SORT, transform.UNARY_TRANSFORM, transform.BINARY_TRANSFORM,
-    histogram.HISTOGRAM_EVEN, three_way_partition.THREE_WAY_PARTITION)}
+def _algorithms() -> dict[str, Algorithm]:
+    from . import binary_search, histogram, reduce, scan, select, sort, three_way_partition, transform, unique
+    return {a.name: cast(Algorithm, a) for a in (
+        scan.EXCLUSIVE_SCAN, scan.INCLUSIVE_SCAN, reduce.REDUCE, reduce.SEGMENTED_REDUCE, select.SELECT,
+        binary_search.LOWER_BOUND, binary_search.UPPER_BOUND, sort.RADIX_SORT, sort.MERGE_SORT,
+        unique.UNIQUE_BY_KEY, sort.SEGMENTED_SORT, transform.UNARY_TRANSFORM, transform.BINARY_TRANSFORM,
+        histogram.HISTOGRAM_EVEN, three_way_partition.THREE_WAY_PARTITION)}
+
+
+if TYPE_CHECKING:
+    ALGORITHMS: dict[str, Algorithm]
+
+
+def __getattr__(name: str) -> Any:
+    """``ALGORITHMS`` (the nine algorithm modules, 5-10 ms to import) on first use (issue 42): reading a manifest of
+    NVRTC units, numba or CuPy kernels validates no CCCL spec and needs none of them (``aot.algorithms.forms``, which
+    the spec rules import, runs this package's ``__init__`` first)."""
+    if name == "ALGORITHMS":
+        table = globals().get("_TABLE")
+        if table is None:
+            table = globals()["_TABLE"] = _algorithms()
+        globals()["ALGORITHMS"] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmBase", "Build", "BUILTIN_OPS", "Check", "DTYPES", "INPUTS",
            "OpSlot", "REQUIRED", "References", "SORT_ORDERS", "init_value", "is_dtype_field", "np_dtype"]

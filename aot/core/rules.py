@@ -11,17 +11,13 @@ import math
 import re
 from typing import Any, Callable, Mapping
 
-from ..algorithms import ALGORITHMS, DTYPES, REQUIRED, is_dtype_field
+from ..algorithms import DTYPES, REQUIRED, is_dtype_field
 from ..algorithms.forms import is_cpp
 from .formrules import check_node, check_sources, check_state, check_stateful_op, state_names
 from .oplang import check_op, is_code_ref
 from .spec import CcclSpec, NvrtcUnit, Spec
 from .text import (MAX_HEADERS, MAX_HEADERS_LEN, MAX_LIST_LEN, MAX_NAME_LEN, MAX_SOURCE_LEN, MAX_STRUCT_FIELDS,
                    MAX_TEXT_LEN, SpecError, _text_problem, hint, short)
-
-
-#: Kept for callers of the old tables: every algorithm's dtype fields.
-DTYPE_FIELDS = tuple(sorted({f for a in ALGORITHMS.values() for f in a.fields if is_dtype_field(f)}))
 
 
 #: cuda.core ``ProgramOptions`` fields a unit may set (a subset that cannot break reproducibility).
@@ -156,10 +152,11 @@ def check_cccl(d: Mapping[str, Any], types: Mapping[str, tuple[tuple[str, str], 
     algo = d.get("algorithm")
     if algo is None:
         raise _missing("algorithm", d, "missing required field")
-    if not isinstance(algo, str) or algo not in ALGORITHMS:
-        raise SpecError(f"unknown algorithm {short(algo)}{hint(algo, ALGORITHMS)}; known: "
-                        f"{', '.join(ALGORITHMS)}", "algorithm")
-    adef = ALGORITHMS[algo]
+    from ..algorithms import ALGORITHMS as table  # the nine algorithm modules: only for a CCCL spec (issue 42)
+    if not isinstance(algo, str) or algo not in table:
+        raise SpecError(f"unknown algorithm {short(algo)}{hint(algo, table)}; known: "
+                        f"{', '.join(table)}", "algorithm")
+    adef = table[algo]
     from_manifest = types is None and digest is None
     from_manifest = from_manifest and read_cpp is None
     allowed = ("name", "algorithm", *adef.fields, *adef.optional, "state") + \

@@ -52,12 +52,16 @@ def resolve_dispatcher(ref: str) -> Any:
     return obj
 
 
-def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: bool = False) -> dict[str, str]:
+def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: bool = False,
+                 digest_now: bool = True) -> dict[str, str]:
     """Serve ``registry``'s numba-cuda kernels (all, or ``names``) through their own ``@cuda.jit`` dispatchers:
     ``kernel[grid, block](args)`` then launches the packaged cubin for a packaged signature and compiles nothing.
     Returns, per spec, ``"attached"`` or why not (said once as a warning; numba-cuda then JIT-compiles).
     ``warm``: also load each packaged cubin into the current device now, so the first launch only launches.
-    Call it again after a ``request_warmup``-style reload: it replaces what it attached before."""
+    Call it again after a ``request_warmup``-style reload: it replaces what it attached before.
+    ``digest_now=False`` (:mod:`aot.runtime.adapters.numba_lazy`): each kernel's digest is taken at its own first
+    compile, by the packaged cache, before it serves anything, not here for every kernel (an edited kernel is
+    then said and JIT-compiled at its first launch; ``"attached"`` does not mean its digest was checked yet)."""
     from cccl_patches import numba_cuda as nc
     from ...core.spec import NumbaKernel
     wanted = set(names) if names is not None else None
@@ -99,7 +103,8 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
             group, twins = _fitting(ref, group, nc.code_options(dispatcher))
             result.update(twins)
             memo = Memo()
-            _check_digest(ref, dispatcher, group, memo)
+            if digest_now:
+                _check_digest(ref, dispatcher, group, memo)
         except AotError as e:
             registry._warn(str(e))
             result.update({s.name: str(e) for s in group})
@@ -147,7 +152,10 @@ def warm_spec(registry: Any, name: str) -> int:
     caller's thread); its cubin loads at the first launch. Returns the kernels loaded now (0). Why nothing
     more: attaching or loading from aot's warmup thread hung on the H100 (a request_warmup of numba_mypkg,
     tests/test_gpu_numba.py, twice; not yet diagnosed), so the warmup thread touches neither numba nor CUDA
-    for these kernels. Raises why not attached (numba-cuda then compiles it)."""
+    for these kernels. Raises why not attached (numba-cuda then compiles it); a kernel whose attach waits for
+    numba-cuda's first compile (:mod:`aot.runtime.adapters.numba_lazy`) is not said to be."""
+    if getattr(registry, "_numba_deferred", False):
+        return 0
     if name not in getattr(registry, "_numba_attached", frozenset()):
         raise AotError(f"{name}: numba kernel not attached to its dispatcher (Registry.from_package attaches a "
                        f"package's kernels; else call aot.attach_numba(registry)): numba-cuda JIT-compiles it")
@@ -167,13 +175,19 @@ def _maker(registry: Any, spec: Any, dispatcher: Any, memo: Memo | None = None):
             registry._warn(f"aot: {spec.kernel}: numba-cuda marked it launch-config sensitive (its compile reads the "
                            f"grid, block or shared memory size); numba-cuda JIT-compiles {spec.name}")
             return None
+        first = memo is not None and not memo.sources  # the attach took no digest (digest_now=False): the whole one
         try:
             now = kernel_digest(dispatcher, memo)
         except AotError as e:
             now = str(e)
+            if first:
+                registry._warn(f"aot: {spec.kernel}: {e}; numba-cuda JIT-compiles {spec.name}")
+                return None
         if now != spec.digest:
-            registry._warn(f"aot: {spec.kernel}: a value it compiles in (a global, a module attribute, a closure "
-                           f"cell) changed since it was attached; numba-cuda JIT-compiles {spec.name}")
+            what = ("its source, a function it calls or a value it compiles in (a global, a module attribute, a "
+                    "closure cell) changed since the build" if first else "a value it compiles in (a global, a "
+                    "module attribute, a closure cell) changed since it was attached")
+            registry._warn(f"aot: {spec.kernel}: {what}; numba-cuda JIT-compiles {spec.name}")
             return None
         return nc.rebuild_kernel(dispatcher, spec.signature, spec.name,
                                  lambda cc: serve(registry, spec, cc[0] * 10 + cc[1]))

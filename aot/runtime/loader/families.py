@@ -18,8 +18,10 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
     if JIT_ONLY.get():
         return
     if numba and os.path.isdir(os.path.join(root, "numba")) and _installed("numba_cuda"):
-        from ..adapters.numba_attach import attach_numba  # numba-cuda: only for a package shipping its kernels
-        attach_numba(reg)
+        from ..adapters.numba_lazy import defer  # at numba-cuda's first compile, not at import (issue 42)
+        if not defer(reg):
+            from ..adapters.numba_attach import attach_numba  # numba-cuda not imported yet: attach now
+            attach_numba(reg)
     if cupy and os.path.isdir(os.path.join(root, "cupy")):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
         attach_cupy(reg)

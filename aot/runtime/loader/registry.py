@@ -108,9 +108,10 @@ class Registry:
         and the build hooks write): ``registry = aot.Registry.from_package(__name__)`` in its __init__.
 
         A set with numba-cuda kernels (a ``numba/`` folder) has them attached to their own ``@cuda.jit``
-        dispatchers here (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
-        ``kernel[grid, block](...)`` launches the packaged cubins. That reads the manifest now and imports the
-        kernels' modules (inside ``package``); a set without them costs one ``stat`` and imports no numba.
+        dispatchers (:func:`aot.attach_numba`; ``numba=False``: not), so the library's unchanged
+        ``kernel[grid, block](...)`` launches the packaged cubins: at numba-cuda's first compile
+        (:mod:`aot.runtime.adapters.numba_lazy`), so ``import`` reads no manifest; a set without them costs
+        one ``stat`` and imports no numba.
         Likewise a set with CuPy kernels (a ``cupy/`` folder) is served at CuPy's compile call
         (:func:`aot.runtime.adapters.cupy_attach.attach_cupy`; ``cupy=False``: not), and a set with Triton
         kernels (``triton/``) at Triton's cache lookup (:func:`aot.runtime.adapters.triton_attach.attach_triton`).

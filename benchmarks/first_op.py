@@ -1,0 +1,141 @@
+"""A library's first GPU operation with aot against the same operation from the library's own warm cache (issue
+42: first operation at most +2 ms over the warm own cache; steady launches at most 1.01x). Needs a GPU.
+
+Each run is a fresh process that imports cuda.core, numpy and the package, opens the device, makes a stream and
+the buffers (the same for every way, not timed), then times its first operation: compile or look up ``saxpy`` of
+examples/adopt-mypkg, get the kernel, launch it once and synchronise. Then ``--launches`` more launches and one
+synchronisation (steady per-launch microseconds). Three ways, interleaved:
+
+* ``own``: ``Program(src, "c++", ProgramOptions(arch, std, define_macro)).compile("cubin", cache=...)`` with
+  cuda.core's own ``FileStreamProgramCache`` in a folder warmed by an uncounted first run (the library's warm
+  cache: the floor);
+* ``program_cache``: the same compile with ``cache=aot.program_cache("adopt_mypkg")`` (the packaged image);
+* ``by_source``: ``aot.by_source("adopt_mypkg").kernels(src, ["saxpy"], OPTIONS)``.
+
+    python benchmarks/first_op.py --site SITE [--runs 15] [--launches 2000] [--json FILE] [--profile DIR]
+
+SITE holds adopt_mypkg as its wheel installs it (``pip install --no-deps --target SITE adopt_mypkg-*.whl``;
+.ci/gpu/prepare.sh builds the wheel into .whl/). aot itself comes from ``PYTHONPATH`` or the environment. Prints
+per way the median first-operation milliseconds, the difference to ``own`` and the ratio, and the steady
+per-launch microseconds and their ratio to ``own``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WAYS = ("own", "program_cache", "by_source")
+
+CHILD = r"""
+import json, sys, time
+way, cache_dir, launches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import numpy as np
+from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+from cuda.core.utils import FileStreamProgramCache
+import aot
+from adopt_mypkg.kernels import OPTIONS, SAXPY
+dev = Device()
+dev.set_current()
+cc = dev.compute_capability
+stream = dev.create_stream()
+n = 1 << 20
+x = dev.memory_resource.allocate(4 * n, stream)
+y = dev.memory_resource.allocate(4 * n, stream)
+cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
+args = (np.float32(2.0), x, y, np.int32(n))
+stream.sync()
+prof = None
+if len(sys.argv) > 4:  # --profile: where the first operation's time goes (cProfile, cumulative)
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+t0 = time.perf_counter()
+if way == "by_source":
+    kernel = aot.by_source("adopt_mypkg").kernels(SAXPY, ["saxpy"], OPTIONS)["saxpy"]
+else:
+    cache = FileStreamProgramCache(cache_dir) if way == "own" else aot.program_cache("adopt_mypkg")
+    opts = ProgramOptions(arch=f"sm_{cc.major}{cc.minor}", std="c++17", define_macro="BLOCK=256")
+    kernel = Program(SAXPY, "c++", opts).compile("cubin", cache=cache).get_kernel("saxpy")
+launch(stream, cfg, kernel, *args)
+stream.sync()
+t1 = time.perf_counter()
+if prof is not None:
+    import io, pstats
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(60)
+    open(sys.argv[4], "w").write(text.getvalue())
+for _ in range(launches):
+    launch(stream, cfg, kernel, *args)
+stream.sync()
+t2 = time.perf_counter()
+where = None
+if way == "program_cache":
+    where = dict(aot.program_cache("adopt_mypkg").counts)
+elif way == "by_source":
+    where = aot.by_source("adopt_mypkg").source_of(SAXPY, ["saxpy"], OPTIONS)[1]
+print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": (t2 - t1) / max(launches, 1) * 1e6, "where": where}))
+"""
+
+
+def one(way: str, cache_dir: str, launches: int, env: dict, profile: Path | None = None) -> dict:
+    extra = [str(profile)] if profile is not None else []
+    r = subprocess.run([sys.executable, "-c", CHILD, way, cache_dir, str(launches), *extra], env=env,
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"{way} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--site", type=Path, required=True)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--launches", type=int, default=2000)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--profile", type=Path, help="a folder: one more run per way, its first operation under "
+                    "cProfile, written to WAY.txt there (not counted)")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="aot-first-op-") as tmp:
+        base = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(a.site), base) if p),
+               "AOT_CACHE_DIR": str(Path(tmp) / "aot-cache")}
+        own_cache = str(Path(tmp) / "own-cache")
+        for way in WAYS:  # uncounted: warms the own cache, the page cache and bytecode
+            first = one(way, own_cache, 10, env)
+            if way == "program_cache" and first["where"]["packaged"] != 1:
+                raise SystemExit(f"program_cache did not serve the packaged image: {first['where']}")
+            if way == "by_source" and first["where"] != "packaged":
+                raise SystemExit(f"by_source served from {first['where']}, not the package")
+        if a.profile is not None:
+            a.profile.mkdir(parents=True, exist_ok=True)
+            for way in WAYS:
+                one(way, own_cache, 10, env, a.profile / f"{way}.txt")
+        got: dict[str, list[dict]] = {w: [] for w in WAYS}
+        for _ in range(a.runs):
+            for way in WAYS:
+                got[way].append(one(way, own_cache, a.launches, env))
+    med = {w: (statistics.median(r["first_ms"] for r in rs), statistics.median(r["launch_us"] for r in rs))
+           for w, rs in got.items()}
+    own_first, own_launch = med["own"]
+    rows = [{"way": w, "first_ms": round(f, 3), "added_ms": round(f - own_first, 3), "ratio": round(f / own_first, 3),
+             "launch_us": round(lu, 3), "launch_ratio": round(lu / own_launch, 4), "runs": a.runs,
+             "first_all": [round(r["first_ms"], 3) for r in got[w]]} for w, (f, lu) in med.items()]
+    print(f"{'way':<14} {'first ms':>9} {'added':>8} {'ratio':>7} {'launch us':>10} {'ratio':>7}")
+    for r in rows:
+        print(f"{r['way']:<14} {r['first_ms']:>9.2f} {r['added_ms']:>+8.2f} {r['ratio']:>7.3f} {r['launch_us']:>10.2f} "
+              f"{r['launch_ratio']:>7.4f}")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
