@@ -166,7 +166,7 @@ def test_the_examples_stack_data_names_this_environment_as_the_build_host_and_ev
     from aot.build.cupy_build import stack
     doc = json.loads((Path(__file__).parents[1] / "examples" / "cupy-mypkg" / "stacks.json").read_text())
     built = {s["tag"]: s for s in doc["built"]}
-    assert list(built) == ["host", "ctk", "cupy-13.6"] and built["host"]["install"] == []
+    assert list(built) == ["host", "ctk", "cupy-13.6", "torch-cu130"] and built["host"]["install"] == []
     if stack()["cupy"] == "14.2.0":
         assert built["host"]["stack"] == stack()
     for row in doc["served"]:

@@ -41,9 +41,8 @@ for p in examples/*/pyproject.toml; do
   # examples/cupy-mypkg merges in the other CuPy stacks' sets where `bash .ci/cupy_stack_sets.sh .gpu/cupy-stack-sets
   # $SM` built them (docs/cupy.md, "One wheel for several stacks"; needs PyPI): then its wheel serves those too
   merge=
-  if [ "$d" = examples/cupy-mypkg ] && [ -f .gpu/cupy-stack-sets/ctk/manifest.json ] \
-     && [ -f .gpu/cupy-stack-sets/cupy-13.6/manifest.json ]; then
-    merge=$here/.gpu/cupy-stack-sets/ctk:$here/.gpu/cupy-stack-sets/cupy-13.6
+  if [ "$d" = examples/cupy-mypkg ]; then  # every stack set built (stacks.json's "built" but "host")
+    for m in .gpu/cupy-stack-sets/*/manifest.json; do [ -f "$m" ] && merge=${merge:+$merge:}$here/$(dirname "$m"); done
   fi
   AOT_WHEEL_MERGE=$merge AOT_WHEEL_SM=$SM step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$d"
 done
