@@ -172,22 +172,26 @@ def _rl() -> Any:
 
 def _numba_caller() -> tuple[str | None, dict[int, tuple[int, str | None]]]:
     """A numba-cuda ``_Kernel.launch`` up the stack: its kernel name with argument types, and each array
-    argument's extent (address -> (bytes, element type))."""
+    argument's extent (address -> (bytes, element type)). A kernel numba-cuda rebuilt from a cache (aot's packaged
+    ones, ``cache=True``'s) holds no ``py_func``: its name is then its dispatcher's, the frame above."""
     f: Any = sys._getframe(2)
-    for _ in range(6):
+    kernel: Any = None
+    arrays: dict[int, tuple[int, str | None]] = {}
+    for _ in range(10):
         if f is None:
             break
-        me = f.f_locals.get("self") if f.f_code.co_name == "launch" else None
-        if me is not None and hasattr(me, "argument_types") and hasattr(me, "py_func"):
-            arrays: dict[int, tuple[int, str | None]] = {}
+        me = f.f_locals.get("self")
+        if kernel is None and me is not None and f.f_code.co_name == "launch" and hasattr(me, "argument_types"):
+            kernel = me
             for a in f.f_locals.get("args") or ():
                 cai = getattr(a, "__cuda_array_interface__", None)
                 if isinstance(cai, dict):
                     ptr, size = _extent(cai)
                     arrays[ptr] = (size, _typestr(cai))
-            py = me.py_func
+        py = getattr(me, "py_func", None) if kernel is not None else None
+        if py is not None:
             name = f"{getattr(py, '__module__', '')}:{getattr(py, '__qualname__', '?')}"
-            return f"{name}({', '.join(str(t) for t in me.argument_types)})", arrays
+            return f"{name}({', '.join(str(t) for t in kernel.argument_types)})", arrays
         f = f.f_back
     return None, {}
 
