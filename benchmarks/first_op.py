@@ -46,8 +46,8 @@ dev.set_current()
 cc = dev.compute_capability
 stream = dev.create_stream()
 n = 1 << 20
-x = dev.memory_resource.allocate(4 * n, stream)
-y = dev.memory_resource.allocate(4 * n, stream)
+x = dev.allocate(4 * n, stream=stream)  # keyword-only in cuda.core 1.x
+y = dev.allocate(4 * n, stream=stream)
 cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
 args = (np.float32(2.0), x, y, np.int32(n))
 stream.sync()
