@@ -44,6 +44,8 @@ print(f"{'cuda-cccl':9} {'spec':26} {'jit s':>7} {'served s':>8} {'ratio':>6} {'
       f"{'hits/misses':18} {'equal':5} verdict")
 for path in sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl")):
     rows = [json.loads(line) for line in open(path) if line.startswith("{")]
+    if not rows:  # the release's build or every run failed: never a vacuous PASS (seen on the H200)
+        print(f"{path}: no rows (see the build and run logs)"); bad += 1
     by = {(r["spec"], r["mode"]): r for r in rows}
     for spec in sorted({r["spec"] for r in rows}):
         j, s = by.get((spec, "jit")), by.get((spec, "served"))
