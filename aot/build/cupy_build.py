@@ -9,7 +9,7 @@ passes them. Around that one call: CuPy's kernel cache backend is a capture (not
 ``cupy_key``, :func:`aot.runtime.adapters.cupy_attach.lookup_key`), and the one memo that asks the device for its id
 (``_get_arch_for_options_for_nvrtc``) is called unmemoized. NVRTC compiles; no driver is needed.
 
-:func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.build.record_hook_cupy`) into
+:func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.record.hook_cupy`) into
 ``cupy:`` entries and their source files.
 """
 

@@ -1,4 +1,4 @@
-"""The store of the launches ``aot record`` kept (:mod:`aot.build.record_launches`, whose docstring describes the
+"""The store of the launches ``aot record`` kept (:mod:`aot.record.launches`, whose docstring describes the
 format), written beside the matrix: ``<matrix>.launches/`` with one ``NNNN.bin`` per launch and ``index.json``
 written last, so a reader never sees an index naming a file not yet written. :mod:`aot.verify.replay` reads it.
 """
@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .record_launches import FORMAT, INDEX, MAX_PER_KERNEL, VERSION
+from .launches import FORMAT, INDEX, MAX_PER_KERNEL, VERSION
 
 
 def store(records: list[dict], files: dict[str, bytes], folder: Any) -> list[str]:

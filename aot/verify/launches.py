@@ -1,6 +1,6 @@
 """Recorded launches as checks (issue 36.3): ``aot record`` on a GPU keeps one small launch per numba-cuda
 kernel signature beside the matrix (``build_matrix.launches/<spec>.npz`` and ``launches.json``:
-:mod:`aot.build.record`); ``aot verify --gpu --package PKG --launches DIR`` replays each through the
+:mod:`aot.record.record`); ``aot verify --gpu --package PKG --launches DIR`` replays each through the
 packaged artifact (:func:`launch_check`, run by :mod:`aot.verify.numba_gate` like a package's own check)
 and compares every array the kernel could write with what the recorded launch left there.
 
