@@ -83,9 +83,9 @@ step adopt bash .ci/gpu/adopt.sh
 [ -d .gpu/numba_wrong ] && step numba-wrong-kernels python3 .ci/gpu/numba_wrong_kernels.py check .gpu/numba_wrong
 [ -d .gpu/numba_launch ] && step numba-launch python3 benchmarks/numba_launch.py run .gpu/numba_launch --profile
 # Issue 37 item 1: flags as iterators, generators, bytes, ProgramOptions, ... select the unit built with them (writes 2).
-[ -d .gpu/redteam37 ] && step redteam37-flags python3 .ci/gpu/redteam37_flags.py check .gpu/redteam37
+[ -d .gpu/flag_spellings ] && step lookup-flags python3 .ci/gpu/flag_spellings.py check .gpu/flag_spellings
 # Issue 37 item 3: a parent __init__ that changes a kernel module's text: the running text is served (JIT), not the cubin.
-step redteam37-live python3 .ci/gpu/live_text.py
+step lookup-live python3 .ci/gpu/live_text.py
 # Issue 36: `aot record` on a GPU: numba kernels with their launched signatures, NVRTC names from the image, launches kept
 # and replayed (a mutant caught).
 step record-gpu bash .ci/gpu/record.sh
@@ -108,7 +108,7 @@ tritonwhl=$(ls .whl/triton_mypkg-*.whl 2>/dev/null | head -1)
 # (one line, JIT). Inputs: bash .ci/gpu/cccl_releases_prepare.sh (the wheels and the merged example).
 [ -d .gpu/cccl-releases ] && step cccl-releases bash .ci/gpu/cccl_releases.sh
 # Issue 30: a foreign set's code never imported by verify --gpu; compile errors without tracebacks.
-[ -d .gpu/redteam30 ] && step redteam30 python3 .ci/gpu/redteam30.py check .gpu/redteam30
+[ -d .gpu/foreign_set ] && step foreign-set python3 .ci/gpu/foreign_set.py check .gpu/foreign_set
 # Issue 31: numba-cuda kernels through their dispatchers, 0 compiles; first launches; the gate and its mutant.
 [ -d .gpu/numba ] && step numba bash .ci/gpu/numba.sh /tmp/site .gpu/numba/jitsite "${AOT_NUMBA_RUNS:-5}" \
   .gpu/numba/mutsite axpy.0

@@ -1,6 +1,6 @@
 """aot.algorithms and the fields of issue 10: every algorithm, struct types, operators from code, counting
 inputs, templated NVRTC units with headers. The test matrix (tests/data/algorithms) validates, a subset of
-it builds for two SMs here (the full matrix: marked slow), its artifacts parse and its definitions come
+it builds for two SMs here (the full matrix: the slow job, .ci/slow), its artifacts parse and its definitions come
 back from the manifest; every new field's errors name file, line, spec and field."""
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def _record(compiler, code: str, **kw) -> list[dict]:
     import importlib.util
     from cupy._core import core
     spec = importlib.util.spec_from_file_location(
-        "_aot_record_hook_cupy_t", Path(__file__).parents[1] / "aot" / "build" / "record_hook_cupy.py")
+        "_aot_record_hook_cupy_t", Path(__file__).parents[1] / "aot" / "record" / "hook_cupy.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     out: list[dict] = []
@@ -454,7 +454,7 @@ def test_what_recording_cannot_name_is_listed():
     import importlib.util
     from aot.build.cupy_build import entries_from_records
     spec = importlib.util.spec_from_file_location(
-        "_aot_record_hook_cupy_t2", Path(__file__).parents[1] / "aot" / "build" / "record_hook_cupy.py")
+        "_aot_record_hook_cupy_t2", Path(__file__).parents[1] / "aot" / "record" / "hook_cupy.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
     long = "// " + "x" * hook.MAX_SOURCE + "\n" + CODE

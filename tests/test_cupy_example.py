@@ -85,7 +85,6 @@ def wheel(tmp_path_factory):
     return whl, tmp / "rebuild"
 
 
-@pytest.mark.slow
 def test_the_wheel_carries_every_entry_for_sm90_and_the_same_keys_as_a_rebuild(wheel):
     from aot.core.manifest import load_manifest
     whl, rebuild = wheel
@@ -117,7 +116,6 @@ def test_the_wheel_carries_every_entry_for_sm90_and_the_same_keys_as_a_rebuild(w
     assert not any(r.startswith("cuda-cccl") for r in requires)   # no CCCL artifact, no cuda-cccl pin
 
 
-@pytest.mark.slow
 def test_the_installed_wheel_attaches_its_kernels_at_cupys_compile_call_without_a_gpu(wheel, tmp_path):
     """``pip install --target`` as .ci/gpu/cupy_check.sh --wheel installs it: importing the package makes its
     registry (23 specs) and puts aot's observer on CuPy's hash; nothing asks for a device."""

@@ -83,7 +83,7 @@ COMMANDS: dict[tuple[str, str], tuple[str, str]] = {
     ("docs/gate.md", "PYTHONPATH=tests/data/gate:. python .ci/gpu/make_mutants.py --base .gpu/gate --out "
                      ".gpu/mutants --sm 90"): ("slow", "builds a set per mutant (minutes)"),
     ("docs/gate.md", "bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants"): ("gpu", "the gate runs the sets on a GPU"),
-    ("docs/gate.md", "bash .ci/gpu/issue20.sh"): ("gpu", "GPU checks of issue 20"),
+    ("docs/gate.md", "bash .ci/gpu/forms_gate.sh"): ("gpu", "GPU checks of issue 20"),
     ("docs/gate.md", "python -m aot record --out build_matrix.yaml -- python -m pytest tests"): (
         "gpu", "records the reader's library on a GPU"),
     ("docs/gate.md", "python -m aot verify --gpu --package mylib --launches build_matrix.launches"): (

@@ -417,7 +417,7 @@ def test_checks_resolve_only_inside_the_owning_package():
     assert resolve_check("aot.verify.units:check_kernel", "aot").__name__ == "check_kernel"
 
 
-# ------------------------------------------------------------------------ a real lean install (slow)
+# ------------------------------------------------------------------------------- a real lean install
 #: Distributions of the CUDA toolkit / JIT stack that a lean install must not contain.
 TOOLCHAIN = ("nvidia-cuda-nvrtc", "nvidia-nvjitlink", "nvidia-nvvm", "nvidia-cuda-nvcc", "numba-cuda-mlir",
              "numba", "cuda-toolkit")
@@ -454,7 +454,6 @@ def _runtime_wheel(work: Path) -> Path:
     return whl
 
 
-@pytest.mark.slow
 def test_lean_install_of_both_examples_imports_in_any_order(wheels, tmp_path_factory):
     """Both example wheels and cccl-aot-cu13 installed for real into one fresh environment, their other
     dependencies from the package index: no toolchain distribution, under 200 MB, and `import mypkg_hatch,

@@ -217,7 +217,6 @@ def test_a_probe_child_never_outlives_the_read(tmp_path):
             os.waitpid(pid, os.WNOHANG)  # reaped already
 
 
-@pytest.mark.slow  # one CCCL compile: about 10 s idle, 30 s on a loaded 2-core host
 def test_build_workers_import_an_operator_from_the_matrix_folder(tmp_path):
     """The matrix's folder is not on ``sys.path``: a ``spawn``ed build worker still imports the named package
     from it (its ``sys.path`` carries the named roots' entries; it installs their finder itself)."""

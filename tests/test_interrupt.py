@@ -9,7 +9,7 @@ traceback, the exit code is the README's (130, 143, or 0 when the build finished
 and the output folder holds no manifest or a complete one that verifies. The same folder is reused
 across trials, so each trial starts from what the previous one left.
 
-The quick test does one trial per signal; the slow one :data:`SLOW_TRIALS` per signal (``AOT_SIGNAL_TRIALS``).
+The default run does one trial per signal; the slow job (.ci/slow) :data:`SLOW_TRIALS` per signal (``AOT_SIGNAL_TRIALS``).
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 (docs/downstream.md), and the copyable CI workflow (examples/workflows/wheels.yml) run line by line.
 
 Everything runs in environments that hold nothing of this checkout or of the test environment: a bare
-venv with pip (as a user's), whose pip builds in its own isolated environment. ``cccl-aot-cu13`` is not on
-the index yet, so the session starts as a newcomer does (issue 30): a fresh clone of this repository runs the
-downstream page's first block as written (``.ci/wheelhouse.sh`` into ``~/wheelhouse``, ``HOME`` a temporary
-folder). Every other requirement is then added to that wheelhouse (``pip download`` once per session) and
-taken from it alone (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CUDA toolkit wheels are fetched once, not
-per build. One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses its
-build folder.
+venv with pip (as a user's), whose pip builds in its own isolated environment, from a wheelhouse a fresh clone
+made with the downstream page's first block (the session's ``isolated`` fixture: tests/isolated_env.py).
+
+Each isolated build installs the whole CUDA 13 build stack into its own environment (about 50 s on 2 cores). The
+default run builds the examples a test here needs anyway (numba-mypkg: ``pip wheel``; hatch-mypkg and
+skbuild-mypkg: ``python -m build``; the page's two projects; the workflow's); ``pip wheel`` of every other example
+and ``pip install .`` of the two backends' are the ``slow`` job's (.ci/slow).
 
 The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the page's
 blocks and the workflow's shape.
@@ -25,178 +25,36 @@ import subprocess
 import sys
 import tomllib
 import venv
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import DOCS, ROOT
+from conftest import ROOT
+from isolated_env import EXAMPLE_DIRS, EXAMPLES, SM, blocks, check_wheel, example_wheel, page, project, setup_block
 
-EXAMPLES = ROOT / "examples"
-#: Every example package (other examples join by existing); all are built by `pip wheel .` in isolation.
-EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml"))
+#: The example built by `pip wheel .` in isolation in the default run (its attach test below needs the wheel anyway);
+#: every other example's isolated `pip wheel` is the slow job's (the same build, one example after another).
+DEFAULT_WHEELS = ("numba-mypkg",)
 #: These are also built by `python -m build` (the two backends; more would only cost CI time).
 BUILD_TOO = ("hatch-mypkg", "skbuild-mypkg")
 WORKFLOW = EXAMPLES / "workflows" / "wheels.yml"
-#: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
-TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
-SM = "80"
 
 
-@dataclass(frozen=True)
-class Isolated:
-    wheelhouse: Path
-    bare: Path          # a venv holding pip and TOOLS only: the outer environment of every build
-    env: dict
-    work: Path
-    home: Path          # HOME of every command: the page's `~/wheelhouse` is `wheelhouse`
-
-    @property
-    def python(self) -> Path:
-        return self.bare / "bin" / "python"
-
-    def run(self, args, cwd: Path, timeout: int = 900, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(a) for a in args], cwd=cwd, env={**self.env, **extra}, capture_output=True,
-                              text=True, timeout=timeout)
-
-
-def _build_requires() -> list[str]:
-    reqs: list[str] = []
-    for name in EXAMPLE_DIRS:
-        doc = tomllib.loads((EXAMPLES / name / "pyproject.toml").read_text())
-        reqs += [r for r in doc.get("build-system", {}).get("requires", []) if r not in reqs]
-    return reqs
-
-
-def _page() -> str:
-    return (DOCS / "downstream.md").read_text()
-
-
-def _setup_block() -> str:
-    """The page's first command block: the aot wheels into ~/wheelhouse, and the export every build needs."""
-    block = _blocks(_page(), "bash")[0]
-    assert ".ci/wheelhouse.sh ~/wheelhouse" in block and "export PIP_FIND_LINKS=~/wheelhouse" in block, block
-    return block
-
-
-def _fresh_clone(dst: Path) -> Path:
-    """This repository as a newcomer clones it. A developer's uncommitted changes to tracked files and new
-    files git does not ignore are carried over, so the run tests what is about to be committed."""
-    git = ["git", "-c", "safe.directory=*"]
-    if not (ROOT / ".git").exists():  # an unpacked source tree: its files are what a clone would hold
-        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", "build", "dist", "__pycache__", ".gpu",
-                                                                 ".whl", "aot-out", "site"))
-        return dst
-    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(ROOT), str(dst)], check=True, capture_output=True,
-                   timeout=300)
-    diff = subprocess.run([*git, "-C", str(ROOT), "diff", "HEAD", "--binary"], check=True, capture_output=True,
-                          timeout=120).stdout
-    if diff:
-        subprocess.run([*git, "-C", str(dst), "apply", "--whitespace=nowarn"], input=diff, check=True,
-                       capture_output=True, timeout=120)
-    new = subprocess.run([*git, "-C", str(ROOT), "ls-files", "--others", "--exclude-standard", "-z"], check=True,
-                         capture_output=True, timeout=120).stdout.decode().split("\0")
-    for rel in filter(None, new):
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, dst / rel)
-    return dst
-
-
-@pytest.fixture(scope="session")
-def isolated(tmp_path_factory) -> Isolated:
-    work = tmp_path_factory.mktemp("isolated")
-    home = work / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
-    # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
-    env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-    # The newcomer's first step, from the page, in a fresh clone: cccl-aot-cu12/cu13 into ~/wheelhouse.
-    clone = _fresh_clone(work / "clone")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", _setup_block()], cwd=clone, env=env, capture_output=True,
-                       text=True, timeout=1200)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    wheelhouse = home / "wheelhouse"
-    assert sorted(p.name.split("-")[0] for p in wheelhouse.glob("*.whl")) == ["cccl_aot_cu12", "cccl_aot_cu13"]
-    shutil.rmtree(clone)
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--find-links",
-                        str(wheelhouse), "--only-binary", ":all:", *_build_requires(), "hatchling",
-                        "scikit-build-core", *TOOLS, "pip", "setuptools", "wheel"],
-                       capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000",
-               AOT_CACHE_DIR=str(work / "cache"))
-    bare = work / "bare"
-    venv.EnvBuilder(with_pip=True).create(bare)
-    iso = Isolated(wheelhouse, bare, env, work, home)
-    r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return iso
-
-
-_projects: dict[str, Path] = {}
-
-
-def _project(iso: Isolated, name: str) -> Path:
-    """One copy of an example per session, shared by the frontends (the second reuses the build folder)."""
-    if name not in _projects:
-        dst = iso.work / "projects" / name
-        shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
-        _projects[name] = dst
-    return _projects[name]
-
-
-def _check_wheel(whl: Path, package_hint: str | None = None) -> dict:
-    """The tag is the rule's (aot.package.tags), the index accepts it, it installs here; the wheel carries a
-    complete artifact folder built for SM 80 by the toolkit of the isolated environment."""
-    from packaging.tags import sys_tags
-    from packaging.utils import parse_wheel_filename
-    from aot.package.tags import publishable, wheel_tag
-    _, _, _, tags = parse_wheel_filename(whl.name)
-    z = zipfile.ZipFile(whl)
-    (info_name,) = [n for n in z.namelist() if n.endswith("/aot-package.json")]
-    info = json.loads(z.read(info_name))
-    (man_name,) = [n for n in z.namelist() if n.endswith("/manifest.json") and n.startswith(info_name.rsplit("/", 1)[0])]
-    cccl = any(e.get("payload_kind") == "cccl-blob" for e in json.loads(z.read(man_name))["artifacts"])
-    # a set with CCCL artifacts takes cuda-cccl's platforms, an NVRTC/numba-only one cuda-bindings' (issue 28)
-    want = "py3-none-manylinux_2_26_x86_64" if cccl else "py3-none-manylinux_2_24_x86_64.manylinux_2_28_x86_64"
-    assert "py3-none-" + ".".join(sorted(t.platform for t in tags)) == wheel_tag(cccl) == want, whl.name
-    assert all(publishable(t.platform) for t in tags), whl.name
-    assert tags & set(sys_tags()), whl.name
-    assert info["complete"] and info["sms"] == [int(SM)], info
-    assert info["producer"]["nvrtc"].startswith("13."), info["producer"]
-    wheel_meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
-    assert "Root-Is-Purelib: false" in wheel_meta
-    assert all(f"Tag: py3-none-{t.platform}" in wheel_meta for t in tags), wheel_meta
-    return info
-
-
-# ------------------------------------------------------------------------------------------- slow, real
-@pytest.mark.slow
-@pytest.mark.parametrize("example", EXAMPLE_DIRS)
+# ------------------------------------------------------------------------------------------------ real builds
+@pytest.mark.parametrize("example", [e if e in DEFAULT_WHEELS else pytest.param(e, marks=pytest.mark.slow)
+                                     for e in EXAMPLE_DIRS])
 def test_pip_wheel_with_build_isolation(isolated, example):
     """`pip wheel .` from a bare environment: pip installs [build-system] requires (aot and the CUDA toolkit)
     into its isolated environment, where aot must find NVRTC (aot.build.isolated)."""
-    project = _project(isolated, example)
-    r = isolated.run([isolated.python, "-m", "pip", "wheel", "--no-deps", "-w", "pip-dist", "."], cwd=project)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = (project / "pip-dist").glob("*.whl")
-    _check_wheel(whl)
+    check_wheel(example_wheel(isolated, example))
 
 
-@pytest.mark.slow
 def test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu(isolated):
     """examples/numba-mypkg as its users get it: the wheel pip builds in isolation carries a cubin per SM and PTX
     of its @cuda.jit kernels and its checks; installed, importing it attaches them to the dispatchers (no GPU
     needed for that), and the loader's checks pass for every SM it covers."""
-    project = _project(isolated, "numba-mypkg")
-    dist = project / "pip-dist"
-    if not list(dist.glob("*.whl")):
-        r = isolated.run([isolated.python, "-m", "pip", "wheel", "--no-deps", "-w", dist, "."], cwd=project)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = dist.glob("*.whl")
-    info = _check_wheel(whl)
+    whl = example_wheel(isolated, "numba-mypkg")
+    info = check_wheel(whl)
     assert set(info["checks"]) == {"axpy.0", "axpy.1", "scale_inplace", "smooth", "block_sum"}, info
     site = isolated.work / "numba-site"
     r = isolated.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, whl], cwd=isolated.work)
@@ -211,47 +69,50 @@ def test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu
     assert r.returncode == 0 and r.stdout.split() == ["_PackagedCache", "cubin", "ptx"], r.stdout + r.stderr[-3000:]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
 def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolated, example):
-    """`python -m build --wheel` (its isolated venv), then `pip install .`. auditwheel, cibuildwheel's default Linux repair, refuses
+    """`python -m build --wheel` (its isolated venv). auditwheel, cibuildwheel's default Linux repair, refuses
     the wheel (no ELF file: nothing to repair, the tag is already right), so the example switches it off with
-    `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which cibuildwheel itself reads."""
-    project = _project(isolated, example)
-    r = isolated.run([isolated.python, "-m", "build", "--wheel", "--outdir", "build-dist", "."], cwd=project)
+    `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which cibuildwheel itself reads. (`pip install .` of the
+    same project, a second isolated build, is the slow job's: the default run has the page's `pip install .`.)"""
+    proj = project(isolated, example)
+    r = isolated.run([isolated.python, "-m", "build", "--wheel", "--outdir", "build-dist", "."], cwd=proj)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = (project / "build-dist").glob("*.whl")
-    _check_wheel(whl)
-    a = isolated.run([isolated.bare / "bin" / "auditwheel", "repair", "-w", "repaired", whl], cwd=project)
+    (whl,) = (proj / "build-dist").glob("*.whl")
+    check_wheel(whl)
+    a = isolated.run([isolated.bare / "bin" / "auditwheel", "repair", "-w", "repaired", whl], cwd=proj)
     assert a.returncode != 0 and "does not look like a platform wheel" in a.stdout + a.stderr, a.stdout + a.stderr
-    cib = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    cib = tomllib.loads((proj / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
     assert cib["linux"]["repair-wheel-command"] == "" and cib["build"] == "cp312-manylinux_x86_64"
     c = isolated.run([isolated.bare / "bin" / "cibuildwheel", "--print-build-identifiers", "--platform", "linux"],
-                     cwd=project, timeout=120)
+                     cwd=proj, timeout=120)
     assert c.returncode == 0 and c.stdout.split() == ["cp312-manylinux_x86_64"], c.stdout + c.stderr
-    # `pip install .`, the manual's command, builds the same way (into a target folder: the bare venv stays bare).
-    target = project / "installed"
-    i = isolated.run([isolated.python, "-m", "pip", "install", "--no-deps", "--target", target, "."], cwd=project)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
+def test_pip_install_dot_with_build_isolation(isolated, example):
+    """`pip install .`, the manual's command, builds the same way (into a target folder: the bare venv stays bare).
+    The default run has it once, on the page's hatchling project (the test below); here on both backends'."""
+    proj = project(isolated, example)
+    target = proj / "installed"
+    i = isolated.run([isolated.python, "-m", "pip", "install", "--no-deps", "--target", target, "."], cwd=proj)
     assert i.returncode == 0, i.stdout[-4000:] + i.stderr[-4000:]
-    pkg = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["aot"]["package"]
+    pkg = tomllib.loads((proj / "pyproject.toml").read_text())["tool"]["aot"]["package"]
     assert (target / pkg / "artifacts" / "manifest.json").is_file(), sorted(p.name for p in target.iterdir())
-
-
-def _blocks(section: str, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
 
 
 def _page_projects(base: Path) -> dict[str, Path]:
     """The three projects the page describes, made from its own blocks (pyproject.toml, mypkg/__init__.py,
     build_matrix.yaml, CMakeLists.txt)."""
-    section = _page()
-    tomls = _blocks(section, "toml")
+    section = page()
+    tomls = blocks(section, "toml")
     hatch_toml = next(t for t in tomls if 'build-backend = "hatchling.build"' in t)
     skb_toml = next(t for t in tomls if 'build-backend = "scikit_build_core.build"' in t)
     st_toml = next(t for t in tomls if 'build-backend = "aot.package.setuptools_backend"' in t)
-    (init,) = [b for b in _blocks(section, "python") if b.startswith("# mypkg/__init__.py")]
-    (cmake,) = _blocks(section, "cmake")
-    (matrix,) = [b for b in _blocks(section, "yaml") if b.startswith("# build_matrix.yaml")]
+    (init,) = [b for b in blocks(section, "python") if b.startswith("# mypkg/__init__.py")]
+    (cmake,) = blocks(section, "cmake")
+    (matrix,) = [b for b in blocks(section, "yaml") if b.startswith("# build_matrix.yaml")]
     out = {}
     for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake}),
                               ("setuptools", st_toml, {})):
@@ -266,15 +127,14 @@ def _page_projects(base: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.slow
 def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     """docs/downstream.md from a fresh clone: its first block made the wheelhouse (the `isolated` fixture);
     each later ```bash block runs line by line, exactly as written, in the project its heading names (the
     hatchling one unless the block follows the scikit-build-core or setuptools text), after the first block's `export` lines
     (a shell keeps them) and with nothing else telling pip where cccl-aot-cu13 is."""
-    section = _page()
+    section = page()
     projects = _page_projects(isolated.work / "page")
-    exports = "\n".join(ln for ln in _setup_block().splitlines() if ln.startswith("export "))
+    exports = "\n".join(ln for ln in setup_block().splitlines() if ln.startswith("export "))
     env = {k: v for k, v in isolated.env.items() if k != "PIP_FIND_LINKS"}
     ran = []
     for m in list(re.finditer(r"```bash\n(.*?)```", section, re.S))[1:]:
@@ -293,13 +153,12 @@ def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     assert "integrity OK" in out and "package mypkg: reading" in out and "shadows the installed mypkg" in out
     assert "coverage: 1 specs x SMs 80" in out and "family  spec" in out  # inspect's plain table (no rich)
     (whl,) = (projects["skbuild"] / "dist").glob("*.whl")
-    _check_wheel(whl)
+    check_wheel(whl)
     assert sum("family  spec" in o for _, _, o in ran) >= 3  # inspect: skbuild's wheel, hatchling's and setuptools' installs
     bundled = projects["skbuild"] / "mypkg" / "artifacts"
     assert sorted(p.name for p in bundled.iterdir() if p.is_file()) == ["aot-package.json", "manifest.json"]
 
 
-@pytest.mark.slow
 def test_the_copyable_workflow_runs_line_by_line(isolated):
     """examples/workflows/wheels.yml on the hatch example: every `run:` of both jobs, in order, with the
     workflow's own env (one SM and the shard list kept as written), in a fresh venv like a runner's Python."""
@@ -329,7 +188,7 @@ def test_the_copyable_workflow_runs_line_by_line(isolated):
         ran += 1
     assert ran == 2 * 2 + 6
     (whl,) = (project / "dist").glob("*.whl")
-    info = _check_wheel(whl)
+    info = check_wheel(whl)
     assert sorted(info["specs"]) == ["axpy", "multiples_of_7_i64", "product_i32", "running_max_i64"]
 
 
@@ -351,7 +210,7 @@ def test_skbuild_example_forces_the_same_tag_and_hatch_hook_uses_the_rule():
     doc = tomllib.loads((EXAMPLES / "skbuild-mypkg" / "pyproject.toml").read_text())
     (override,) = doc["tool"]["scikit-build"]["overrides"]
     assert override["wheel"]["tags"] == [wheel_tag()] and override["if"]["platform-machine"] == "x86_64"
-    readme = _page()
+    readme = page()
     assert f'wheel.tags = ["{wheel_tag()}"]' in readme and 'wheel.py-api = "py3"' in readme
     assert 'build-backend = "scikit_build_core.build"' in readme
     assert "aot.package.tags" in (ROOT / "aot" / "package" / "hatch.py").read_text()

@@ -1,8 +1,9 @@
 """The house rules of the package layout ("Untangle the house"), checked on the source with ``ast``.
 
 Layers, bottom up: ``aot.algorithms`` (0, a leaf), ``aot.core`` and ``aot.cmake`` (1), ``aot.runtime`` and the
-package ``__init__`` (2), ``aot.build`` (3), ``aot.verify`` (4), ``aot.package`` (5), ``aot.cli`` (6),
-``aot.__main__`` (7). A module imports only from its own layer or below (function-level imports count
+package ``__init__`` (2), ``aot.build`` (3), ``aot.record`` (4: it uses the build's CuPy entries; the verify
+layer reads its launch store's format), ``aot.verify`` (5), ``aot.package`` (6), ``aot.cli`` (7),
+``aot.__main__`` (8). A module imports only from its own layer or below (function-level imports count
 too), and no set of modules imports itself round in a circle. Every import statement of every module is
 read, relative ones resolved, ``TYPE_CHECKING`` blocks included.
 
@@ -28,7 +29,7 @@ from conftest import ROOT, repo_env
 PKG = ROOT / "aot"
 
 LAYERS = {"aot.algorithms": 0, "aot.core": 1, "aot.cmake": 1, "aot.runtime": 2, "aot": 2, "aot.build": 3,
-          "aot.verify": 4, "aot.package": 5, "aot.cli": 6, "aot.__main__": 7}
+          "aot.record": 4, "aot.verify": 5, "aot.package": 6, "aot.cli": 7, "aot.__main__": 8}
 
 #: Imports from a lower layer up to a higher one that stay: the JIT fallback compiles with the build's recipe.
 ALLOWED = {("aot.runtime.jit.jit", "aot.build.compile")}

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from test_isolated import _check_wheel, _project, isolated  # noqa: F401 - the wheelhouse fixture, shared
+from isolated_env import check_wheel, example_wheel
 from test_record import EXAMPLE, example_copy, example_env, toolkit_env
 
 
@@ -44,16 +44,11 @@ def test_the_matrix_names_at_least_30_sources_in_several_modules():
     assert any("params" in e for e in doc["nvrtc"]) and len(doc["cccl"]) == 4
 
 
-@pytest.mark.slow
-def test_the_wheel_builds_in_isolation_without_the_heavy_dependency(isolated):  # noqa: F811
-    """`pip wheel .` from a bare environment (tests/test_isolated.py's wheelhouse): only `[build-system]
+@pytest.mark.slow  # one of every example's isolated wheels (tests/test_isolated.py): the slow job's
+def test_the_wheel_builds_in_isolation_without_the_heavy_dependency(isolated):
+    """`pip wheel .` from a bare environment (the session's wheelhouse, tests/isolated_env.py): only `[build-system]
     requires` is installed, so `heavydep` is absent. Needs the build to import `mylib.kernels.distance`
-    without running `mylib/__init__.py` (issue 27 item 1, the import branch)."""
-    iso = isolated
-    project = _project(iso, "lib-mypkg")
-    if not list((project / "pip-dist").glob("*.whl")):
-        r = iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", "pip-dist", "."], cwd=project)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = (project / "pip-dist").glob("*.whl")
-    info = _check_wheel(whl)
+    without running `mylib/__init__.py` (issue 27 item 1, the import branch; in the default run:
+    tests/test_matrix_imports.py, tests/test_import_rule.py)."""
+    info = check_wheel(example_wheel(isolated, "lib-mypkg"))
     assert len(info["specs"]) == 43, sorted(info["specs"])

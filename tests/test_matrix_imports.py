@@ -267,7 +267,6 @@ cccl:
 '''
 
 
-@pytest.mark.slow
 def test_same_key_same_bytes_across_folders_and_worker_order(tmp_path):
     """Built in two folders (different absolute paths, each the build's working folder), one worker: b_fused
     after a_plain in the first, first in the second. Before: b_fused failed to link in the first ("Linking

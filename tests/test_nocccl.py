@@ -201,7 +201,6 @@ def _run(py: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedPro
     return subprocess.run([str(py), *args], capture_output=True, text=True, cwd=cwd, env=clean, timeout=300)
 
 
-@pytest.mark.slow
 def test_lean_venv_builds_bundles_and_loads_nvrtc_without_cuda_cccl(lean, tmp_path):
     py, _ = lean
     r = _run(py, "-c", "import importlib.metadata as m, importlib.util as u, aot; print(aot.__file__); "
@@ -234,7 +233,6 @@ print(sorted(reg.names()), nvrtc_compile_cached(reg.spec("block_sum"), 90)[1], "
     assert "Traceback" not in c.stderr
 
 
-@pytest.mark.slow
 def test_nvrtc_only_wheel_installs_beside_another_cuda_cccl(lean, tmp_path):
     """The downstream wheel, built in the venv without cuda-cccl by the hatch hook, requires none (METADATA),
     and pip's resolver installs it with aot's wheel beside cuda-cccl 0.6.0; `pip check` agrees."""

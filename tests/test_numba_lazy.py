@@ -18,8 +18,8 @@ from test_numba import _build, make_project  # noqa: E402
 
 #: What ``from_package`` may import of aot beyond the front (``import aot``): the registry (its device and thread
 #: helpers, the logger) and the hook; not the manifest, the specs, the attach, the digest.
-# core.env: AOT_JIT_ONLY read once at from_package; loader.families: the adapters a shipped set needs
-LAZY_IMPORTS = ["aot.core.env", "aot.core.log", "aot.runtime.adapters", "aot.runtime.adapters.numba_lazy",
+# loader.families: the adapters a shipped set needs
+LAZY_IMPORTS = ["aot.core.log", "aot.runtime.adapters", "aot.runtime.adapters.numba_lazy",
                 "aot.runtime.loader.driver", "aot.runtime.loader.families", "aot.runtime.loader.registry",
                 "aot.runtime.loader.threads"]
 

@@ -1,7 +1,7 @@
 """``aot record`` (issue 27): a command run with the recording hook gives the matrix of what it compiled,
 each source named where it lives.
 
-The slow tests record examples/lib-mypkg's own test suite (NVRTC compile-only tests on the CPU, its CCCL
+The tests over the example record examples/lib-mypkg's own test suite (NVRTC compile-only tests on the CPU, its CCCL
 call sites built under the stand-in driver) and check the result against the committed matrix, ``aot
 validate`` and a hand-written matrix's content keys. The fast ones record small scripts: cuda.core
 ``Program``, a CuPy stand-in, functions whose text cannot be named, the exit code passed on."""
@@ -68,7 +68,6 @@ def recorded(tmp_path_factory):
     return project, out, r.stdout
 
 
-@pytest.mark.slow
 def test_recording_the_example_gives_its_committed_matrix(recorded):
     project, out, stdout = recorded
     assert "40 NVRTC compiles, 0 numba-cuda kernel compiles, 5 cuda.compute builds seen" in stdout, stdout
@@ -77,7 +76,6 @@ def test_recording_the_example_gives_its_committed_matrix(recorded):
     assert got == (EXAMPLE / "build_matrix.yaml").read_text().splitlines()[1:]
 
 
-@pytest.mark.slow
 def test_the_recorded_matrix_validates_and_names_every_source_in_place(recorded):
     project, out, stdout = recorded
     import yaml
@@ -95,7 +93,6 @@ def test_the_recorded_matrix_validates_and_names_every_source_in_place(recorded)
     assert "not named (2;" in stdout
 
 
-@pytest.mark.slow
 def test_recorded_units_have_the_hand_written_matrix_content_keys(recorded):
     project, out, _ = recorded
     keys = {}

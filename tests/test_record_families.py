@@ -282,7 +282,7 @@ def test_the_hook_folder_cannot_be_recreated_by_name_after_the_run(tmp_path):
 def test_a_comment_cannot_break_out_into_the_matrix():
     """``\\r``, U+0085, U+2028, U+2029 end a YAML comment line: a reason or the quoted command carrying one
     made the rest of the line a live spec. Before: that text parsed as a ``cccl:`` section."""
-    from aot.build.record import Recording, render_matrix
+    from aot.record.record import Recording, render_matrix
     evil = "cccl: [{name: evil, algorithm: reduce, dtype: float64, op: plus}]"
     rec = Recording(0, nvrtc=[{"name": "k", "source": "p.m:K", "kernels": ["k"]}])
     rec.unnamed = [f"nvrtc source 'x'{brk}{evil}" for brk in ("\r", "\x85", "\u2028", "\u2029")]
@@ -292,7 +292,7 @@ def test_a_comment_cannot_break_out_into_the_matrix():
 
 
 def test_a_matrix_text_that_reads_back_otherwise_is_not_written():
-    from aot.build.record import check_written
+    from aot.record.record import check_written
     doc = {"version": 1, "nvrtc": [{"name": "k", "source": "p.m:K", "kernels": ["k"]}]}
     text = "version: 1\nnvrtc:\n  - {name: k, source: 'p.m:K', kernels: [k]}\n"
     check_written(text, doc)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot.build.record import Recording, kept_launches, launches_folder, write_launches
+from aot.record.record import Recording, kept_launches, launches_folder, write_launches
 
-HOOK = Path(__file__).resolve().parent.parent / "aot" / "build" / "record_hook_numba.py"
+HOOK = Path(__file__).resolve().parent.parent / "aot" / "record" / "hook_numba.py"
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The red team's cases of issue 37 in the lookup by source, the program cache, verify and ``cache info``
-(CPU only; the GPU half is ``.ci/gpu/redteam37_flags.py``). Each test failed before its fix:
+(CPU only; the GPU half is ``.ci/gpu/flag_spellings.py``). Each test failed before its fix:
 
 1. flags passed as an iterator (``itertools.chain``, a generator, ``iter``, ``map``, ``reversed``) found the
    unit built *without* them (the memo key consumed the iterator, the content key was made from nothing),

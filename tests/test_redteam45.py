@@ -310,8 +310,8 @@ def test_aot_record_reads_an_earlier_index_bounded(tmp_path):
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
         from pathlib import Path
-        from aot.build.record import write_launches
-        from aot.build.record_launch_store import store
+        from aot.record.record import write_launches
+        from aot.record.launch_store import store
         folder = Path({str(folder)!r})
         write_launches({{}}, folder)
         store([], {{}}, folder)
@@ -545,7 +545,7 @@ open(sys.argv[2], "w").write(str(got.count(bytes([signal.SIGINT]))))
 
 _DRIVER = """
 import sys
-from aot.build.record_run import _run
+from aot.record.run import _run
 rc, got = _run([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]], dict(__import__("os").environ), None)
 print(rc, got)
 """

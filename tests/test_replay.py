@@ -1,4 +1,4 @@
-"""Issue 36.3 on the CPU: kernel launches kept by ``aot record`` (:mod:`aot.build.record_launches`) and replayed by
+"""Issue 36.3 on the CPU: kernel launches kept by ``aot record`` (:mod:`aot.record.launches`) and replayed by
 ``aot verify --gpu`` (:mod:`aot.verify.replay`), with the driver and the launch layer replaced by a device made of
 bytearrays and kernels made of Python functions. What is checked: a launch seen through cuda.core's ``launch`` and
 cuda.bindings' ``cuLaunchKernel`` runs once and is kept (arguments, allocations before and after); what cannot be
@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aot.build.record_launch_store import store
+from aot.record.launch_store import store
 from aot.core.errors import VerificationError
 from aot.verify.compare import Mismatch
 from aot.verify.gpu import GpuRow
 from aot.verify.replay import LaunchStoreError, compare_buffer, read_store, replay
 
-HOOK = Path(__file__).resolve().parent.parent / "aot" / "build" / "record_launches.py"
+HOOK = Path(__file__).resolve().parent.parent / "aot" / "record" / "launches.py"
 BASE = 0x7F00_0000_0000
 
 

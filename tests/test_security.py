@@ -50,6 +50,10 @@ def run_as_attacker(script: str, **env: str) -> subprocess.CompletedProcess:
 def arena():
     """A world-traversable scratch directory (pytest's tmp_path is 0700: the attacker could not reach it)."""
     d = Path(tempfile.mkdtemp(prefix="aot-sec-"))
+    closed = next((p for p in d.parents if not p.stat().st_mode & stat.S_IXOTH), None)
+    if closed is not None:  # a TMPDIR of 0700 (or below one): no other uid reaches anything in it
+        d.rmdir()
+        pytest.skip(f"{closed} is closed to other users: the attacker cannot reach a folder in TMPDIR")
     d.chmod(0o755)
     try:
         yield d
@@ -219,9 +223,12 @@ def test_planted_stand_in_libcuda_is_never_loaded(arena, tmp_path):
     shared = arena / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
-    legacy = Path(tempfile.gettempdir()) / f"aot-stub-{os.geteuid()}"
-    if legacy.exists():
-        pytest.skip(f"{legacy} exists already (left by an old aot): the attacker cannot plant there")
+    # The victim's temp dir is a shared one (as /tmp, 1777) in the arena, not this run's TMPDIR: a user whose
+    # TMPDIR is private (0755) gives the attacker nowhere to plant there, and the attack is what is under test.
+    victim_tmp = arena / "tmp"
+    victim_tmp.mkdir()
+    victim_tmp.chmod(0o1777)
+    legacy = victim_tmp / f"aot-stub-{os.geteuid()}"  # the predictable name an old aot used in the temp dir
     src = stage(arena, "evil.c", EVIL_C.encode())
     plants = [legacy / "stub" / digest, shared / "stub" / digest]
     script = f"cc -shared -fPIC -DMARKER='\"{marker}\"' -Wl,-soname,libcuda.so.1 -o {drop}/evil.so {src}"
@@ -237,15 +244,15 @@ def test_planted_stand_in_libcuda_is_never_loaded(arena, tmp_path):
         for env in ({"AOT_DISABLE_CACHE": "1"}, {"AOT_CACHE_DIR": str(shared)}, {"AOT_CACHE_DIR": str(own)}):
             planted = plants[0] if "AOT_DISABLE_CACHE" in env else (
                 shared / "stub" / digest if env["AOT_CACHE_DIR"] == str(shared) else own / "stub" / digest)
-            proc = subprocess.run([sys.executable, "-c", VICTIM, str(planted / "libcuda.so.1")],
-                                  capture_output=True, text=True, cwd=ROOT, timeout=120, env=repo_env(**env))
+            proc = subprocess.run([sys.executable, "-c", VICTIM, str(planted / "libcuda.so.1")], capture_output=True,
+                                  text=True, cwd=ROOT, timeout=120, env=repo_env(TMPDIR=str(victim_tmp), **env))
             assert proc.returncode == 0, proc.stderr
             out = json.loads(proc.stdout.splitlines()[-1])
             assert not marker.exists(), (env, out)
             assert Path(out["path"]).parent != planted, (env, out)
             assert "ToolchainError" in out["direct"] and "uid 4242" in out["direct"], out
             for d, (uid, mode) in out["modes"].items():  # wherever it went: ours, private
-                if d != tempfile.gettempdir():
+                if d != str(victim_tmp):
                     assert uid == 0 and mode == "0o700", (d, uid, mode)
     finally:
         run_as_attacker(f"rm -rf {legacy}")

@@ -47,10 +47,10 @@ for p in examples/*/pyproject.toml; do
   AOT_WHEEL_MERGE=$merge AOT_WHEEL_SM=$SM step python -m pip wheel -q --no-build-isolation --no-deps -w .whl "$d"
 done
 # Issue 27: blobs named from content, built by one worker in that order (the lambda-name collision).
-step python -m aot build --matrix .ci/gpu/i27_matrix.yaml --sm "$SM" --jobs 1 --out .gpu/i27 --quiet
+step python -m aot build --matrix .ci/gpu/blob_names.yaml --sm "$SM" --jobs 1 --out .gpu/blob_names --quiet
 # Issue 30: the red team's GPU cases (a foreign set naming code; compile errors without tracebacks).
-rm -rf .gpu/redteam30
-step python .ci/gpu/redteam30.py prepare .gpu/redteam30
+rm -rf .gpu/foreign_set
+step python .ci/gpu/foreign_set.py prepare .gpu/foreign_set
 # Issue 31: numba-cuda 0.30.4 (the GPU machine's numpy 2.5 dropped np.row_stack, which its JIT overloads: the checks alias it);
 # the example as its wheel installs it, the same without artifacts (numba-cuda JITs), and a mutant of axpy.0.
 bash ../shared/gpu/fetch_wheels.sh numba-cuda==0.30.4 >/dev/null  # numpy 2.5 there: numba_check aliases np.row_stack
@@ -71,8 +71,8 @@ step python .ci/gpu/numba_digest.py prepare .gpu/numba_digest "$SM"
 step python .ci/gpu/numba_wrong_kernels.py prepare .gpu/numba_wrong "$SM"
 step python benchmarks/numba_launch.py prepare .gpu/numba_launch "$SM"
 # Issue 37 item 1: one source as two NVRTC units (no flag: writes 7; -DN=2: writes 2), launched with flags of every spelling.
-rm -rf .gpu/redteam37
-step python .ci/gpu/redteam37_flags.py prepare .gpu/redteam37
+rm -rf .gpu/flag_spellings
+step python .ci/gpu/flag_spellings.py prepare .gpu/flag_spellings
 # Issue 36.3: adopt-mypkg as its wheel installs it, without artifacts (aot record sees it compile), and a mutant of saxpy.
 step bash .ci/gpu/replay_check.sh prepare
 # Issue 29: the library-shaped warm set (35 CCCL specs, 180 NVRTC units of 1-26 kernels), incremental.

@@ -79,8 +79,8 @@ import numpy as np
 if os.environ.get("REPLAY_DIRECT"):
     import atexit, types
     from pathlib import Path
-    import aot.build.record_launches as rl
-    from aot.build.record_launch_store import store
+    import aot.record.launches as rl
+    from aot.record.launch_store import store
     from cuda.bindings import driver
     priv = Path(os.environ["REPLAY_DIRECT"])
     priv.mkdir()
@@ -111,7 +111,7 @@ AOT_CACHE_DIR=$W/cache PYTHONPATH=$R/jitsite:$base python3 -m aot record --packa
 rc[record]=$?
 how="aot record"
 if [ ! -f m.launches/index.json ]; then  # aot record without the launch hook wired in: capture by hand
-  echo "replay_check: aot record wrote no m.launches (is record_launches in record_hook.FAMILY_HOOKS?); capturing directly"
+  echo "replay_check: aot record wrote no m.launches (is launches in aot/record/hook.py's FAMILY_HOOKS?); capturing directly"
   how="direct"
   PYTHONPATH=$R/jitsite:$base REPLAY_DIRECT=$W/direct AOT_CACHE_DIR=$W/cache2 python3 drive.py \
     >"$OUT/replay-direct.log" 2>&1 || tail -20 "$OUT/replay-direct.log"

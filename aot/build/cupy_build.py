@@ -11,7 +11,7 @@ artifact's ``cupy_key``: the content NVRTC is handed, :mod:`aot.runtime.adapters
 backend has nothing, and the one memo that asks the device for its id (``_get_arch_for_options_for_nvrtc``) is
 called unmemoized. NVRTC compiles; no driver is needed.
 
-:func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.build.record_hook_cupy`) into
+:func:`entries_from_records` turns what ``aot record`` saw CuPy compile (:mod:`aot.record.hook_cupy`) into
 ``cupy:`` entries and their source files.
 """
 

@@ -8,7 +8,7 @@ A cubin kernel is a function symbol (``STT_FUNC``), global or weak, marked as an
 global without the entry mark in relocatable code) are not kernels. PTX names its kernels
 ``.entry name(`` (with ``.visible`` or ``.weak`` before it); ``.func`` are device functions.
 
-Stdlib only: :mod:`aot.build.record_hook` loads this file by path inside a recorded process (where
+Stdlib only: :mod:`aot.record.hook` loads this file by path inside a recorded process (where
 ``import aot`` is not allowed), and :mod:`aot.build.compile` checks each built unit's kernels with it.
 """
 

@@ -239,7 +239,7 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
 
 # ---------------------------------------------------------------------------------------------- recording
 def entries_from_records(records: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """``triton:`` entries of the ``triton-compile`` records (:mod:`aot.build.record_hook_triton`): one entry per
+    """``triton:`` entries of the ``triton-compile`` records (:mod:`aot.record.hook_triton`): one entry per
     kernel, its distinct specialisations in the order first launched (options at Triton's defaults left out), and
     what could not be made an entry."""
     from ..core.tritonspec import OPTIONS

@@ -171,7 +171,7 @@ def _launch_stores(args) -> tuple[tuple | None, list | None]:
     Two stores may live there: numba-cuda launches per spec (``launches.json``, :mod:`aot.verify.launches`,
     replayed through the kernel's dispatcher) and every launch by kernel symbol (``index.json``,
     :mod:`aot.verify.replay`, replayed against the packaged image). (numba's, raw's); None where absent."""
-    from ..build.record_launches import INDEX
+    from ..record.launches import INDEX
     from ..verify.replay import read_store
     folder = getattr(args, "launches", None)
     matrix = getattr(args, "matrix", None)

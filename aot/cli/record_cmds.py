@@ -41,7 +41,7 @@ def _packages(args) -> list[str]:  # noqa: ANN001
 
 
 def cmd_record(args) -> int:  # noqa: ANN001
-    from ..build.record import comment, record
+    from ..record.record import comment, record
     command = list(args.argv)
     if command[:1] == ["--"]:
         command = command[1:]

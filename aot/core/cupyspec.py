@@ -4,7 +4,7 @@ that names a ``cupy`` release).
 
 An entry is one compile CuPy's compiler is handed (``cupy.cuda.compiler._compile_module_with_cache``: what a ufunc,
 a reduction, an ``ElementwiseKernel``, a ``ReductionKernel`` or a ``RawModule`` of a given dtype and layout
-generates), usually written by ``aot record`` (:mod:`aot.build.record_hook_cupy`)::
+generates), usually written by ``aot record`` (:mod:`aot.record.hook_cupy`)::
 
     cupy:
       - name: cupy_add.0

@@ -7,7 +7,7 @@ buffer the launch was given (:func:`digest`), so two runs of the command compare
 
 * cuda.core ``launch`` and cuda.bindings ``cuLaunchKernel`` (NVRTC units, and numba-cuda, whose
   ``_Kernel.launch`` calls cuda.core's: the kernel is then named ``pkg.mod:qualname`` with its argument
-  types), unpacked as ``aot record`` unpacks them (:mod:`aot.build.record_launches`);
+  types), unpacked as ``aot record`` unpacks them (:mod:`aot.record.launches`);
 * aot's ``CcclAlgorithm.__call__`` (a packaged or JIT cuda.compute algorithm, named by its spec), with every
   array argument but the temporary storage digested after the call;
 * CuPy's compiles: CuPy launches from C, where no Python hook sees a launch, so its kernels are compared by
@@ -159,9 +159,9 @@ def _extent(cai: dict) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------------------------- launches
 def _rl() -> Any:
-    """:mod:`aot.build.record_launches`, loaded by path (stdlib only): the launch unpacking and the driver."""
+    """:mod:`aot.record.launches`, loaded by path (stdlib only): the launch unpacking and the driver."""
     if _state["rl"] is None:
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "record_launches.py")
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "record", "launches.py")
         spec = importlib.util.spec_from_file_location("_aot_gate_record_launches", path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)

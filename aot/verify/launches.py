@@ -1,6 +1,6 @@
 """Recorded launches as checks (issue 36.3): ``aot record`` on a GPU keeps one small launch per numba-cuda
 kernel signature beside the matrix (``build_matrix.launches/<spec>.npz`` and ``launches.json``:
-:mod:`aot.build.record`); ``aot verify --gpu --package PKG --launches DIR`` replays each through the
+:mod:`aot.record.record`); ``aot verify --gpu --package PKG --launches DIR`` replays each through the
 packaged artifact (:func:`launch_check`, run by :mod:`aot.verify.numba_gate` like a package's own check)
 and compares every array the kernel could write with what the recorded launch left there.
 
@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..build.record_hook_numba import MAX_LAUNCH_BYTES
-from ..build.record_launches import MAX_ARGS, MAX_BUFFER
+from ..record.hook_numba import MAX_LAUNCH_BYTES
+from ..record.launches import MAX_ARGS, MAX_BUFFER
 from ..core.errors import AotError
 from ..core.format import is_sha256_hex
 from ..core.text import short
@@ -36,7 +36,7 @@ from .replay import MAX_GRID, MAX_LAUNCHES, MAX_SYMBOL, MAX_THREADS, LaunchStore
 TOLERANCE = {2: (1e-3, 1e-3), 4: (1e-5, 1e-6), 8: (1e-12, 1e-12), 16: (1e-12, 1e-12)}
 INDEX = "launches.json"
 #: Largest ``.npz`` read, and the most its members may inflate to: every argument before the launch and every
-#: array after it (:data:`aot.build.record_hook_numba.MAX_LAUNCH_BYTES` each), with room for numpy's headers.
+#: array after it (:data:`aot.record.hook_numba.MAX_LAUNCH_BYTES` each), with room for numpy's headers.
 MAX_NPZ_BYTES = 2 * MAX_LAUNCH_BYTES + (1 << 20)
 MAX_ZIP_DIRECTORY = 1 << 20
 _FILE = re.compile(r"^(?!\.)[\w.-]{1,250}\.npz$")  # a spec name (aot.core.rules) + .npz: no folder, no dotfile
@@ -70,7 +70,7 @@ def read_index(folder: Path) -> dict[str, dict]:
 
 def _entry_problem(e: Any) -> str | None:
     """What is wrong with one index entry (``.field: why``), else ``None``: the fields :func:`launch_check` uses,
-    as :func:`aot.build.record.kept_launches` writes them."""
+    as :func:`aot.record.record.kept_launches` writes them."""
     if not isinstance(e, dict):
         return ": not an object"
     dims = []

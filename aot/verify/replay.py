@@ -1,5 +1,5 @@
 """Recorded launches as checks (issue 36.3): ``aot verify --gpu --launches DIR`` replays each launch ``aot record``
-kept (:mod:`aot.build.record_launches`: the store's format) against the packaged image of its kernel and
+kept (:mod:`aot.record.launches`: the store's format) against the packaged image of its kernel and
 compares what it leaves in memory with what the recorded launch left there.
 
 **Which spec a launch checks.** A launch names its kernel by symbol (the mangled name the driver reports). An
@@ -22,7 +22,7 @@ differently than the packaged cubin. A kernel whose output depends on the order 
 reproducible bit for bit: write it a check (``[tool.aot.checks]``).
 
 **The store is input** (it may come from elsewhere): ``index.json`` is read bounded and strictly, every field
-checked against :data:`aot.build.record_launches.SCALARS`, the sizes and the offsets, each ``.bin`` read
+checked against :data:`aot.record.launches.SCALARS`, the sizes and the offsets, each ``.bin`` read
 bounded and checked against its sha256 and its length before use; the first problem is one
 :class:`LaunchStoreError` line naming the file and the field.
 """
@@ -38,8 +38,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..build.record_launch_store import MAX_INDEX_BYTES
-from ..build.record_launches import DTYPES, FORMAT, INDEX, MAX_ARGS, MAX_BUFFER, MAX_LAUNCH_BYTES, SCALARS, VERSION
+from ..record.launch_store import MAX_INDEX_BYTES
+from ..record.launches import DTYPES, FORMAT, INDEX, MAX_ARGS, MAX_BUFFER, MAX_LAUNCH_BYTES, SCALARS, VERSION
 from ..core.errors import ArtifactError
 from ..core.format import _read_regular, loads_strict_json
 from .compare import Mismatch
@@ -62,7 +62,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class LaunchStoreError(ArtifactError):
-    """A launch store that is not what :mod:`aot.build.record_launches` writes: one line, file and field."""
+    """A launch store that is not what :mod:`aot.record.launches` writes: one line, file and field."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Arg:
 
 @dataclass(frozen=True)
 class Launch:
-    """One stored launch (fields as in :mod:`aot.build.record_launches`); ``folder`` holds its ``file``."""
+    """One stored launch (fields as in :mod:`aot.record.launches`); ``folder`` holds its ``file``."""
 
     index: int
     symbol: str
@@ -317,7 +317,7 @@ def replay(launch: Launch, kernel: Any, runner: Any) -> None:
 def kernel_symbol(kernel: Any) -> tuple[str, tuple[int, ...] | None]:
     """The symbol and parameter sizes the driver reports for a cuda.core ``Kernel`` (as the recorder read them)."""
     from cuda.bindings import driver
-    from ..build.record_launches import Driver
+    from ..record.launches import Driver
     drv, handle = Driver(driver), getattr(kernel, "handle", kernel)
     sizes = drv.param_sizes(handle)
     return drv.symbol(handle), None if sizes is None else tuple(sizes)

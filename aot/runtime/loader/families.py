@@ -14,9 +14,10 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
     Under ``AOT_JIT_ONLY`` (aot gate's JIT runs) nothing attaches: numba-cuda, CuPy and Triton compile as without
     aot. Without numba-cuda installed (a CPU-only user) its kernels stay unattached, silently: nothing can run them.
     """
-    from ...core.env import JIT_ONLY  # read here only: the import closure of a packaged load stays the loader's
-    if JIT_ONLY.get():
-        return
+    if os.environ.get("AOT_JIT_ONLY"):  # set at all: its registry entry parses it (core.env, off the caller's path)
+        from ...core.env import JIT_ONLY
+        if JIT_ONLY.get():
+            return
     if numba and os.path.isdir(os.path.join(root, "numba")) and _installed("numba_cuda"):
         from ..adapters.numba_lazy import defer  # at numba-cuda's first compile, not at import (issue 42)
         if not defer(reg):

@@ -6,18 +6,18 @@
 #      members swapped, iterator offset changed, and issue 16's);
 #   2. one artifact of a stateful select serves two masks in one process (tests/test_gpu_state.py);
 #   3. the example packages from a lean install (.ci/gpu/downstream.sh), geo-mypkg's API against numpy.
-# Built on the CPU host and carried: .gpu/gate, .gpu/mutants, and in $AOT_I20_WHEELS (default .whl-i20) the
+# Built on the CPU host and carried: .gpu/gate, .gpu/mutants, and in $AOT_FORMS_WHEELS (default .whl-forms) the
 # runtime wheel cccl_aot_cu13-*.whl, the example wheels (mypkg_hatch, mypkg_skbuild, pystr_mypkg, mypkg_geo), PyYAML;
 # the Python 3.12 wheels of cuda-cccl 1.2.1, cuda-core 1.2.2, platformdirs, rich come from $AOT_BASE_WHEELS
 # (default ../.whl). Prints a short table last; into $OUT: summary.txt, gate.json, downstream.json,
-# two_masks.log and i20-logs.tgz (every log; the device tool returns at most 8 files, 2 folders down).
+# two_masks.log and forms-logs.tgz (every log; the device tool returns at most 8 files, 2 folders down).
 set -uo pipefail
 here=$PWD
-RESULT=${OUT:-/tmp/aot-i20-out}
+RESULT=${OUT:-/tmp/aot-forms-out}
 mkdir -p "$RESULT"
-FINAL=$(mktemp -d /tmp/aot-i20-work.XXXXXX)
-wheels=$(mktemp -d /tmp/aot-i20-wheels.XXXXXX)
-cp "${AOT_BASE_WHEELS:-$here/../.whl}"/*.whl "${AOT_I20_WHEELS:-$here/.whl-i20}"/*.whl "$wheels"/
+FINAL=$(mktemp -d /tmp/aot-forms-work.XXXXXX)
+wheels=$(mktemp -d /tmp/aot-forms-wheels.XXXXXX)
+cp "${AOT_BASE_WHEELS:-$here/../.whl}"/*.whl "${AOT_FORMS_WHEELS:-$here/.whl-forms}"/*.whl "$wheels"/
 python3 -m pip install -q --no-index --no-deps --target /tmp/site \
   "$wheels"/cuda_cccl-*.whl "$wheels"/cuda_core-*.whl "$wheels"/platformdirs-*.whl "$wheels"/rich-*.whl \
   "$wheels"/markdown_it_py-*.whl "$wheels"/mdurl-*.whl "$wheels"/pygments-*.whl "$wheels"/PyYAML-*.whl \
@@ -33,7 +33,7 @@ t1=$(date +%s)
 AOT_WHEELS=$wheels OUT=$FINAL/downstream timeout 240 bash .ci/gpu/downstream.sh >"$FINAL/downstream.log" 2>&1
 rc_ds=$?
 t2=$(date +%s)
-OUT=$FINAL/gate timeout "${AOT_I20_GATE_TIMEOUT:-420}" bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants >"$FINAL/gate.log" 2>&1
+OUT=$FINAL/gate timeout "${AOT_FORMS_GATE_TIMEOUT:-420}" bash .ci/gpu/gate.sh .gpu/gate .gpu/mutants >"$FINAL/gate.log" 2>&1
 rc_gate=$?
 t3=$(date +%s)
 
@@ -51,5 +51,5 @@ printf '%-34s %4s %6s  %s\n' "gate set + mutants (verify --gpu)" "$rc_gate" "$((
 cp "$FINAL/gate/gate.json" "$RESULT/gate.json" 2>/dev/null
 cp "$FINAL/downstream/downstream.json" "$RESULT/downstream.json" 2>/dev/null
 cp "$FINAL/two_masks.log" "$RESULT/two_masks.log" 2>/dev/null
-tar czf "$RESULT/i20-logs.tgz" -C "$FINAL" . 2>/dev/null
+tar czf "$RESULT/forms-logs.tgz" -C "$FINAL" . 2>/dev/null
 [ "$rc_gate" = 0 ] && [ "$rc_state" = 0 ] && [ "$rc_ds" = 0 ]

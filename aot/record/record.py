@@ -1,15 +1,15 @@
 """``aot record``: run a command (a library's test suite, a script) with a recording hook in its Python
 processes, and write the build matrix of what it compiled, each source named where it lives.
 
-The hook (:mod:`aot.build.record_hook`, stdlib only) is loaded by a ``sitecustomize`` in a private folder
+The hook (:mod:`aot.record.hook`, stdlib only) is loaded by a ``sitecustomize`` in a private folder
 put first on the command's ``PYTHONPATH``; every Python process of the command (pytest's workers, scripts
 it starts) appends JSON lines to one private, bounded records file. This module reads them back and writes
 the matrix: NVRTC units as ``source: "pkg.mod:ATTR"`` (a ``str`` constant) or ``"pkg.mod:function"`` with
 the ``params`` that gave the text seen (called again after the command, in a process of its own, and
 compared by hash), options as the library spelled them, kernels as the compiled image defines them;
 numba-cuda kernels as ``kernel: "pkg.mod:attr"`` with the signatures launched; cuda.compute specs through
-:mod:`aot.build.record_cccl`. What cannot be named is listed with the reason, in the result and as
-comments at the top of the matrix. Running the command is :mod:`aot.build.record_run`'s.
+:mod:`aot.record.cccl`. What cannot be named is listed with the reason, in the result and as
+comments at the top of the matrix. Running the command is :mod:`aot.record.run`'s.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from ..core.fs import atomic_write
 from ..core.numbaspec import variant_names
 from ..core.nvsource import fill, flags_to_options, short_value, suggest_name, variant_name
 from ..core.text import SpecError
-from .cupy_build import entries_from_records
-from .record_cccl import Unnamed, spec_fields, spec_name
-from .record_launch_store import old_index, store as store_launches
-from .record_run import run_recorded
+from ..build.cupy_build import entries_from_records
+from .cccl import Unnamed, spec_fields, spec_name
+from .launch_store import old_index, store as store_launches
+from .run import run_recorded
 
 #: The families a recording reports, in the header's order: (record kind, what one is called).
 FAMILIES = (("nvrtc", "NVRTC compiles"), ("numba", "numba-cuda kernel compiles"), ("cccl", "cuda.compute builds"),
@@ -245,10 +245,10 @@ def matrix_of(records: list[dict], returncode: int = 0) -> Recording:
     _nvrtc_entries(by_kind["nvrtc"], out, taken)
     _cccl_entries(by_kind["cccl"], out, taken)
     _numba_entries(by_kind["numba"], out, taken)
-    out.cupy, out.cupy_files, unnamed = entries_from_records(records)  # CuPy's compiles (record_hook_cupy)
+    out.cupy, out.cupy_files, unnamed = entries_from_records(records)  # CuPy's compiles (hook_cupy)
     out.seen["cupy"] = sum(1 for r in records if r.get("kind") == "cupy-compile")
     out.unnamed += unnamed
-    from .triton_build import entries_from_records as triton_entries  # the Triton family (record_hook_triton)
+    from ..build.triton_build import entries_from_records as triton_entries  # the Triton family (record.hook_triton)
     out.triton, unnamed = triton_entries(records)
     out.seen["triton"] = sum(1 for r in records if r.get("kind") == "triton-compile")
     out.unnamed += unnamed
@@ -412,5 +412,5 @@ def record(command: Sequence[str], out: Path, packages: Sequence[str], stand_in:
     write_matrix(render_matrix(rec, command), out)
     if kept:
         write_launches(kept, launches_folder(out))
-    rec.notes += store_launches(run.records, run.launches, launches_folder(out))  # every family's (record_launches)
+    rec.notes += store_launches(run.records, run.launches, launches_folder(out))  # every family's (launches)
     return rec

@@ -1,6 +1,6 @@
-"""Running a command under ``aot record``'s hook (:mod:`aot.build.record_hook`): the private folder, the
+"""Running a command under ``aot record``'s hook (:mod:`aot.record.hook`): the private folder, the
 command's environment, signals passed on, the records read back, and the re-rendering check after the command
-(:mod:`aot.build.record_rerender`).
+(:mod:`aot.record.rerender`).
 
 The private folder (0700, from ``mkdtemp``) is named to the command through this process's descriptor of it
 (``/proc/<pid>/fd/<n>``, where the system has one): after the run the folder is gone and that name leads
@@ -30,8 +30,8 @@ from ..core.errors import UsageError
 MAX_RECORDS_BYTES = 256 * 1024 * 1024
 #: Longest the re-rendering of the library's functions may take, after the command (seconds).
 RERENDER_TIMEOUT = 600
-HOOK = Path(__file__).with_name("record_hook.py")
-RERENDER = Path(__file__).with_name("record_rerender.py")
+HOOK = Path(__file__).with_name("hook.py")
+RERENDER = Path(__file__).with_name("rerender.py")
 #: Descriptors of the removed private folders, kept open for this process's life: their ``/proc`` names
 #: then lead to a folder nothing can be created in, never to another descriptor numbered the same.
 _KEEP: list[int] = []
@@ -100,7 +100,7 @@ def run_recorded(command: Sequence[str], packages: Sequence[str], stand_in: str 
                    AOT_RECORD_PACKAGES=",".join(packages))
         if stand_in:
             env["AOT_RECORD_STUB"] = stand_in
-        if launches:  # numba-cuda launches kept (record_hook_numba), one small one per kernel signature
+        if launches:  # numba-cuda launches kept (hook_numba), one small one per kernel signature
             (work / "launches").mkdir(mode=0o700)
             env["AOT_RECORD_LAUNCHES"] = f"{name}/launches"
         rc, got = _run(command, env, cwd)

@@ -1,5 +1,5 @@
 """What ``aot record`` runs after the command, in a process of its own per interpreter (loaded by path from
-:mod:`aot.build.record_run`, stdlib only): each library function that rendered an NVRTC source, called again
+:mod:`aot.record.run`, stdlib only): each library function that rendered an NVRTC source, called again
 with the plain arguments it was given, its text's hash compared with the one recorded.
 
 Done there rather than in the recorded process, where a second call would run the function's side effects

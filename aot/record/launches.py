@@ -21,7 +21,7 @@ launches happen in C (not seen here).
 **Cost and safety.** A kept launch costs two context synchronizations and the copies; the launch itself runs
 once, with the caller's arguments, and its exceptions pass through unchanged. A failure of the keeping is a
 ``skipped`` record, never the command's error. Stdlib only (numpy is not needed): the record hook loads this
-file by path (``FAMILY_HOOKS``); :mod:`aot.build.record_launch_store` writes what it kept beside the matrix.
+file by path (``FAMILY_HOOKS``); :mod:`aot.record.launch_store` writes what it kept beside the matrix.
 
 **The store** (``<matrix>.launches/``): ``index.json`` (``{"format": "aot-launches", "version": 1,
 "launches": [...], "skipped": [...]}``, written last) and one ``<n>.bin`` per launch: each buffer's bytes
@@ -44,7 +44,7 @@ import struct
 import sys
 from typing import Any, Callable
 
-#: The modules whose import triggers :func:`patch` (``record_hook.FAMILY_HOOKS``; none is another hook's).
+#: The modules whose import triggers :func:`patch` (``hook.FAMILY_HOOKS``; none is another hook's).
 TARGETS = ("cuda.core._launcher", "cuda.bindings.driver")
 #: Modules that bind the launch functions by name (``from cuda.core import launch``).
 _REBOUND = ("cuda.core", "cuda.core.experimental", "numba.cuda.dispatcher", "cuda.bindings.driver")

@@ -1,11 +1,11 @@
-"""The cuda.compute half of ``aot record``'s hook (:mod:`aot.build.record_hook`, loaded by path beside it,
+"""The cuda.compute half of ``aot record``'s hook (:mod:`aot.record.hook`, loaded by path beside it,
 stdlib only): a ``make_*`` factory's keyword arguments described as JSON data.
 
 Arrays and placeholders become their dtype; iterators their kind, element type and children (read from
 the iterator objects cuda.compute 1.2 builds); operators a built-in's name, or a Python function's module,
 qualified name, free variables and, for a lambda, its source text (found in the file's syntax tree by its
 line and argument names). What this cannot describe is said by name (``{"unknown": ...}``) and
-:mod:`aot.build.record_cccl` lists it as not named.
+:mod:`aot.record.cccl` lists it as not named.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _ENUMS = ("SortOrder", "Determinism")
 _OPKINDS = ("OpKind", "cccl_op_kind_t")
 
 
-#: The modules whose import triggers :func:`patch` (see ``record_hook.FAMILY_HOOKS``).
+#: The modules whose import triggers :func:`patch` (see ``hook.FAMILY_HOOKS``).
 TARGETS = ("cuda.compute",)
 
 

@@ -1,4 +1,4 @@
-"""The Triton half of ``aot record``'s hook (:mod:`aot.build.record_hook`, loaded by path beside it, stdlib only):
+"""The Triton half of ``aot record``'s hook (:mod:`aot.record.hook`, loaded by path beside it, stdlib only):
 every compile a ``@triton.jit`` kernel's launch asks for, as data.
 
 ``JITFunction._do_compile(key, signature, device, constexprs, options, attrs, warmup)`` is where a launch that
@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any
 
-#: The modules whose import installs the patch (see ``record_hook.FAMILY_HOOKS``).
+#: The modules whose import installs the patch (see ``hook.FAMILY_HOOKS``).
 TARGETS = ("triton.runtime.jit",)
 #: The options that change code, as ``aot.core.tritonspec.OPTIONS`` names them.
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
@@ -27,7 +27,7 @@ _TUNED = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def patch(name: str, mod: Any, api: Any) -> None:
-    """The family hook's entry (``record_hook.API``): wrap ``JITFunction._do_compile``."""
+    """The family hook's entry (``hook.API``): wrap ``JITFunction._do_compile``."""
     cls = mod.JITFunction
     original = cls._do_compile
     if getattr(original, "_aot_recorded", False):

@@ -1,5 +1,5 @@
 """A recorded cuda.compute build (``make_*`` and its keyword arguments, as
-:mod:`aot.build.record_hook_cccl` describes them) as a spec of the matrix language, or why it is none.
+:mod:`aot.record.hook_cccl` describes them) as a spec of the matrix language, or why it is none.
 
 Nothing here is written per algorithm: each definition's ``factory_kwargs`` (:mod:`aot.algorithms`) is run
 once against a probe that returns, for each factory keyword, which spec fields it is made from (an array

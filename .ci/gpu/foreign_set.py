@@ -1,8 +1,8 @@
 """Issue 30's red-team cases on a GPU (branch i30-harden): `verify --gpu` of a foreign set imports nothing
 its manifest names, and compile errors print no `Program.__dealloc__` tracebacks.
 
-    python .ci/gpu/redteam30.py prepare OUT   # here (no GPU): builds OUT/set for sm_90 (one C++ operator spec)
-    python .ci/gpu/redteam30.py check OUT     # on the GPU host: prints one JSON line, exit 0 when all hold
+    python .ci/gpu/foreign_set.py prepare OUT   # here (no GPU): builds OUT/set for sm_90 (one C++ operator spec)
+    python .ci/gpu/foreign_set.py check OUT     # on the GPU host: prints one JSON line, exit 0 when all hold
 
 `check` runs `aot verify --gpu` on OUT/set three ways from OUT (an evilmod.py there and in the set): without
 --matrix/--package (the row must be "loaded, not executed" and evilmod never imported), with --matrix (the

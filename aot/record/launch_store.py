@@ -1,4 +1,4 @@
-"""The store of the launches ``aot record`` kept (:mod:`aot.build.record_launches`, whose docstring describes the
+"""The store of the launches ``aot record`` kept (:mod:`aot.record.launches`, whose docstring describes the
 format), written beside the matrix: ``<matrix>.launches/`` with one ``NNNN.bin`` per launch and ``index.json``
 written last, so a reader never sees an index naming a file not yet written. :mod:`aot.verify.replay` reads it.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.errors import ArtifactError
 from ..core.format import _read_regular
-from .record_launches import FORMAT, INDEX, MAX_PER_KERNEL, VERSION
+from .launches import FORMAT, INDEX, MAX_PER_KERNEL, VERSION
 
 #: Largest launch index any reader reads (this one and :mod:`aot.verify.replay`, both stores).
 MAX_INDEX_BYTES = 8 << 20

@@ -1,4 +1,4 @@
-"""The CuPy half of ``aot record``'s hook (:mod:`aot.build.record_hook`, loaded by path beside it, stdlib only):
+"""The CuPy half of ``aot record``'s hook (:mod:`aot.record.hook`, loaded by path beside it, stdlib only):
 every compile CuPy's compiler is handed, as data.
 
 ``cupy.cuda.compiler._compile_module_with_cache`` is where every kernel CuPy generates (ufuncs, reductions with
@@ -18,9 +18,9 @@ import re
 import sys
 from typing import Any, Callable
 
-#: The modules whose import installs the patch (see ``record_hook.FAMILY_HOOKS``).
+#: The modules whose import installs the patch (see ``hook.FAMILY_HOOKS``).
 TARGETS = ("cupy.cuda.compiler",)
-#: Longest source a record carries (a record line is at most 64 KiB: record_hook.MAX_LINE); a longer one is
+#: Longest source a record carries (a record line is at most 64 KiB: hook.MAX_LINE); a longer one is
 #: recorded without its text, by its kernels' names, and listed as not named.
 MAX_SOURCE = 56 * 1024
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
@@ -62,7 +62,7 @@ def _version() -> str:
 
 
 def patch(name: str, mod: Any, api: Any) -> None:
-    """The family hook's entry (``record_hook.API``): wrap ``mod._compile_module_with_cache``."""
+    """The family hook's entry (``hook.API``): wrap ``mod._compile_module_with_cache``."""
     patch_compiler(mod, api.write, api.sites, api.quiet, api.busy)
 
 

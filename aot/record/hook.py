@@ -1,4 +1,4 @@
-"""What ``aot record`` installs in the recorded command's Python processes (see :mod:`aot.build.record`).
+"""What ``aot record`` installs in the recorded command's Python processes (see :mod:`aot.record.record`).
 
 Stdlib only, and loaded by its path from a ``sitecustomize`` the recorder puts first on ``PYTHONPATH``:
 ``import aot`` would install aot's own import hook (a lean ``import cuda.compute``), and a recording must
@@ -10,13 +10,13 @@ calls the original with the same arguments, whose result (or exception) the call
   ``RawModule``/``RawKernel``. Each is named where it lives, in the recorded process (the modules are
   loaded there): a ``str`` of the library's modules with the same text, or a call of one of its
   module-level functions that returned it, with its plain arguments (whether they give the same text again
-  is checked after the command, in a process of its own: :mod:`aot.build.record_run`). Calls of the library's
+  is checked after the command, in a process of its own: :mod:`aot.record.run`). Calls of the library's
   functions are seen through ``sys.setprofile``, limited to code whose module belongs to the recorded
   packages; only the plain values of their arguments are kept, never the objects. The kernels are read from
   the compiled image (:mod:`aot.build.image_symbols`) and the name expressions the compile was given.
 * The other families, each a module of this folder listed in :data:`FAMILY_HOOKS`: cuda.compute's ``make_*``
-  factories (:mod:`aot.build.record_hook_cccl`), numba-cuda's dispatcher compiles
-  (:mod:`aot.build.record_hook_numba`).
+  factories (:mod:`aot.record.hook_cccl`), numba-cuda's dispatcher compiles
+  (:mod:`aot.record.hook_numba`).
 
 The records file is bounded (:data:`MAX_RECORDS` lines of at most :data:`MAX_LINE` bytes each).
 """
@@ -40,7 +40,7 @@ MAX_LINE = 64 * 1024
 #: The families' hooks: stdlib-only modules of this folder, loaded by path beside this one. Each has
 #: ``TARGETS`` (the modules whose import triggers it) and ``patch(name, module, api)`` (``api``: :data:`API`).
 #: A new family adds its module's name here and nothing else.
-FAMILY_HOOKS = ("record_hook_cccl", "record_hook_numba", "record_hook_cupy", "record_hook_triton", "record_launches")
+FAMILY_HOOKS = ("hook_cccl", "hook_numba", "hook_cupy", "hook_triton", "launches")
 _ARCH_FLAG = re.compile(r"^-{1,2}(arch|gpu-architecture|gpu-name|code)\b")
 
 _local = threading.local()
@@ -136,7 +136,7 @@ def name_source(text: str) -> dict:
     """Where ``text`` lives in the library: ``{"ref": "pkg.mod:ATTR"}``, ``{"ref": "pkg.mod:fn", "params":
     {...}, "rerender": {...}}``, or ``{"why": ...}`` saying why it cannot be named. The function is not
     called again here (that would run its side effects a second time in the command): ``rerender`` says how
-    :mod:`aot.build.record_run` calls it in a process of its own (this one's interpreter, ``sys.path`` and
+    :mod:`aot.record.run` calls it in a process of its own (this one's interpreter, ``sys.path`` and
     folder) and compares the text's hash."""
     with _Quiet():
         consts = sorted((attr.startswith("_"), len(mod), mod, attr) for mod, m in _library_modules()
@@ -187,7 +187,7 @@ def kernels_of(text: str, names: list[str], image: Any, lowered: dict) -> list[s
     first mentions them (image order for the rest). The image is the truth; the text only orders."""
     if image is None:
         return list(names)
-    symbols = _load_beside("image_symbols").kernel_symbols(bytes(image))
+    symbols = _load_beside("image_symbols", "build").kernel_symbols(bytes(image))
     covered = {_text(v) for v in lowered.values()} | set(names)
     rest = [s for s in symbols if s not in covered]
     order = {s: (text.find(s) if text.find(s) >= 0 else len(text) + i) for i, s in enumerate(rest)}
@@ -355,11 +355,14 @@ def _patch_cupy(mod: Any) -> None:
         setattr(mod, cls_name, sub)
 
 
-def _load_beside(name: str) -> Any:
-    """A stdlib-only module of this folder, loaded by path like this one (not as part of the aot package)."""
+def _load_beside(name: str, folder: str = "") -> Any:
+    """A stdlib-only module of this folder (or of the sibling ``folder`` of the aot package: ``image_symbols`` is
+    the build's, which reads the same symbol tables), loaded by path like this one (not as part of the package)."""
     full = f"_aot_{name}"
     if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(full, os.path.join(os.path.dirname(__file__), f"{name}.py"))
+        here = os.path.dirname(__file__)
+        where = os.path.join(os.path.dirname(here), folder) if folder else here
+        spec = importlib.util.spec_from_file_location(full, os.path.join(where, f"{name}.py"))
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

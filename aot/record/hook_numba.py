@@ -1,4 +1,4 @@
-"""The numba-cuda half of ``aot record``'s hook (:mod:`aot.build.record_hook`, loaded by path beside it,
+"""The numba-cuda half of ``aot record``'s hook (:mod:`aot.record.hook`, loaded by path beside it,
 stdlib only): each new compile of a ``@cuda.jit`` kernel's dispatcher, with its signature as launched.
 
 numba-cuda compiles a kernel for the argument types of its first launch with those types
@@ -10,7 +10,7 @@ the launch then fails there). An overload already compiled in the process is not
 The record names the kernel where it lives (``pkg.mod:attr``, the module-level name bound to this very
 dispatcher, inside the recorded packages) and writes the signature in the matrix's syntax
 (``void(float32[::1], float64, int64)``), read back through numba's own parser and compared with the
-argument types; what cannot be written so is said by name and :mod:`aot.build.record` lists it.
+argument types; what cannot be written so is said by name and :mod:`aot.record.record` lists it.
 
 With ``AOT_RECORD_LAUNCHES`` (a private folder; ``aot record`` sets it unless ``--no-launches``), the first
 launch of each (kernel, argument types) in a process is also kept (issue 36.3): grid, block, shared memory,
@@ -27,7 +27,7 @@ import os
 import sys
 from typing import Any
 
-#: The modules whose import triggers :func:`patch` (see ``record_hook.FAMILY_HOOKS``).
+#: The modules whose import triggers :func:`patch` (see ``hook.FAMILY_HOOKS``).
 TARGETS = ("numba.cuda.dispatcher",)
 #: Largest launch kept: every argument before it and every array after it, in bytes.
 MAX_LAUNCH_BYTES = 8 * 1024 * 1024

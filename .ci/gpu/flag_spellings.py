@@ -2,8 +2,8 @@
 kernel built WITH them. The red team's run on the H100: an iterator of ``["-DN=2"]`` launched the unit built
 without it, which wrote 7 (6 cases of 6).
 
-    python .ci/gpu/redteam37_flags.py prepare OUT   # here (no GPU): builds OUT/set for sm_90
-    python .ci/gpu/redteam37_flags.py check OUT     # on the GPU host: one table, last line JSON; exit 0 when all hold
+    python .ci/gpu/flag_spellings.py prepare OUT   # here (no GPU): builds OUT/set for sm_90
+    python .ci/gpu/flag_spellings.py check OUT     # on the GPU host: one table, last line JSON; exit 0 when all hold
 
 The set: one source, two NVRTC units, ``n7`` (no flags: the source defaults N to 7) and ``n2`` (``-DN=2``), a
 cubin and PTX each. ``check`` launches ``write_n`` through ``kernels()``, ``cufunctions()`` (cuLaunchKernel)

@@ -1,0 +1,182 @@
+"""The isolated-build environment of the session (issue 22): a wheelhouse made as a newcomer makes it, and a bare
+venv whose pip builds every downstream project in its own isolated environment.
+
+``cccl-aot-cu13`` is not on the index yet, so the session starts as a newcomer does (issue 30): a fresh clone of
+this repository runs docs/downstream.md's first block as written (``.ci/wheelhouse.sh`` into ``~/wheelhouse``,
+``HOME`` a temporary folder). Every other requirement is then added to that wheelhouse (``pip download`` once per
+session) and taken from it alone (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CUDA toolkit wheels are fetched
+once, not per build. One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses
+its build folder, and a wheel one test built is the next test's (:func:`example_wheel`).
+
+The fixture is registered once, by tests/conftest.py: a session fixture imported into two test modules is two
+fixtures, and the wheelhouse was made twice (tests/test_isolated.py, tests/test_lib_example.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent  # conftest's (this module is imported by it)
+DOCS = ROOT / "docs"
+EXAMPLES = ROOT / "examples"
+#: Every example package (other examples join by existing).
+EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml"))
+#: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
+TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
+SM = "80"
+
+
+@dataclass(frozen=True)
+class Isolated:
+    wheelhouse: Path
+    bare: Path          # a venv holding pip and TOOLS only: the outer environment of every build
+    env: dict
+    work: Path
+    home: Path          # HOME of every command: the page's `~/wheelhouse` is `wheelhouse`
+
+    @property
+    def python(self) -> Path:
+        return self.bare / "bin" / "python"
+
+    def run(self, args, cwd: Path, timeout: int = 900, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(a) for a in args], cwd=cwd, env={**self.env, **extra}, capture_output=True,
+                              text=True, timeout=timeout)
+
+
+def build_requires() -> list[str]:
+    reqs: list[str] = []
+    for name in EXAMPLE_DIRS:
+        doc = tomllib.loads((EXAMPLES / name / "pyproject.toml").read_text())
+        reqs += [r for r in doc.get("build-system", {}).get("requires", []) if r not in reqs]
+    return reqs
+
+
+def page() -> str:
+    return (DOCS / "downstream.md").read_text()
+
+
+def blocks(section: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+def setup_block() -> str:
+    """The page's first command block: the aot wheels into ~/wheelhouse, and the export every build needs."""
+    block = blocks(page(), "bash")[0]
+    assert ".ci/wheelhouse.sh ~/wheelhouse" in block and "export PIP_FIND_LINKS=~/wheelhouse" in block, block
+    return block
+
+
+def fresh_clone(dst: Path) -> Path:
+    """This repository as a newcomer clones it. A developer's uncommitted changes to tracked files and new
+    files git does not ignore are carried over, so the run tests what is about to be committed."""
+    git = ["git", "-c", "safe.directory=*"]
+    if not (ROOT / ".git").exists():  # an unpacked source tree: its files are what a clone would hold
+        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", "build", "dist", "__pycache__", ".gpu",
+                                                                 ".whl", "aot-out", "site"))
+        return dst
+    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(ROOT), str(dst)], check=True, capture_output=True,
+                   timeout=300)
+    diff = subprocess.run([*git, "-C", str(ROOT), "diff", "HEAD", "--binary"], check=True, capture_output=True,
+                          timeout=120).stdout
+    if diff:
+        subprocess.run([*git, "-C", str(dst), "apply", "--whitespace=nowarn"], input=diff, check=True,
+                       capture_output=True, timeout=120)
+    new = subprocess.run([*git, "-C", str(ROOT), "ls-files", "--others", "--exclude-standard", "-z"], check=True,
+                         capture_output=True, timeout=120).stdout.decode().split("\0")
+    for rel in filter(None, new):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dst / rel)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def isolated(tmp_path_factory) -> Isolated:
+    work = tmp_path_factory.mktemp("isolated")
+    home = work / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
+    # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
+    env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    # The newcomer's first step, from the page, in a fresh clone: cccl-aot-cu12/cu13 into ~/wheelhouse.
+    clone = fresh_clone(work / "clone")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", setup_block()], cwd=clone, env=env, capture_output=True,
+                       text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheelhouse = home / "wheelhouse"
+    assert sorted(p.name.split("-")[0] for p in wheelhouse.glob("*.whl")) == ["cccl_aot_cu12", "cccl_aot_cu13"]
+    shutil.rmtree(clone)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--find-links",
+                        str(wheelhouse), "--only-binary", ":all:", *build_requires(), "hatchling",
+                        "scikit-build-core", *TOOLS, "pip", "setuptools", "wheel"],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000",
+               AOT_CACHE_DIR=str(work / "cache"))
+    bare = work / "bare"
+    venv.EnvBuilder(with_pip=True).create(bare)
+    iso = Isolated(wheelhouse, bare, env, work, home)
+    r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return iso
+
+
+_projects: dict[str, Path] = {}
+
+
+def project(iso: Isolated, name: str) -> Path:
+    """One copy of an example per session, shared by the frontends (the second reuses the build folder)."""
+    if name not in _projects:
+        dst = iso.work / "projects" / name
+        shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+        _projects[name] = dst
+    return _projects[name]
+
+
+def example_wheel(iso: Isolated, name: str) -> Path:
+    """``pip wheel .`` of an example from the bare environment, once per session: the test that asks first builds
+    it (and asserts the build worked), a later one checks the same wheel."""
+    proj = project(iso, name)
+    dist = proj / "pip-dist"
+    if not list(dist.glob("*.whl")):
+        r = iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", dist, "."], cwd=proj)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = dist.glob("*.whl")
+    return whl
+
+
+def check_wheel(whl: Path) -> dict:
+    """The tag is the rule's (aot.package.tags), the index accepts it, it installs here; the wheel carries a
+    complete artifact folder built for SM 80 by the toolkit of the isolated environment."""
+    from packaging.tags import sys_tags
+    from packaging.utils import parse_wheel_filename
+    from aot.package.tags import publishable, wheel_tag
+    _, _, _, tags = parse_wheel_filename(whl.name)
+    z = zipfile.ZipFile(whl)
+    (info_name,) = [n for n in z.namelist() if n.endswith("/aot-package.json")]
+    info = json.loads(z.read(info_name))
+    (man_name,) = [n for n in z.namelist() if n.endswith("/manifest.json") and n.startswith(info_name.rsplit("/", 1)[0])]
+    cccl = any(e.get("payload_kind") == "cccl-blob" for e in json.loads(z.read(man_name))["artifacts"])
+    # a set with CCCL artifacts takes cuda-cccl's platforms, an NVRTC/numba-only one cuda-bindings' (issue 28)
+    want = "py3-none-manylinux_2_26_x86_64" if cccl else "py3-none-manylinux_2_24_x86_64.manylinux_2_28_x86_64"
+    assert "py3-none-" + ".".join(sorted(t.platform for t in tags)) == wheel_tag(cccl) == want, whl.name
+    assert all(publishable(t.platform) for t in tags), whl.name
+    assert tags & set(sys_tags()), whl.name
+    assert info["complete"] and info["sms"] == [int(SM)], info
+    assert info["producer"]["nvrtc"].startswith("13."), info["producer"]
+    wheel_meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
+    assert "Root-Is-Purelib: false" in wheel_meta
+    assert all(f"Tag: py3-none-{t.platform}" in wheel_meta for t in tags), wheel_meta
+    return info
