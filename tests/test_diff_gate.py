@@ -403,3 +403,48 @@ def test_jit_only_attaches_no_numba_or_cupy_kernel(small_build, tmp_path, monkey
     monkeypatch.setenv("AOT_JIT_ONLY", "1")
     reg = aot.Registry.from_package("jit_only_pkg")
     assert calls == ["numba", "cupy"] and reg.manifest is None and "reduce_sum_i32" in reg.names()
+
+
+def _elf(sections: list[tuple[bytes, int, bytes]]) -> bytes:
+    """A minimal ELF64 (little-endian) with these (name, type, contents) sections after a null one and .shstrtab."""
+    import struct
+    names = b"\0.shstrtab\0" + b"".join(n + b"\0" for n, _, _ in sections)
+    body, offs, pos = b"", [], 64
+    for _, _, data in sections:
+        offs.append(pos + len(body))
+        body += data
+    str_off = 64 + len(body)
+    body += names
+    shoff = 64 + len(body)
+    head = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 0, 64, 0, 0, 64,
+                                                           len(sections) + 2, 1)
+    shdrs = bytes(64) + struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, str_off, len(names), 0, 0, 1, 0)
+    at = 11
+    for (name, kind, data), off in zip(sections, offs):
+        shdrs += struct.pack("<IIQQQQIIQQ", at, kind, 0, 0, off, len(data), 0, 0, 1, 0)
+        at += len(name) + 1
+    return head + body + shdrs
+
+
+def test_a_cupy_image_built_elsewhere_is_compared_by_its_machine_code():
+    """On the H200 a wheel built on the CPU host failed the gate for all 23 CuPy kernels: NVRTC names symbols after
+    CuPy's path-hashed file name, so the images differ byte for byte while the code is the same. The gate compares
+    the ``.text.*`` contents then; other code (the mutant) still fails."""
+    from aot.verify.gate import FAILED, compare_cupy
+    from aot.verify.gate_hook import code_digest
+    here = _elf([(b".strtab", 3, b"\0kernel_3f2a\0"), (b".text.kernel_3f2a", 1, b"\x01\x02\x03\x04"),
+                 (b".nv.shared.kernel_3f2a", 8, b"")])
+    there = _elf([(b".strtab", 3, b"\0kernel_77c1\0"), (b".text.kernel_77c1", 1, b"\x01\x02\x03\x04"),
+                  (b".nv.shared.kernel_77c1", 8, b"")])
+    mutant = _elf([(b".strtab", 3, b"\0kernel_3f2a\0"), (b".text.kernel_3f2a", 1, b"\x01\x02\x03\x05")])
+    assert here != there and code_digest(here) == code_digest(there) != code_digest(mutant)
+    assert code_digest(b"not an image") is None and code_digest(here[:70]) is None
+
+    def rec(image: bytes, how: str) -> dict:
+        import hashlib
+        return {"kind": "cupy", "kernel": "k", "how": how, "sha256": hashlib.sha256(image).hexdigest(),
+                "size": len(image), "code": code_digest(image)}
+    ok = compare_cupy("k", [rec(there, "served")], [rec(here, "compiled")], [rec(here, "compiled")])
+    assert ok.status != FAILED, ok.detail
+    bad = compare_cupy("k", [rec(mutant, "served")], [rec(here, "compiled")], [rec(here, "compiled")])
+    assert bad.status == FAILED and "is not the one CuPy compiles here" in bad.detail

@@ -337,9 +337,35 @@ class _Observer:
         return getattr(self.inner, attr)
 
 
+def code_digest(image: bytes) -> str | None:
+    """sha256 over an ELF cubin's machine code alone: its ``.text.*`` sections' contents, sorted. Two compiles of
+    one source on two hosts differ in the names NVRTC derives from CuPy's path-hashed file name (symbol and section
+    names), never in the code; ``None`` for anything but a well-formed 64-bit little-endian ELF."""
+    import struct
+    if len(image) < 64 or image[:6] != b"\x7fELF\x02\x01":
+        return None
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+    if shentsize != 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * 64 > len(image):
+        return None
+    heads = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * 64) for i in range(shnum)]
+    str_off, str_size = heads[shstrndx][4], heads[shstrndx][5]
+    if str_off + str_size > len(image):
+        return None
+    texts = []
+    for name, kind, _flags, _addr, off, size, *_ in heads:
+        end = image.find(b"\0", str_off + name, str_off + str_size)
+        if end < 0 or (kind != 8 and off + size > len(image)):  # 8: SHT_NOBITS (.nv.shared, .nv.global)
+            return None
+        if image[str_off + name:end].startswith(b".text."):
+            texts.append(hashlib.sha256(image[off:off + size]).digest())
+    return hashlib.sha256(b"".join(sorted(texts))).hexdigest() if texts else None
+
+
 def _cupy(name: str, payload: Any, how: str, source: str | None = None) -> None:
     rec = {"kind": "cupy", "family": "cupy", "kernel": name, "how": how, "pid": os.getpid(),
-           "sha256": hashlib.sha256(bytes(payload)).hexdigest(), "size": len(payload)}
+           "sha256": hashlib.sha256(bytes(payload)).hexdigest(), "size": len(payload),
+           "code": code_digest(bytes(payload))}
     if source:
         import re
         m = re.search(r"__global__\s+void\s+(\w+)", source)
