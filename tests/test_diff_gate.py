@@ -388,7 +388,7 @@ def test_jit_only_attaches_no_numba_or_cupy_kernel(small_build, tmp_path, monkey
     import shutil
 
     import aot
-    from aot.runtime.adapters import cupy_attach, numba_attach
+    from aot.runtime.adapters import cupy_attach, numba_attach, numba_lazy
     pkg = tmp_path / "jit_only_pkg"
     shutil.copytree(small_build.out, pkg / "artifacts")
     (pkg / "artifacts" / "numba").mkdir(exist_ok=True)
@@ -397,6 +397,7 @@ def test_jit_only_attaches_no_numba_or_cupy_kernel(small_build, tmp_path, monkey
     monkeypatch.syspath_prepend(str(tmp_path))
     calls = []
     monkeypatch.setattr(numba_attach, "attach_numba", lambda reg: calls.append("numba"))
+    monkeypatch.setattr(numba_lazy, "defer", lambda reg: calls.append("numba") or True)  # numba-cuda imported: later
     monkeypatch.setattr(cupy_attach, "attach_cupy", lambda reg: calls.append("cupy"))
     aot.Registry.from_package("jit_only_pkg")
     assert calls == ["numba", "cupy"]
