@@ -344,8 +344,8 @@ def test_every_number_on_the_front_pages_has_its_command_beside_it():
 
 def test_the_front_page_names_every_family_and_links_the_adoption_pages():
     index = (DOCS / "index.md").read_text()
-    assert index.splitlines()[0] == "# aot — ahead-of-time CCCL, NVRTC, numba-cuda and CuPy kernels for GPU Python libraries"
-    for page in ("record.md", "adopt.md", "numba.md", "cupy.md", "dependencies.md", "downstream.md"):
+    assert index.splitlines()[0] == "# aot — ahead-of-time CCCL, NVRTC, numba-cuda, CuPy and Triton kernels for GPU Python libraries"
+    for page in ("record.md", "adopt.md", "numba.md", "cupy.md", "triton.md", "dependencies.md", "downstream.md"):
         assert f"]({page})" in index, page
     import yaml
     doc = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
@@ -360,7 +360,7 @@ def test_the_front_page_names_every_family_and_links_the_adoption_pages():
     titled = list(entries(doc["nav"]))
     assert all(t for t, _ in titled), [p for t, p in titled if not t]  # no page titled by its H1
     assert not [t for t, _ in titled if "issue" in t.lower() or "floor" in t.lower()], titled
-    assert "numba-cuda and CuPy" in doc["site_description"]
+    assert "numba-cuda, CuPy and Triton" in doc["site_description"]
 
 
 def test_the_readme_says_cupy_kernels_are_recorded_on_a_gpu_only():
