@@ -36,12 +36,16 @@ RERENDER = Path(__file__).with_name("rerender.py")
 #: then lead to a folder nothing can be created in, never to another descriptor numbered the same.
 _KEEP: list[int] = []
 
-_SITECUSTOMIZE = '''\
-"""aot record: load the recording hook by path (no `import aot`), then the sitecustomize this one hides."""
+def hook_sitecustomize(what: str, module: str, env: str) -> str:
+    """The ``sitecustomize.py`` a watched process starts with (``aot record``'s hook, ``aot gate``'s launch hook):
+    it loads the hook named by ``env`` by path as ``module`` (no ``import aot`` in the library's process), then the
+    sitecustomize it hides, so ``import sitecustomize`` gives the user's module, as without aot."""
+    return f'''\
+"""aot {what}: load the hook by path (no `import aot`), then the sitecustomize this one hides."""
 import importlib.machinery as _m, importlib.util as _u, os as _os, sys as _sys
-_spec = _u.spec_from_file_location("_aot_record_hook", _os.environ["AOT_RECORD_HOOK"])
+_spec = _u.spec_from_file_location("{module}", _os.environ["{env}"])
 _hook = _u.module_from_spec(_spec)
-_sys.modules["_aot_record_hook"] = _hook
+_sys.modules["{module}"] = _hook
 _spec.loader.exec_module(_hook)
 _hook.install()
 _here = _os.path.dirname(_os.path.abspath(__file__))
@@ -49,9 +53,12 @@ _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
 _next = _m.PathFinder.find_spec("sitecustomize", _sys.path)
 if _next is not None and _next.origin and _os.path.dirname(_os.path.abspath(_next.origin)) != _here:
     _mod = _u.module_from_spec(_next)
-    _sys.modules["sitecustomize"] = _mod  # `import sitecustomize` gives the user's module, as without aot
+    _sys.modules["sitecustomize"] = _mod
     _next.loader.exec_module(_mod)
 '''
+
+
+_SITECUSTOMIZE = hook_sitecustomize("record", "_aot_record_hook", "AOT_RECORD_HOOK")
 
 
 

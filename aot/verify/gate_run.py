@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.errors import UsageError
+from ..record.run import hook_sitecustomize
 from .gate import KernelResult, SpecRow, compare, listing
 
 HOOK = Path(__file__).with_name("gate_hook.py")
@@ -29,22 +30,7 @@ RUNS = ("jit", "packaged", "jit-again")
 #: Largest log read back per run.
 MAX_LOG = 512 * 1024 * 1024
 
-_SITECUSTOMIZE = '''\
-"""aot gate: load the launch hook by path (no `import aot`), then the sitecustomize this one hides."""
-import importlib.machinery as _m, importlib.util as _u, os as _os, sys as _sys
-_spec = _u.spec_from_file_location("_aot_gate_hook", _os.environ["AOT_GATE_HOOK"])
-_hook = _u.module_from_spec(_spec)
-_sys.modules["_aot_gate_hook"] = _hook
-_spec.loader.exec_module(_hook)
-_hook.install()
-_here = _os.path.dirname(_os.path.abspath(__file__))
-_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-_next = _m.PathFinder.find_spec("sitecustomize", _sys.path)
-if _next is not None and _next.origin and _os.path.dirname(_os.path.abspath(_next.origin)) != _here:
-    _mod = _u.module_from_spec(_next)
-    _sys.modules["sitecustomize"] = _mod
-    _next.loader.exec_module(_mod)
-'''
+_SITECUSTOMIZE = hook_sitecustomize("gate", "_aot_gate_hook", "AOT_GATE_HOOK")  # the same chaining as aot record's
 
 
 @dataclass
