@@ -3,7 +3,10 @@ serves"): each recorded compile handed to ``cupy.cuda.compiler._compile_module_w
 device's architecture answered as sm_90, with an empty CuPy cache; NVRTC calls counted. CuPy stops at its
 ``Module.load`` (no driver here), after it was served or compiled. One JSON line:
 
-    PYTHONPATH=<site with the wheel>:<repo> <venv>/bin/python .ci/cupy_served.py
+    PYTHONPATH=<site with the wheel>:<repo> <venv>/bin/python .ci/cupy_served.py [MATRIX]
+
+MATRIX: the recorded matrix whose compiles are handed over (default the example's, recorded under CuPy 14.2;
+``examples/cupy-mypkg/recorded-cupy-13.6/build_matrix.yaml`` for CuPy 13.6, which generates other code).
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ def main() -> None:
             setattr(compiler, fn, lambda *a, _real=real, **k: compiled.append(a[3]) or _real(*a, **k))
     import cupy_mypkg  # noqa: F401 - its registry: aot's wrappers go on CuPy's compiler
     from aot.runtime.adapters.cupy_attach import host_paths, substitute
-    matrix = Path(__file__).resolve().parents[1] / "examples" / "cupy-mypkg" / "build_matrix.yaml"
+    import sys
+    matrix = (Path(sys.argv[1]) if len(sys.argv) > 1
+              else Path(__file__).resolve().parents[1] / "examples" / "cupy-mypkg" / "build_matrix.yaml")
     entries = yaml.safe_load(matrix.read_text())["cupy"]
     paths = host_paths()
     for e in entries:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CuPy sets examples/cupy-mypkg's wheel merges in (issue 40; docs/cupy.md, "One wheel for several stacks"):
 # its recorded matrix built under each stack of examples/cupy-mypkg/stacks.json ("built", but "host": the wheel's
-# own build environment builds that one), one venv per stack made from PyPI with the stack's installs as pip
+# own build environment builds that one; a stack's "matrix" where its CuPy generates other code, recorded under it), one venv per stack made from PyPI with the stack's installs as pip
 # resolves them today plus aot's build requirements. On the driverless CPU host, from the repository root:
 #
 #   bash .ci/cupy_stack_sets.sh OUT [SM]          (SM: default 90; "80,90,100" for a release)
@@ -18,7 +18,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 venvs=${AOT_CUPY_STACK_VENVS:-$out/venvs}
 merge=
-while IFS=$'\t' read -r tag installs; do
+while IFS=$'\t' read -r tag matrix installs; do
   v=$venvs/$tag
   if [ ! -x "$v/bin/python" ]; then
     python3 -m venv "$v"
@@ -34,12 +34,12 @@ while IFS=$'\t' read -r tag installs; do
   lib=$(ls -d "$v"/lib/python3*/site-packages/nvidia/cu13/lib)
   echo "== $tag: $("$v/bin/python" -m pip list 2>/dev/null | grep -iE "^(cupy-cuda1[23]x|nvidia-cuda-(nvrtc|runtime|crt)) " | tr -s ' ' | paste -sd, -)"
   (cd "$repo" && LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONPATH="$repo" \
-    "$v/bin/python" -m aot build --matrix examples/cupy-mypkg/build_matrix.yaml --sm "$sm" --quiet --out "$out/$tag")
+    "$v/bin/python" -m aot build --matrix "examples/cupy-mypkg/$matrix" --sm "$sm" --quiet --out "$out/$tag")
   merge=${merge:+$merge:}$out/$tag
 done < <(python3 -c "
 import json, sys
 for s in json.load(open(sys.argv[1]))['built']:
     if s['tag'] != 'host':
-        print(s['tag'] + '\t' + ' '.join(s['install']))
+        print(s['tag'] + '\t' + s.get('matrix', 'build_matrix.yaml') + '\t' + ' '.join(s['install']))
 " "$repo/examples/cupy-mypkg/stacks.json")
 echo "$merge"

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from aot.build.merge import merge
 from aot.build.merge_cupy import cupy_path
@@ -33,8 +34,9 @@ def _stack(runtime: str) -> dict[str, str]:
     return {"cupy": "14.2.0", "nvrtc": "13.0.88", "cuda_runtime": runtime, "cuda_crt": "missing"}
 
 
-def _set(root: Path, key: str, payload: bytes, producer=HOST, runtime="13.0.96", path=None) -> Path:
-    """A CuPy set as ``aot build`` writes it: one artifact of ``SPEC`` for sm_90 under CuPy key ``key``."""
+def _set(root: Path, key: str, payload: bytes, producer=HOST, runtime="13.0.96", path=None, spec=SPEC) -> Path:
+    """A CuPy set as ``aot build`` writes it: one artifact of ``spec`` for sm_90 under CuPy key ``key``."""
+    SPEC = spec  # noqa: N806 - the module's by default
     rel = path or f"cupy/{SPEC.name}/sm_90.cubin.aot"
     ck = item_key(SPEC, 90, "cubin", producer)
     header = fmt.make_header(family="cupy", name=SPEC.name, content_key=ck, sm=90, payload_kind="cubin",
@@ -164,15 +166,18 @@ def test_the_examples_stack_data_names_this_environment_as_the_build_host_and_ev
     its build host is this developer environment (the wheel's own build), and every stack measured served names
     a built set (the stack itself where it was built, or one handing NVRTC the same input)."""
     from aot.build.cupy_build import stack
-    doc = json.loads((Path(__file__).parents[1] / "examples" / "cupy-mypkg" / "stacks.json").read_text())
+    root = Path(__file__).parents[1] / "examples" / "cupy-mypkg"
+    doc = json.loads((root / "stacks.json").read_text())
     built = {s["tag"]: s for s in doc["built"]}
-    assert list(built) == ["host", "ctk", "cupy-13.6", "torch-cu130"] and built["host"]["install"] == []
+    assert list(built) == ["host", "ctk", "cupy-13.6", "torch-cu130", "torch-cu130-cupy-13.6"] and built["host"]["install"] == []
     if stack()["cupy"] == "14.2.0":
         assert built["host"]["stack"] == stack()
     for row in doc["served"]:
         assert row["by"] in built and row["compiled"] == 0
-        if row["by"] != "host":
-            assert row["stack"] == built[row["by"]]["stack"] and row["before"] == 23
+        if row["by"] != "host":  # measured with the compiles recorded under that stack's CuPy (its own matrix)
+            assert row.get("matrix") == built[row["by"]].get("matrix")
+            matrix = yaml.safe_load((root / row.get("matrix", "build_matrix.yaml")).read_text())
+            assert row["stack"] == built[row["by"]]["stack"] and row["before"] == len(matrix["cupy"])
 
 
 def test_a_venv_reached_through_a_symlink_has_the_same_key_under_cupy_136s_repeated_include(tmp_path):
@@ -192,3 +197,28 @@ def test_a_venv_reached_through_a_symlink_has_the_same_key_under_cupy_136s_repea
     linked = tmp_path / "link" / "cuda_include"
     assert plain is not None
     assert key((f"-I{tmp_path / 'link' / 'cupy_include'}", f"-I{cuda}", f"-I{linked}", "-ftz=true")) == plain
+
+
+def test_a_bundle_carries_the_cupy_specs_of_a_set_recorded_under_another_cupy_release(tmp_path):
+    """CuPy 13.6 generates other code than 14.2 for the same calls (`const double in1`, --std=c++11): its set is
+    recorded and built under 13.6 with its own names (examples/cupy-mypkg/recorded-cupy-13.6). The wheel's bundle
+    merges it in (AOT_WHEEL_MERGE) and carries its specs although the project's matrix names 14.2's only (they were
+    dropped before: the 13.6 user compiled all 21)."""
+    from aot.package.bundle import bundle
+    from aot.package.config import AotConfig
+    pkg = tmp_path / "proj" / "p"
+    pkg.mkdir(parents=True)
+    (tmp_path / "proj" / "k.cu").write_text(SOURCE)
+    (tmp_path / "proj" / "m.yaml").write_text(
+        "version: 1\ncupy:\n  - {name: k.0, what: 'k(float* x)', source: k.cu, options: ['-I{cupy_include}', "
+        "'-I{cuda_include}'], name_expressions: null, jitify: false, cupy: 14.2.0}\n")
+    host = _set(tmp_path / "host", "a" * 64, b"cubin of 14.2's code")
+    import dataclasses
+    other = _set(tmp_path / "c136", "b" * 64, b"cubin of 13.6's code",
+                 spec=dataclasses.replace(SPEC, name="k.cupy13.6.0", cupy="13.6.0"))
+    cfg = AotConfig(project=tmp_path / "proj", pyproject=tmp_path / "proj" / "pyproject.toml", package="p",
+                    package_dir=pkg, matrix=tmp_path / "proj" / "m.yaml", sm="90", folder="artifacts", prebuilt=None,
+                    allow_partial=False, merge=(other,))
+    res = bundle(cfg, prebuilt=host, require_pins=False, work=tmp_path / "work" / "aot")
+    got = load_manifest(res.out)
+    assert sorted(a["name"] for a in got.artifacts) == ["k.0", "k.cupy13.6.0"] and verify_files(got) == []

@@ -111,9 +111,15 @@ COMMANDS.update({
         "gpu", "CuPy's kernels under other NVRTC and CuPy releases, on a GPU"),
     ("docs/cupy.md", "bash .ci/cupy_stack_sets.sh .gpu/cupy-stack-sets 90"): (
         "long", "one venv per CuPy stack installed from the index, the example's matrix built in each (minutes)"),
-    ("docs/cupy.md", "AOT_WHEEL_SM=90 AOT_WHEEL_MERGE=$PWD/.gpu/cupy-stack-sets/ctk:$PWD/.gpu/cupy-stack-sets/cupy-13.6 "
+    ("docs/cupy.md", "AOT_WHEEL_SM=90 AOT_WHEEL_MERGE=$PWD/.gpu/cupy-stack-sets/ctk:$PWD/.gpu/cupy-stack-sets/cupy-13.6:"
+                     "$PWD/.gpu/cupy-stack-sets/torch-cu130:$PWD/.gpu/cupy-stack-sets/torch-cu130-cupy-13.6 "
                      "python -m pip wheel --no-build-isolation --no-deps -w .whl examples/cupy-mypkg"): (
         "long", "needs the sets of the line above"),
+    ("docs/cupy.md", "bash .ci/gpu/cupy_stacks.sh --wheel cupy_mypkg-0.1.0-*.whl --nvrtc nvidia_cuda_nvrtc-13.5.37-*.whl "
+                     "--runtime nvidia_cuda_runtime-13.5.37-*.whl"): ("gpu", "the example's wheel under NVRTC 13.5.37"),
+    ("docs/cupy.md", "bash .ci/gpu/cupy_stacks.sh --wheel cupy_mypkg-0.1.0-*.whl --cupy cupy_cuda13x-13.6.0-cp312-*.whl "
+                     "--cupy-deps fastrlock-*.whl --cupy-built --pip-cuda-path"): (
+        "gpu", "the example's wheel under CuPy 13.6.0"),
     ("docs/triton.md", "pip install 'cccl-aot-cu13[triton]'"): ("slow", "installs from the index"),
     ("docs/triton.md", "python -m aot build --matrix examples/triton-mypkg/build_matrix.yaml --sm 80,90 --jobs 1 "
                        "--out out"): ("fast", "."),

@@ -10,6 +10,11 @@
 #     --cupy     another CuPy release for Python 3.12 (cupy_cuda13x-13.6.0-cp312-*.whl, 55 MB; 14.0.x is 70 MB, over
 #                the 64 MiB carry): installed with --target and put first on PYTHONPATH
 #     --cupy-deps a wheel that release needs and this machine lacks (13.6: fastrlock), installed beside it
+#     --cupy-built the wheel carries a set built under that CuPy release with this machine's headers (stacks.json's
+#                torch-cu130-cupy-13.6: the H200's torch cu130 headers): expect it served (0 compiles), not "as its key says"
+#     --pip-cuda-path  CUDA_PATH at pip's CUDA (the folder above cuda-pathfinder's cudart headers) for that CuPy: CuPy 13.6
+#                puts $CUDA_PATH/include (else /usr/local/cuda/include, a CUDA toolkit on the H200) into every compile, so
+#                this is a machine without a system toolkit, as recorded-cupy-13.6 was recorded
 #     --runtime  nvidia_cuda_runtime-13.5.37-*.whl (2.5 MB): its headers laid over a copy of this machine's CUDA
 #                headers are the "other headers" of the half-precision case; without it, a copy with one line added
 #                to cuda_fp16.hpp
@@ -24,10 +29,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 out=${OUT:-/tmp/aot-cupy-out}/cupy-stacks
-wheel= nvrtc= cupyw= runtime= cupydeps=
+wheel= nvrtc= cupyw= runtime= cupydeps= cupybuilt= pipcuda=
 while [ $# -gt 0 ]; do
   case "$1" in
-    --wheel) wheel=$2; shift 2 ;; --nvrtc) nvrtc=$2; shift 2 ;; --cupy) cupyw=$2; shift 2 ;; --cupy-deps) cupydeps=$2; shift 2 ;;
+    --wheel) wheel=$2; shift 2 ;; --nvrtc) nvrtc=$2; shift 2 ;; --cupy) cupyw=$2; shift 2 ;; --cupy-deps) cupydeps=$2; shift 2 ;; --cupy-built) cupybuilt=1; shift ;; --pip-cuda-path) pipcuda=1; shift ;;
     --runtime) runtime=$2; shift 2 ;; *) echo "unknown argument $1"; exit 2 ;;
   esac
 done
@@ -68,11 +73,15 @@ if [ -n "$cupyw" ]; then
   # host's CUDA headers: served here when this machine's headers are the build host's (the closure's lines equal)
   expect="as its key says"
   if python3 -c "import json, sys, zipfile; m = json.loads(zipfile.ZipFile(sys.argv[1]).read('cupy_mypkg/artifacts/manifest.json')); sys.exit(not any(s.get('cupy') == sys.argv[2] for a in m['artifacts'] for s in a.get('cupy_stacks', [])))" "$wheel" "$rel" \
-     && python3 "$here/cupy_stacks.py" facts 2>/dev/null | diff -q - "$here/cupy_stacks_build_facts.txt" >/dev/null; then
+     && { [ -n "$cupybuilt" ] || python3 "$here/cupy_stacks.py" facts 2>/dev/null | diff -q - "$here/cupy_stacks_build_facts.txt" >/dev/null; }; then
     expect=served
   fi
   echo "cupy-$rel: expected $expect" | tee -a "$out/env.log"
-  stacks="$stacks, {\"tag\": \"cupy-$rel\", \"expect\": \"$expect\", \"env\": {\"PYTHONPATH_FIRST\": \"$work/cupy-other\", \"LD_LIBRARY_PATH\": \"$syslib:${LD_LIBRARY_PATH:-}\"}}"
+  cudapath=
+  if [ -n "$pipcuda" ]; then
+    cudapath=", \"CUDA_PATH\": \"$(python3 -c "import os, cuda.pathfinder as p; print(os.path.dirname(p.find_nvidia_header_directory('cudart')))")\""
+  fi
+  stacks="$stacks, {\"tag\": \"cupy-$rel\", \"expect\": \"$expect\", \"env\": {\"PYTHONPATH_FIRST\": \"$work/cupy-other\", \"LD_LIBRARY_PATH\": \"$syslib:${LD_LIBRARY_PATH:-}\"$cudapath}}"
 fi
 stacks="$stacks]"
 

@@ -116,6 +116,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         src = merged
     m = load_manifest(src)
     names = {s.name for s in specs}
+    if extra_sets:  # CuPy sets recorded under another CuPy release: its generated code is other specs, carried too
+        names |= {a["name"] for a in m.artifacts if a["family"] == "cupy"}
     cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
     releases = m.cccl_releases() or None
     # a prebuilt set's own producer and releases decide the pins

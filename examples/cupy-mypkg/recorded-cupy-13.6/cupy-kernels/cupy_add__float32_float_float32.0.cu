@@ -1,0 +1,24 @@
+#include <cupy/complex.cuh>
+#include <cupy/carray.cuh>
+#include <cupy/atomics.cuh>
+#include <cupy/math_constants.h>
+
+    typedef float in0_type;
+typedef float in1_type;
+typedef float out0_type;
+
+    
+    extern "C" __global__ void cupy_add__float32_float_float32(const CArray<float, 0, 1, 1> _raw_in0, const float in1, CArray<float, 0, 1, 1> _raw_out0, CIndexer<0, 1> _ind) {
+      ;
+      #pragma unroll 1
+      CUPY_FOR(i, _ind.size()) {
+        _ind.set(i);
+        const in0_type in0(_raw_in0[_ind.get()]);
+out0_type out0;
+out0 = in0 + in1
+;
+_raw_out0[_ind.get()] = out0;;
+      }
+      ;
+    }
+    

@@ -1,0 +1,23 @@
+#include <cupy/complex.cuh>
+#include <cupy/carray.cuh>
+#include <cupy/atomics.cuh>
+#include <cupy/math_constants.h>
+
+    typedef int in0_type;
+typedef int out0_type;
+
+    
+    extern "C" __global__ void cupy_copy__int32_int64(const CArray<int, 1, 1, 1> _raw_in0, CArray<long long, 1, 1, 1> _raw_out0, CIndexer<1, 1> _ind) {
+      ;
+      #pragma unroll 1
+      CUPY_FOR(i, _ind.size()) {
+        _ind.set(i);
+        const in0_type in0(_raw_in0[_ind.get()]);
+out0_type out0;
+out0 = in0
+;
+_raw_out0[_ind.get()] = out0;;
+      }
+      ;
+    }
+    

@@ -1,0 +1,25 @@
+#include <cupy/complex.cuh>
+#include <cupy/carray.cuh>
+#include <cupy/atomics.cuh>
+#include <cupy/math_constants.h>
+
+    typedef float in0_type;
+typedef float in1_type;
+typedef float out0_type;
+
+    
+    extern "C" __global__ void cupy_subtract__float32_float32_float32(const CArray<float, 1, 1, 1> _raw_in0, const CArray<float, 1, 0, 1> _raw_in1, CArray<float, 1, 1, 1> _raw_out0, CIndexer<1, 1> _ind) {
+      ;
+      #pragma unroll 1
+      CUPY_FOR(i, _ind.size()) {
+        _ind.set(i);
+        const in0_type in0(_raw_in0[_ind.get()]);
+const in1_type in1(_raw_in1[_ind.get()]);
+out0_type out0;
+out0 = in0 - in1
+;
+_raw_out0[_ind.get()] = out0;;
+      }
+      ;
+    }
+    

@@ -1,0 +1,24 @@
+#include <cupy/complex.cuh>
+#include <cupy/carray.cuh>
+#include <cupy/atomics.cuh>
+#include <cupy/math_constants.h>
+
+    typedef double in0_type;
+typedef double in1_type;
+typedef double out0_type;
+
+    
+    extern "C" __global__ void cupy_true_divide__float32_float_float32(const CArray<float, 0, 1, 1> _raw_in0, const double in1, CArray<float, 0, 1, 1> _raw_out0, CIndexer<0, 1> _ind) {
+      ;
+      #pragma unroll 1
+      CUPY_FOR(i, _ind.size()) {
+        _ind.set(i);
+        const in0_type in0(_raw_in0[_ind.get()]);
+out0_type out0;
+out0 = (out0_type)in0 / (out0_type)in1
+;
+_raw_out0[_ind.get()] = out0;;
+      }
+      ;
+    }
+    
