@@ -394,3 +394,30 @@ def test_a_set_built_under_one_cpython_is_served_under_another(tmp_path, built):
     hits = [key for _, key, hit in seen if hit]
     assert len(hits) == len(SPECS) and not set(hits) & set(_keys(built).values()), seen  # other Triton keys
     assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]
+
+
+#: LAUNCH, printing per launch whether Triton's answer came from the run's own Triton cache folder (a compile of
+#: an earlier run) rather than from aot (its process's own folder) or a compile of this one.
+WHERE = LAUNCH.replace("seen.append(\n    (src.fn.__name__, _base32(metadata[\"hash\"]), cache_hit))",
+                       "seen.append((src.fn.__name__, cache_hit, any(str(p).startswith(os.environ['TRITON_CACHE_DIR']) "
+                       "for p in metadata_group.values())))").replace("import json, sys", "import json, os, sys")
+
+
+def test_the_gate_s_packaged_run_is_served_by_aot_not_by_the_jit_run_s_triton_cache(tmp_path, built):
+    """Issue 43: ``aot gate`` missed a Triton mutant. aot serves a Triton kernel only where the user's Triton cache
+    has none, and the gate's three runs shared that cache: the JIT run's compile answered the packaged run's
+    launches, and the packaged (mutant) kernels were never launched. Each run has its own Triton cache now."""
+    from aot.verify.gate_run import env_for
+    assert "metadata_group.values()" in WHERE
+    site, work = _site(tmp_path, built), tmp_path / "gate"
+    (work / "site").mkdir(parents=True)
+    base = repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path / "user-triton-cache"))
+    got = {}
+    for run in ("jit", "packaged"):
+        r = subprocess.run([sys.executable, "-c", WHERE], capture_output=True, text=True, timeout=300,
+                           env=env_for(run, work, base))
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[run] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(got["jit"]) == len(SPECS) and not any(hit for _, hit, _ in got["jit"])  # JIT: Triton compiled each
+    # packaged: every launch answered from the cache (hit), none from a folder an earlier run filled: aot served it
+    assert len(got["packaged"]) == len(SPECS) and all(hit and not earlier for _, hit, earlier in got["packaged"]), got
