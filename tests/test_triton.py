@@ -397,19 +397,35 @@ def test_a_set_built_under_one_cpython_is_served_under_another(tmp_path, built):
 
 
 #: LAUNCH, printing per launch whether Triton's answer came from the run's own Triton cache folder (a compile of
-#: an earlier run) rather than from aot (its process's own folder) or a compile of this one.
+#: an earlier run) rather than from aot (its process's own folder) or a compile of this one, and its cubin's sha256.
 WHERE = LAUNCH.replace("seen.append(\n    (src.fn.__name__, _base32(metadata[\"hash\"]), cache_hit))",
                        "seen.append((src.fn.__name__, cache_hit, any(str(p).startswith(os.environ['TRITON_CACHE_DIR']) "
-                       "for p in metadata_group.values())))").replace("import json, sys", "import json, os, sys")
+                       "for p in metadata_group.values()), [__import__('hashlib').sha256(open(p, 'rb').read())"
+                       ".hexdigest() for p in metadata_group.values() if p.endswith('.cubin')]))"
+                       ).replace("import json, sys", "import json, os, sys")
 
 
-def test_the_gate_s_packaged_run_is_served_by_aot_not_by_the_jit_run_s_triton_cache(tmp_path, built):
-    """Issue 43: ``aot gate`` missed a Triton mutant. aot serves a Triton kernel only where the user's Triton cache
-    has none, and the gate's three runs shared that cache: the JIT run's compile answered the packaged run's
-    launches, and the packaged (mutant) kernels were never launched. Each run has its own Triton cache now."""
+def test_the_gate_s_packaged_run_serves_the_mutant_not_the_jit_run_s_triton_cache(tmp_path, built):
+    """Issue 43: ``aot gate`` missed a Triton mutant (.ci/gpu/gate_all.sh: add.0 built from an edited body, shipped
+    under add.0's key). aot serves a Triton kernel only where the user's Triton cache has none, and the gate's runs
+    shared that cache: the JIT run's compile answered the packaged run's launches, and the mutant was never
+    launched. Each run has its own Triton cache now: the packaged run launches the mutant's cubin."""
+    from aot.core.format import read
     from aot.verify.gate_run import env_for
     assert "metadata_group.values()" in WHERE
     site, work = _site(tmp_path, built), tmp_path / "gate"
+    arts = site / "triton_mypkg" / "artifacts"
+    r = subprocess.run([sys.executable, str(ROOT / ".ci" / "gpu" / "edit_mutant.py"), "--project", str(EXAMPLE),
+                        "--base", str(arts), "--spec", "add.0", "--file", "triton_mypkg/kernels.py", "--edit",
+                        "mask=m) + tl.load(y_ptr", "mask=m) - tl.load(y_ptr", "--out", str(tmp_path / "mutant")],
+                       capture_output=True, text=True, timeout=600, env=repo_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    shutil.rmtree(arts)
+    shutil.copytree(tmp_path / "mutant", arts)
+    entry = next(a for a in json.loads((arts / "manifest.json").read_text())["artifacts"]
+                 if a["name"] == "add.0" and a["sm"] == 90)
+    import hashlib
+    mutant = hashlib.sha256(read(arts / entry["path"]).payload).hexdigest()
     (work / "site").mkdir(parents=True)
     base = repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path / "user-triton-cache"))
     got = {}
@@ -418,9 +434,12 @@ def test_the_gate_s_packaged_run_is_served_by_aot_not_by_the_jit_run_s_triton_ca
                            env=env_for(run, work, base))
         assert r.returncode == 0, r.stderr[-3000:]
         got[run] = json.loads(r.stdout.strip().splitlines()[-1])
-    assert len(got["jit"]) == len(SPECS) and not any(hit for _, hit, _ in got["jit"])  # JIT: Triton compiled each
-    # packaged: every launch answered from the cache (hit), none from a folder an earlier run filled: aot served it
-    assert len(got["packaged"]) == len(SPECS) and all(hit and not earlier for _, hit, earlier in got["packaged"]), got
+    assert len(got["jit"]) == len(SPECS) and not any(hit for _, hit, *_ in got["jit"])  # JIT: Triton compiled each
+    assert mutant not in {c for *_, cubins in got["jit"] for c in cubins}
+    # packaged: every launch answered from the cache (hit), none from a folder an earlier run filled: aot served it,
+    # add.0 (the first launch) with the mutant's cubin
+    assert len(got["packaged"]) == len(SPECS) and all(hit and not earlier for _, hit, earlier, _ in got["packaged"])
+    assert got["packaged"][0][3] == [mutant], got
 
 
 #: Triton's own C launchers built as a first launch builds them (``CudaUtils()``, ``CudaLauncher`` of the compiled
