@@ -12,7 +12,7 @@ The module is then built by Triton's own ``runtime.build._build`` (its compiler 
 interpreter's headers and ``EXT_SUFFIX``) against a stub ``libcuda.so.1`` that defines exactly the driver symbols
 the module calls (found by a first build against an empty stub), so that the linker records ``libcuda.so.1`` as
 needed, as a build against the driver does; a build whose result does not need ``libcuda.so.1`` is refused.
-A module that cannot be built here (no C compiler, no Python headers) is left out with one warning: Triton
+A module that cannot be built here (no C compiler, no Python headers) is left out (a warning in the worker): Triton
 builds it at the first launch, as without aot.
 """
 
