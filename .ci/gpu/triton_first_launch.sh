@@ -5,7 +5,7 @@
 # WHEEL: built on the CPU host under the same Python minor and Triton release as here (the C launchers are built for
 # the CPython the build runs under): in a python3.12 venv with triton==3.6.0 and aot's dependencies,
 #   AOT_WHEEL_SM=90 pip wheel --no-build-isolation --no-deps -w .whl examples/triton-mypkg
-# and carry .whl. N: fresh processes per mode (default 7).
+# and carry .whl. N: fresh processes per mode (default 5).
 #   1. .ci/gpu/triton_check.sh (the same arguments): every packaged specialisation 0 compiles and bitwise equal to
 #      Triton's own JIT, the five edits, and N fresh processes per mode: aot (empty Triton cache: kernels and C
 #      launchers served), warm (Triton's cache holds everything), cold (empty cache, no set);
@@ -27,7 +27,7 @@ if [ "${1:-}" = --wheel ]; then
   wheel=$(realpath "${2:?usage: triton_first_launch.sh --wheel WHEEL [N]}")
   shift 2
 fi
-runs=${1:-7}
+runs=${1:-5}
 if [ -n "$wheel" ]; then args=(--wheel "$wheel" "$runs"); else args=("$runs"); fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 fail=0

@@ -168,7 +168,7 @@ def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dic
     """Put a packaged kernel's files into the wrapped cache under ``manager``'s key; ``None``: not served.
     ``mine``: (aot's key, Triton's hash) when the artifact answers by aot's key (built under another CPython)."""
     registry, spec, entry, kernel, memo = row
-    from ..loader.sources import check_packaged
+    from ..loader.packaged import check_packaged
     path = registry.manifest.path_of(entry)
     try:
         art = check_packaged(registry.manifest, spec, entry, path)

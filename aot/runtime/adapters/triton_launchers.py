@@ -179,7 +179,7 @@ def serve(key: str, filename: str, folder: str) -> str | None:
 
 
 def _module(registry: Any, spec: Any, entry: dict, key: str, filename: str) -> bytes | None:
-    from ..loader.sources import check_packaged
+    from ..loader.packaged import check_packaged
     art = check_packaged(registry.manifest, spec, entry, registry.manifest.path_of(entry))
     doc = art.header.get("triton_launchers")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
