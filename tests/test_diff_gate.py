@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,6 +197,12 @@ def test_the_runs_environments(tmp_path):
     assert "CUPY_CACHE_IN_MEMORY" not in packaged  # in memory, CuPy would never ask aot's backend
     assert jit["CUPY_CACHE_DIR"] != packaged["CUPY_CACHE_DIR"] and jit["PYTHONPATH"].endswith(":/lib")
     assert packaged["AOT_DISABLE_CACHE"] == "1"
+    # issue 43: a Triton cache shared by the runs answered the packaged run with the JIT run's compile (aot serves
+    # only where Triton's cache has nothing): each run has its own, empty (tests/test_triton.py: the mutant launched)
+    base["TRITON_CACHE_DIR"] = str(tmp_path / "user")
+    dirs = [env_for(run, tmp_path, base)["TRITON_CACHE_DIR"] for run in ("jit", "packaged", "jit-again")]
+    assert len(set(dirs)) == 3 and str(tmp_path / "user") not in dirs
+    assert all(Path(d).is_dir() and not any(Path(d).iterdir()) for d in dirs)
 
 
 FAKE = textwrap.dedent("""

@@ -274,6 +274,7 @@ RUNTIME_CLOSURE = [
     "aot.runtime.loader.lean",
     "aot.runtime.loader.library",
     "aot.runtime.loader.objects",
+    "aot.runtime.loader.packaged",
     "aot.runtime.loader.registry",
     "aot.runtime.loader.sources",
     "aot.runtime.loader.stand_ins",

@@ -394,3 +394,126 @@ def test_a_set_built_under_one_cpython_is_served_under_another(tmp_path, built):
     hits = [key for _, key, hit in seen if hit]
     assert len(hits) == len(SPECS) and not set(hits) & set(_keys(built).values()), seen  # other Triton keys
     assert [(name, hit) for name, _, hit in seen if not hit] == [("add", False)]
+
+
+#: LAUNCH, printing per launch whether Triton's answer came from the run's own Triton cache folder (a compile of
+#: an earlier run) rather than from aot (its process's own folder) or a compile of this one, and its cubin's sha256.
+WHERE = LAUNCH.replace("seen.append(\n    (src.fn.__name__, _base32(metadata[\"hash\"]), cache_hit))",
+                       "seen.append((src.fn.__name__, cache_hit, any(str(p).startswith(os.environ['TRITON_CACHE_DIR']) "
+                       "for p in metadata_group.values()), [__import__('hashlib').sha256(open(p, 'rb').read())"
+                       ".hexdigest() for p in metadata_group.values() if p.endswith('.cubin')]))"
+                       ).replace("import json, sys", "import json, os, sys")
+
+
+def test_the_gate_s_packaged_run_serves_the_mutant_not_the_jit_run_s_triton_cache(tmp_path, built):
+    """Issue 43: ``aot gate`` missed a Triton mutant (.ci/gpu/gate_all.sh: add.0 built from an edited body, shipped
+    under add.0's key). aot serves a Triton kernel only where the user's Triton cache has none, and the gate's runs
+    shared that cache: the JIT run's compile answered the packaged run's launches, and the mutant was never
+    launched. Each run has its own Triton cache now: the packaged run launches the mutant's cubin."""
+    from aot.core.format import read
+    from aot.verify.gate_run import env_for
+    assert "metadata_group.values()" in WHERE
+    site, work = _site(tmp_path, built), tmp_path / "gate"
+    arts = site / "triton_mypkg" / "artifacts"
+    r = subprocess.run([sys.executable, str(ROOT / ".ci" / "gpu" / "edit_mutant.py"), "--project", str(EXAMPLE),
+                        "--base", str(arts), "--spec", "add.0", "--file", "triton_mypkg/kernels.py", "--edit",
+                        "mask=m) + tl.load(y_ptr", "mask=m) - tl.load(y_ptr", "--out", str(tmp_path / "mutant")],
+                       capture_output=True, text=True, timeout=600, env=repo_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    shutil.rmtree(arts)
+    shutil.copytree(tmp_path / "mutant", arts)
+    entry = next(a for a in json.loads((arts / "manifest.json").read_text())["artifacts"]
+                 if a["name"] == "add.0" and a["sm"] == 90)
+    import hashlib
+    mutant = hashlib.sha256(read(arts / entry["path"]).payload).hexdigest()
+    (work / "site").mkdir(parents=True)
+    base = repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path / "user-triton-cache"))
+    got = {}
+    for run in ("jit", "packaged"):
+        r = subprocess.run([sys.executable, "-c", WHERE], capture_output=True, text=True, timeout=300,
+                           env=env_for(run, work, base))
+        assert r.returncode == 0, r.stderr[-3000:]
+        got[run] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(got["jit"]) == len(SPECS) and not any(hit for _, hit, *_ in got["jit"])  # JIT: Triton compiled each
+    assert mutant not in {c for *_, cubins in got["jit"] for c in cubins}
+    # packaged: every launch answered from the cache (hit), none from a folder an earlier run filled: aot served it,
+    # add.0 (the first launch) with the mutant's cubin
+    assert len(got["packaged"]) == len(SPECS) and all(hit and not earlier for _, hit, earlier, _ in got["packaged"])
+    assert got["packaged"][0][3] == [mutant], got
+
+
+#: Triton's own C launchers built as a first launch builds them (``CudaUtils()``, ``CudaLauncher`` of the compiled
+#: ``add``), with ``CC=false``: a module Triton would build fails; prints where each module was loaded from.
+LAUNCHERS = LAUNCH.split("seen = []")[0] + r'''
+import os, sys
+sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_GLOBAL)  # the stub libcuda.so.1 defines nothing: no call is made
+import triton_mypkg
+from triton_mypkg import kernels as k
+from triton.backends.nvidia import driver as nv
+utils = nv.CudaUtils()
+kern = k.add.warmup(Tensor(tl.float32), Tensor(tl.float32), Tensor(tl.float32), 1 << 20, BLOCK=1024, grid=(1,))
+launcher = nv.CudaLauncher(kern.src, kern.metadata)
+print(json.dumps([utils.load_binary.__self__.__file__, launcher.launch.__self__.__file__]))
+'''
+
+
+def _launchers(tmp_path: Path, site: Path, **env: str) -> subprocess.CompletedProcess:
+    stub = tmp_path / "stub"
+    stub.mkdir(exist_ok=True)
+    from aot.build.triton_launcher import _stub
+    _stub(str(stub), [])
+    return subprocess.run([sys.executable, "-c", LAUNCHERS], capture_output=True, text=True, timeout=300,
+                          env=repo_env(PYTHONPATH=f"{site}{os.pathsep}{ROOT}", CC="false", LD_LIBRARY_PATH=str(stub),
+                                       TRITON_LIBCUDA_PATH=str(stub), TRITON_CACHE_DIR=str(tmp_path / "tc"), **env))
+
+
+def _ships_launchers() -> bool:
+    """Whether this Triton builds its modules by ``compile_module_from_src`` in its NVIDIA driver (3.2 to 3.7)."""
+    from triton.backends.nvidia import driver as nv
+    return callable(nv.__dict__.get("compile_module_from_src"))
+
+
+def test_triton_s_c_launchers_are_built_with_the_set_for_this_cpython(built):
+    import sysconfig
+    m = json.loads((built / "manifest.json").read_text())
+    if not _ships_launchers():  # 3.8+: cuda_utils keyed by the user's folders (docs/triton.md): nothing shipped
+        assert not any("triton_launcher_keys" in a for a in m["artifacts"])
+        return
+    assert {a.get("triton_launcher_abi") for a in m["artifacts"]} == {sysconfig.get_config_var("EXT_SUFFIX")}
+    from aot.core.format import read
+    doc = read(built / m["artifacts"][0]["path"]).header["triton_launchers"]
+    assert {x["name"] for x in doc["modules"]} == {"cuda_utils", "__triton_launcher"}
+    from aot.runtime.adapters.triton_launchers import decode
+    for x in doc["modules"]:  # a CPython extension module that needs the driver, as Triton's own build makes it
+        so = decode(x["data"], x["size"])
+        assert so[:4] == b"\x7fELF" and b"libcuda.so.1" in so and f"PyInit_{x['name']}".encode() in so
+
+
+def test_a_first_launch_builds_no_launcher_the_set_carries(tmp_path, built):
+    if not _ships_launchers():
+        pytest.skip("this Triton builds cuda_utils by compile_module_from_file (3.8+): not shipped")
+    r = _launchers(tmp_path, _site(tmp_path, built))
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [Path(f).name.split(".")[0] for f in files] == ["cuda_utils", "__triton_launcher"]
+    assert all("aot-triton-" in f for f in files), files  # aot's folder: nothing built (CC=false), nothing cached
+    assert not list((tmp_path / "tc").rglob("*.so"))
+
+
+@pytest.mark.parametrize("change", ["abi", "include", "none"])
+def test_a_launcher_is_built_by_triton_where_the_set_s_was_built_otherwise(tmp_path, built, change):
+    """Another CPython ABI (the manifest says another ``EXT_SUFFIX``), other headers (``TRITON_CUDACRT_PATH``) or no
+    set: Triton builds the module itself (here ``CC=false`` makes that build fail, which proves it was tried)."""
+    if not _ships_launchers():
+        pytest.skip("this Triton builds cuda_utils by compile_module_from_file (3.8+): not shipped")
+    site = _site(tmp_path, built)
+    mpath = site / "triton_mypkg" / "artifacts" / "manifest.json"
+    if change == "abi":
+        m = json.loads(mpath.read_text())
+        for a in m["artifacts"]:
+            a["triton_launcher_abi"] = ".cpython-399-x86_64-linux-gnu.so"
+        mpath.write_text(json.dumps(m))
+    elif change == "none":
+        shutil.rmtree(site / "triton_mypkg" / "artifacts")
+    r = _launchers(tmp_path, site, **({"TRITON_CUDACRT_PATH": str(tmp_path)} if change == "include" else {}))
+    assert r.returncode != 0 and "CalledProcessError" in r.stderr and "'false'" in r.stderr, r.stderr[-3000:]

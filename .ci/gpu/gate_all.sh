@@ -62,9 +62,10 @@ for fam in $fams; do
   mrc=$?
   named=$(grep -m1 "^FAILED ${SPEC[$fam]} " "$out/mutant-$fam.log" || true)
   echo "mutant: ${named:-(not named)}"
-  # 3. no JIT after startup: the packaged workload compiles nothing (an empty CuPy cache: nothing hides a compile)
+  # 3. no JIT after startup: the packaged workload compiles nothing (empty CuPy and Triton caches: nothing hides a
+  #    compile)
   PYTHONPATH="$site:$PYTHONPATH" AOT_NO_JIT=raise AOT_NO_JIT_REPORT="$out/nojit-$fam.json" \
-    CUPY_CACHE_DIR="$(mktemp -d)" timeout 600 ${CMD[$fam]} >"$out/nojit-$fam.log" 2>&1
+    CUPY_CACHE_DIR="$(mktemp -d)" TRITON_CACHE_DIR="$(mktemp -d)" timeout 600 ${CMD[$fam]} >"$out/nojit-$fam.log" 2>&1
   nrc=$?
   compiles=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['compiles'])" "$out/nojit-$fam.json" \
              2>/dev/null || echo "?")

@@ -1,7 +1,8 @@
 """One fresh process of .ci/gpu/triton_check.sh: examples/triton-mypkg's public calls (triton_mypkg/ops.py, torch
 tensors, the kernels launched as the library launches them), each specialisation the matrix packages once, timed
 from the call to its result (torch.cuda.synchronize), with what Triton compiled (its compilation listener: a cache
-miss) and a sha256 of each result's bytes.
+miss), a sha256 of each result's bytes, and the C modules (``cuda_utils``, ``__triton_launcher``) in Triton's cache
+after the run (with an empty cache at the start: the ones Triton built with the host compiler in this process).
 
     python triton_check.py run OUT.json [assign] [unpackaged]   (TRITON_CACHE_DIR and PYTHONPATH set by the caller)
     python triton_check.py table JSON...                         (medians of the benchmark runs, one row per call)
@@ -63,7 +64,12 @@ def run(out: str, flags: list[str]) -> None:
         rows[name] = {"ms": ms, "second_ms": (time.perf_counter() - t2) * 1e3, "compiled": compiled[before:],
                       "sha256": hashlib.sha256(r.cpu().numpy().tobytes()).hexdigest()}
     registry = getattr(triton_mypkg, "registry", None)
-    json.dump({"rows": rows, "import_triton_ms": (t_import - t0) * 1e3, "import_pkg_ms": (t_attach - t_import) * 1e3,
+    import glob
+    import os
+    cache = os.environ.get("TRITON_CACHE_DIR") or ""  # with an empty cache at the start: built by this process
+    built = sorted(os.path.basename(p) for p in glob.glob(os.path.join(cache, "*", "*.so"))) if cache else []
+    json.dump({"rows": rows, "c_modules_in_cache": built, "import_triton_ms": (t_import - t0) * 1e3,
+               "import_pkg_ms": (t_attach - t_import) * 1e3,
                "packaged": bool(registry and registry.names()), "triton": triton.__version__,
                "manager": getattr(knobs.cache.manager_class, "__name__", None)},
               open(out, "w"))

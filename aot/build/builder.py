@@ -330,7 +330,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
                 e["cupy_stacks"] = [header["cupy_stack"]]
         elif unit.family == "triton":  # Triton: the key and file name its launch asks for (adapters.triton_attach)
             header = fmt.read(out / e["path"]).header
-            for k in ("triton_key", "triton_name", "triton", "triton_build", "triton_aot_key"):
+            for k in ("triton_key", "triton_name", "triton", "triton_build", "triton_aot_key",
+                      "triton_launcher_keys", "triton_launcher_abi"):
                 if k in header:
                     e[k] = header[k]
         elif e["family"] == "cccl":  # the release its blob loads under: `aot merge` combines releases by it

@@ -234,6 +234,8 @@ def compile_triton_item(spec: TritonKernel, sm: int) -> tuple[bytes, dict[str, A
     noted = triton_pykey.noted(header["triton_key"])
     if noted is not None:  # absent for a local Triton build: served only under Triton's key (its own CPython)
         header["triton_aot_key"] = noted[0]
+    from .triton_launcher import header_fields
+    header.update(header_fields(src, compiled.metadata))  # Triton's C launchers, for this CPython
     return cubin, header
 
 

@@ -1,12 +1,14 @@
 """Running ``aot gate``: the library's command three times, each with the launch hook
 (:mod:`aot.verify.gate_hook`), then :mod:`aot.verify.gate`'s comparison and the package's listing.
 
-The runs, in order, each in fresh caches (its own ``CUPY_CACHE_DIR``, ``NUMBA_CACHE_DIR`` and ``AOT_CACHE_DIR``,
-``AOT_DISABLE_CACHE=1``): a JIT run (``AOT_JIT_ONLY=1``: the runtime serves nothing, JIT-compiles the packaged
-specs from their definitions, and every family compiles as without aot), the packaged run (``AOT_NO_JIT=report``
-and its report: what compiled there was not served), and a second JIT run (what differs between the two JIT runs
-is nondeterministic). CuPy's own kernel cache is empty in each run, so in the packaged run a kernel comes from aot
-or from CuPy's compile.
+The runs, in order, each in fresh caches (its own ``CUPY_CACHE_DIR``, ``NUMBA_CACHE_DIR``, ``TRITON_CACHE_DIR``
+and ``AOT_CACHE_DIR``, ``AOT_DISABLE_CACHE=1``): a JIT run (``AOT_JIT_ONLY=1``: the runtime serves nothing,
+JIT-compiles the packaged specs from their definitions, and every family compiles as without aot), the packaged
+run (``AOT_NO_JIT=report`` and its report: what compiled there was not served), and a second JIT run (what differs
+between the two JIT runs is nondeterministic). CuPy's own kernel cache is empty in each run, so in the packaged run
+a kernel comes from aot or from CuPy's compile. Triton's likewise: aot serves a Triton kernel only where the user's
+Triton cache has none (it answers first), so with one cache the JIT run's compile answered the packaged run's
+launch and the packaged kernels were never launched (a mutant passed the gate: issue 43).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def env_for(run: str, work: Path, base: dict[str, str]) -> dict[str, str]:
     env = dict(base)
     site = work / "site"
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [base.get("PYTHONPATH")])])
-    for var, sub in (("CUPY_CACHE_DIR", "cupy"), ("NUMBA_CACHE_DIR", "numba"), ("AOT_CACHE_DIR", "aot")):
+    for var, sub in (("CUPY_CACHE_DIR", "cupy"), ("NUMBA_CACHE_DIR", "numba"), ("TRITON_CACHE_DIR", "triton"),
+                     ("AOT_CACHE_DIR", "aot")):
         (work / run / sub).mkdir(parents=True, exist_ok=True)
         env[var] = str(work / run / sub)
     env.update(AOT_GATE_HOOK=str(HOOK), AOT_GATE_LOG=str(work / f"{run}.jsonl"), AOT_DISABLE_CACHE="1")

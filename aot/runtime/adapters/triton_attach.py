@@ -13,9 +13,12 @@ kernel was built under (the artifact's ``triton_key``: the build computed it wit
 same specialisation), the artifact is checked (size, sha256, header, content key), the kernel's code is digested
 again (:mod:`aot.runtime.adapters.triton_digest`: what Triton's key misses, a ``cfg.BLOCK`` module attribute), and
 its cubin and metadata are written to this process's private folder and returned as the group; Triton loads them
-and compiles nothing. Nothing is written into the user's Triton cache: in a later process the kernel is checked
-and served again (a library upgrade that changes only what Triton's key misses is then seen). Another Triton
-build, an edited kernel, another specialisation or option: another key, and Triton compiles as it does today.
+and compiles nothing. Triton's C launchers (``cuda_utils``, the per-signature ``__triton_launcher``), which it
+would build with the host compiler at the first launch, are served the same way at ``get_file`` where the set
+carries them for this interpreter (:mod:`aot.runtime.adapters.triton_launchers`). Nothing is written into the
+user's Triton cache: in a later process the kernel is checked and served again (a library upgrade that changes
+only what Triton's key misses is then seen). Another Triton build, an edited kernel, another specialisation or
+option: another key, and Triton compiles as it does today.
 
 Why here and not in ``JITFunction``'s device cache: the manager class is the interface Triton offers for this
 (four methods), the key is Triton's own, computed by Triton at the moment it needs one, so nothing of Triton's
@@ -33,6 +36,7 @@ from ...core.errors import AotError
 from ...core.log import get_logger
 from ...core.opref import inside
 from .numba_digest import Memo
+from . import triton_launchers
 from .triton_digest import jit_function, kernel_digest
 
 log = get_logger("aot.runtime.triton")
@@ -107,6 +111,9 @@ def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str
                      if e.get("triton") == installed]
             rows += [(f"aot:{e['triton_aot_key']}", (registry, s, e, kernel, memo)) for e in entries[s.name]
                      if e.get("triton") == installed and isinstance(e.get("triton_aot_key"), str)]
+            for entry in entries[s.name]:  # Triton's C launchers built with it (adapters.triton_launchers)
+                if entry.get("triton") == installed:
+                    triton_launchers.register(registry, s, entry)
             result[s.name] = "attached"
     missed = [s.name for s in specs if s.name not in result]
     if missed:
@@ -161,7 +168,7 @@ def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dic
     """Put a packaged kernel's files into the wrapped cache under ``manager``'s key; ``None``: not served.
     ``mine``: (aot's key, Triton's hash) when the artifact answers by aot's key (built under another CPython)."""
     registry, spec, entry, kernel, memo = row
-    from ..loader.sources import check_packaged
+    from ..loader.packaged import check_packaged
     path = registry.manifest.path_of(entry)
     try:
         art = check_packaged(registry.manifest, spec, entry, path)
@@ -227,7 +234,14 @@ def _manager_class() -> type:
             self.inner = _state["inner"](key, override=override, dump=dump)
 
         def get_file(self, filename: str) -> Any:
-            return self.inner.get_file(filename)
+            got = self.inner.get_file(filename)
+            if got is not None or not self.plain:
+                return got
+            try:  # a C launcher Triton would build with the host compiler, built with the set
+                return triton_launchers.serve(self.key, filename, _private_dir())
+            except Exception as e:  # noqa: BLE001 - serving never breaks Triton's build: it builds
+                log.info("triton: launcher not served (%s: %s)", type(e).__name__, e)
+                return None
 
         def put(self, data: Any, filename: str, binary: bool = True) -> Any:
             return self.inner.put(data, filename, binary=binary)
@@ -263,6 +277,7 @@ def detach_triton() -> None:
     import sys
     with _lock:
         _state["table"].clear()
+        triton_launchers.forget()
         knobs = getattr(sys.modules.get("triton"), "knobs", None)
         if knobs is not None and _CLASS and knobs.cache.manager_class is _CLASS[0]:
             inner = _state["inner"]

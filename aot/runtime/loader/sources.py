@@ -26,12 +26,12 @@ from ...core.errors import AotError, ArtifactError, NoDeviceError
 from ...core.log import get_logger
 from ...core.manifest import Manifest
 from ...core.spec import CcclSpec, CupyKernel, NumbaKernel, NvrtcUnit, Spec, TritonKernel
-from ...core.versions import check_producer
 from .driver import check_ptx_loadable, require_driver
 from .lean import foreign_cccl, import_cuda_compute, require_cuda_cccl, require_jit
 from .library import DriverLibrary
 from .threads import IMPORTS
 from .objects import SpecStatus, _Loaded
+from .packaged import check_packaged  # noqa: F401 - the checks before a load, in a module of their own
 
 #: The loader's records keep the logger name they always had (one name for the whole search).
 log = get_logger("aot.runtime.registry")  # the channel users filter on: its name outlives the move
@@ -200,33 +200,6 @@ def open_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, Any
                   device_sm: int) -> _Loaded:
     """Read, check and load one packaged artifact; ArtifactError (or the loader's error) says why not."""
     return materialize(spec, check_packaged(manifest, spec, entry, path), path)
-
-
-def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, Any], path: Path) -> fmt.Artifact:
-    """Everything :func:`open_packaged` checks before it loads anything: the file (regular, bounded, size and
-    sha256 as the manifest says), the header (against the entry and the payload), the content key (against
-    the spec's definition) and the producer versions. No CUDA: a warmup runs this while cuda.compute
-    imports. ArtifactError says why not."""
-    data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
-    import hashlib
-    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ArtifactError("file differs from its manifest entry (size or sha256)")
-    art = fmt.decode(data)
-    h = art.header
-    if (h["name"], h["family"], h["sm"], h["payload_kind"]) != \
-            (spec.name, spec.family, entry["sm"], entry["payload_kind"]):
-        raise ArtifactError("header does not match its manifest entry (name, family, SM or kind)")
-    if h["content_key"] != entry["content_key"]:
-        raise ArtifactError("content key differs from the manifest's")
-    from ...core.spec import item_key
-    if manifest is None:
-        raise ArtifactError("no manifest: packaged artifacts are opened only through one")
-    producer = manifest.producer_of(entry)
-    if h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], producer) and \
-            h["content_key"] != item_key(spec, entry["sm"], entry["payload_kind"], producer, legacy=True):
-        raise ArtifactError(f"built from another definition of {spec.name!r} (a stale artifact)")
-    check_producer(h["producer"], h["family"])
-    return art
 
 
 def materialize(spec: Spec, art: fmt.Artifact, path: Path) -> _Loaded:
