@@ -200,13 +200,15 @@ def cmd_bundle(args) -> int:
         out = args.out_root.joinpath(*cfg.package.split("."), cfg.folder)
     res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
                  jobs=args.jobs, work=args.work)
-    info = res.info
-    print(printable(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
-                    f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
-                    f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
-                                                        f", PARTIAL ({len(info['missing'])} missing)")))
-    if not args.quiet:
-        from ..package.pins import jit_requirements
-        print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
-              f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
+    for major, one in [*res.majors.items()] or [(None, res)]:  # a set of several CUDA majors: each major's set
+        info = one.info
+        print(printable(f"{one.out}: {one.artifacts} artifacts, {len(info['specs'])} specs x SMs "
+                        f"{','.join(map(str, info['sms']))}, {one.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
+                        f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
+                                                            f", PARTIAL ({len(info['missing'])} missing)")))
+        if not args.quiet:
+            from ..package.pins import jit_requirements
+            where = f"under its 'cu{major}' extra" if major is not None else "(to load them; no toolkit)"
+            print(f"the wheel must require {where}: {', '.join(one.pins)}; JIT fallback, as the "
+                  f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
     return 0
