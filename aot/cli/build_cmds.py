@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.errors import UsageError
 from ..core.text import printable, short
@@ -200,7 +200,8 @@ def cmd_bundle(args) -> int:
         out = args.out_root.joinpath(*cfg.package.split("."), cfg.folder)
     res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
                  jobs=args.jobs, work=args.work)
-    for major, one in [*res.majors.items()] or [(None, res)]:  # a set of several CUDA majors: each major's set
+    each: list[tuple[int | None, Any]] = [*res.majors.items()] or [(None, res)]
+    for major, one in each:  # a set of several CUDA majors: each major's set
         info = one.info
         print(printable(f"{one.out}: {one.artifacts} artifacts, {len(info['specs'])} specs x SMs "
                         f"{','.join(map(str, info['sms']))}, {one.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
