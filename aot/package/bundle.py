@@ -17,15 +17,15 @@ A project whose ``[project].dependencies`` lack or contradict them is stopped wi
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .config import AotConfig
+from .pkginfo import (INFO_FORMAT, INFO_NAME, INFO_VERSION, BundleResult, carried_cccl, describe,  # noqa: F401
+                      fill_folder, numba_requirement)  # re-exported: what a bundle writes and returns
 from .extras import PinError, conflict_message, pin_conflicts, precheck  # noqa: F401 - PinError re-exported
 from .pins import RUNTIME_DIST, has_cccl, jit_requirement, pin_problems, required_pins  # noqa: F401 - re-exported
 from ..build.isolated import expose_build_env_toolkit
@@ -33,36 +33,11 @@ from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import MANIFEST_NAME, load_manifest
 from ..core.text import short
-from ..core.versions import NUMBA_CUDA_REQUIREMENT
 
 log = get_logger(__name__)
 
-INFO_NAME = "aot-package.json"
-INFO_FORMAT = "aot-package"
-INFO_VERSION = 1
 #: The families a package's own GPU check may be named for (``[tool.aot] checks``; aot.verify.gpu runs them).
 CHECKED_FAMILIES = ("nvrtc", "numba")
-
-
-@dataclass(frozen=True)
-class BundleResult:
-    out: Path
-    artifacts: int
-    bytes: int
-    info: Mapping[str, Any]     # what aot-package.json says (coverage, versions, checks)
-    pins: tuple[str, ...]       # the requirements a wheel carrying these artifacts must declare
-    built: bool                 # False: a prebuilt set was bundled
-    cccl: bool = True           # the set holds a cuda.compute (CCCL) artifact: cuda-cccl is pinned
-    releases: tuple[str, ...] = ()  # the cuda-cccl releases its CCCL blobs load under (the pin is their union)
-    #: A set of several CUDA majors (aot.core.majorset): each major's own result (its pins go under its extra).
-    majors: Mapping[int, "BundleResult"] = field(default_factory=dict)
-
-
-def numba_requirement(artifacts: Iterable[Mapping[str, Any]]) -> list[str]:
-    """``[numba-cuda range]`` where a set's manifest entries hold a numba-cuda kernel, else ``[]``: they load
-    through the library's own ``@cuda.jit`` dispatchers, so the wheel needs numba-cuda, any release of the
-    range (:data:`aot.core.versions.NUMBA_CUDA_REQUIREMENT`; one the kernels were not built by JIT-compiles them)."""
-    return [NUMBA_CUDA_REQUIREMENT] if any(a.get("family") == "numba" for a in artifacts) else []
 
 
 def _sms_for(cfg: AotConfig, sm: str | None) -> list[int]:
@@ -120,7 +95,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     from ..core.majorset import read_index
     if read_index(src) is not None:  # one set per CUDA major (aot merge of builds under each): each checked
         from .majors import bundle_majors
-        return bundle_majors(cfg, Path(src), out, specs, sm, allow, require_pins, built)
+        return bundle_majors(cfg, Path(src), out, specs, sms, allow, require_pins, built, write_swapped)
     m = load_manifest(src)
     cccl, releases = carried_cccl(m, names)
     # a prebuilt set's own producer and releases decide the pins
@@ -128,32 +103,6 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     info = describe(cfg, m, specs, sms, allow)
     n, size = write_package_folder(Path(src), out, info, names=names)
     return BundleResult(out, n, size, info, tuple(info["requires"]), built, cccl, tuple(releases or ()))
-
-
-def carried_cccl(m: Any, names: set[str]) -> tuple[bool, list[str] | None]:
-    """(whether the package will carry a CCCL blob of the set ``m``, the cuda-cccl releases of its blobs)."""
-    return has_cccl(a for a in m.artifacts if a["name"] in names), list(m.cccl_releases()) or None
-
-
-def describe(cfg: AotConfig, m: Any, specs: Sequence[Any], sms: Sequence[int], allow: bool,
-             here: bool = True) -> dict[str, Any]:
-    """``aot-package.json`` of the set ``m`` as the package carries it, after ``verify --for-wheel``'s checks
-    (:func:`aot.verify.gpu.check_for_wheel`; ``here=False``: another CUDA major's set, pinned under its extra)."""
-    from ..verify.gpu import check_for_wheel
-    names = {s.name for s in specs}
-    cccl, releases = carried_cccl(m, names)
-    cov = check_for_wheel(m.root, specs=specs, sms=sms, allow_partial=allow, here=here)
-    numba = numba_requirement(a for a in m.artifacts if a["name"] in names)
-    info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
-            **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer, cccl=cccl, releases=releases) + numba,
-            "jit": jit_requirement(m.producer, cccl=cccl)}
-    if m.producers:
-        info["producers"] = {k: dict(v) for k, v in m.producers.items()}
-    builds = {(a["triton"], a["triton_build"]) for a in m.artifacts if a["name"] in names and "triton_build" in a}
-    if builds:  # the Triton builds its cubins serve (informational: another Triton compiles, nothing is required)
-        info["triton"] = [{"release": r, "build": b} for r, b in sorted(builds)]
-    return info
 
 
 def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool, cccl: bool,
@@ -304,28 +253,6 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
     set to ``out``): an exception between them puts the old set back, and after a SIGKILL the next bundle
     does (:func:`recover_swap`)."""
     return write_swapped(out, lambda stage: fill_folder(stage, src, info, names))
-
-
-def fill_folder(stage: Path, src: Path, info: Mapping[str, Any], names: set[str] | None = None) -> tuple[int, int]:
-    """Write ``src``'s manifest and the artifacts it names (only those of ``names``) into the new folder
-    ``stage``, plus ``aot-package.json`` (``info``); returns (artifacts, bytes)."""
-    from ..core.manifest import write_manifest
-    m = load_manifest(src)
-    entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
-    kept = {a["name"] for a in entries}
-    specs = {k: v for k, v in m.specs.items() if k in kept}
-    total = 0
-    for a in entries:
-        dest = stage / a["path"]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(m.path_of(a), dest)
-        total += a["size"]
-    extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
-    if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
-        extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
-    write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)
-    (stage / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-    return len(entries), total
 
 
 def write_swapped(out: Path, fill: Callable[[Path], tuple[int, int]]) -> tuple[int, int]:

@@ -12,24 +12,22 @@ its own extra's pins, which the pin check holds to what built it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from .bundle import (INFO_FORMAT, INFO_NAME, INFO_VERSION, BundleResult, carried_cccl, describe, fill_folder,
-                     write_swapped)
+from .pkginfo import INFO_FORMAT, INFO_NAME, INFO_VERSION, BundleResult, carried_cccl, describe, fill_folder
 from .config import AotConfig
 from .extras import PinError, conflict_message, pin_conflicts_majors
 from ..core.majorset import installed_major, major_dir, read_index, write_index
 from ..core.manifest import load_manifest
 
 
-def _sms(cfg: AotConfig, major: int, sm: str | None, here: bool) -> list[int]:
-    """The SMs ``major``'s set must cover: ``sm`` (the command line's) for the build host's major, else
-    ``[tool.aot] sm`` for that major."""
+def _sms(cfg: AotConfig, major: int, sms: list[int], here: bool) -> list[int]:
+    """The SMs ``major``'s set must cover: ``sms`` (the bundle's, for this toolchain) for the build host's major,
+    else ``[tool.aot] sm`` (or ``AOT_WHEEL_SM``) for that major."""
     from ..core.arch import parse_sm_list
     from ..core.errors import UsageError
     if here:
-        from .bundle import _sms_for
-        return _sms_for(cfg, sm)
+        return sms
     try:
         return parse_sm_list(cfg.sm_for(major).replace("native", "all"), cuda_major=major)
     except UsageError as e:
@@ -37,9 +35,11 @@ def _sms(cfg: AotConfig, major: int, sm: str | None, here: bool) -> list[int]:
             from None
 
 
-def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sm: str | None, allow: bool,
-                  require_pins: bool, built: bool) -> BundleResult:
-    """Check and write the set of several majors at ``src`` into the package folder ``out``."""
+def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sms: list[int], allow: bool,
+                  require_pins: bool, built: bool, write: Callable[[Path, Callable], tuple[int, int]]
+                  ) -> BundleResult:
+    """Check and write the set of several majors at ``src`` into the package folder ``out`` (``sms``: the bundle's
+    SM list, for the build host's major), swapped in by ``write`` (:func:`aot.package.bundle.write_swapped`)."""
     majors = read_index(src) or ()
     names = {s.name for s in specs}
     here = installed_major()
@@ -50,7 +50,7 @@ def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sm
                                         optional=cfg.optional_dependencies)
         if problems:
             raise PinError(conflict_message(cfg.pyproject, problems))
-    infos = {m: describe(cfg, s, specs, _sms(cfg, m, sm, str(m) == here), allow, here=str(m) == here)
+    infos = {m: describe(cfg, s, specs, _sms(cfg, m, sms, str(m) == here), allow, here=str(m) == here)
              for m, s in sets.items()}
     top = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
            "checks": dict(sorted(cfg.checks.items())), "majors": {str(m): i for m, i in infos.items()}}
@@ -65,7 +65,7 @@ def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sm
         (stage / INFO_NAME).write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
         return sum(n for n, _ in counts.values()), sum(b for _, b in counts.values())
 
-    n, size = write_swapped(out, fill)
+    n, size = write(out, fill)
     each = {m: BundleResult(out / major_dir(m), *counts[m], infos[m], tuple(infos[m]["requires"]), built,
                             parts[m][1], tuple(parts[m][2] or ())) for m in majors}
     first = each[int(here)] if here.isdigit() and int(here) in each else each[majors[-1]]
