@@ -42,20 +42,20 @@ def _aot(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def two_majors(tmp_path_factory) -> dict:
-    """The cu13 build, the merged set of both majors, and the example's wheel carrying it."""
+    """The cu13 build, the merged set of both majors, and the example's wheel carrying it (each major's SMs as
+    the example's ``[tool.aot] sm`` names them: cu12 75,80,90, cu13 80,90,100)."""
     tmp = tmp_path_factory.mktemp("two-majors")
     project = tmp / "majors-mypkg"
     shutil.copytree(EXAMPLES / "majors-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts",
                                                                                       "__pycache__"))
-    r = _aot("build", "--matrix", str(project / "build_matrix.yaml"), "--sm", "90", "--out", str(tmp / "cu13"),
+    r = _aot("build", "--matrix", str(project / "build_matrix.yaml"), "--sm", "80,90,100", "--out", str(tmp / "cu13"),
              "-j", "1", "--quiet", cwd=tmp)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     r = _aot("merge", str(CU12_SET), str(tmp / "cu13"), "--out", str(tmp / "merged"), cwd=tmp)
     assert r.returncode == 0 and "one set per CUDA major: cu12, cu13" in r.stdout, r.stdout + r.stderr[-2000:]
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
                         str(tmp / "dist"), str(project)], capture_output=True, text=True, timeout=600, cwd=tmp,
-                       env=repo_env(AOT_WHEEL_ARTIFACTS=str(tmp / "merged"), AOT_WHEEL_SM="90",
-                                    SOURCE_DATE_EPOCH="1700000000"))
+                       env=repo_env(AOT_WHEEL_ARTIFACTS=str(tmp / "merged"), SOURCE_DATE_EPOCH="1700000000"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (whl,) = (tmp / "dist").glob("*.whl")
     unpacked = tmp / "unpacked"
@@ -70,7 +70,8 @@ def test_the_wheel_carries_both_majors_sets_each_pinned_under_its_extra(two_majo
     assert art == ["aot-package.json", "cu12/aot-package.json", "cu12/manifest.json",
                    "cu12/nvrtc/scale/compute_75.ptx.aot", "cu12/nvrtc/scale/sm_75.cubin.aot",
                    "cu12/nvrtc/scale/sm_80.cubin.aot", "cu12/nvrtc/scale/sm_90.cubin.aot",
-                   "cu13/aot-package.json", "cu13/manifest.json", "cu13/nvrtc/scale/compute_90.ptx.aot",
+                   "cu13/aot-package.json", "cu13/manifest.json", "cu13/nvrtc/scale/compute_80.ptx.aot",
+                   "cu13/nvrtc/scale/sm_100.cubin.aot", "cu13/nvrtc/scale/sm_80.cubin.aot",
                    "cu13/nvrtc/scale/sm_90.cubin.aot", "manifest.json"], art
     index = json.loads(z.read(f"{PKG}/artifacts/manifest.json"))
     assert index == {"format": "aot-majors", "manifest_version": 1, "majors": {"12": "cu12", "13": "cu13"}}
@@ -139,7 +140,7 @@ def test_verify_for_wheel_checks_this_majors_set_and_the_others_integrity(two_ma
     r = _aot("verify", str(two_majors["folder"]), "--for-wheel", cwd=two_majors["tmp"])
     assert r.returncode == 0, r.stdout + r.stderr
     here = f"{two_majors['folder']}/cu13"
-    assert f"{here}: covers 1 specs x SMs 90" in r.stdout, r.stdout
+    assert f"{here}: covers 1 specs x SMs 80,90,100" in r.stdout, r.stdout
     assert "cu12: CUDA 12's set, integrity only" in r.stdout and "cu12: 4 artifacts, integrity OK" in r.stdout
     damaged = two_majors["tmp"] / "damaged"
     shutil.copytree(two_majors["folder"], damaged)
@@ -174,6 +175,7 @@ def test_merge_keeps_majors_apart_and_refuses_a_major_that_is_no_number(two_majo
     from aot.core.errors import ArtifactError
     again = merge([two_majors["merged"], CU12_SET], tmp_path / "again")  # a merged set is an input like any
     assert again["cuda_majors"] == [12, 13] and again["artifacts"] == 8
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["cu12", "cu13", "manifest.json"]
     crafted = tmp_path / "crafted"
     shutil.copytree(CU12_SET, crafted)
     doc = json.loads((crafted / "manifest.json").read_text())
