@@ -137,10 +137,9 @@ def test_a_set_without_the_installed_major_is_ignored_not_an_error(two_majors, m
 
 
 def test_verify_for_wheel_checks_this_majors_set_and_the_others_integrity(two_majors):
-    r = _aot("verify", str(two_majors["folder"]), "--for-wheel", cwd=two_majors["tmp"])
+    r = _aot("verify", str(two_majors["wheel"]), "--for-wheel", cwd=two_majors["tmp"])  # as docs/wheels.md runs it
     assert r.returncode == 0, r.stdout + r.stderr
-    here = f"{two_majors['folder']}/cu13"
-    assert f"{here}: covers 1 specs x SMs 80,90,100" in r.stdout, r.stdout
+    assert "folder majors_mypkg/artifacts/cu13: covers 1 specs x SMs 80,90,100" in r.stdout, r.stdout
     assert "cu12: CUDA 12's set, integrity only" in r.stdout and "cu12: 4 artifacts, integrity OK" in r.stdout
     damaged = two_majors["tmp"] / "damaged"
     shutil.copytree(two_majors["folder"], damaged)

@@ -7,8 +7,11 @@ wheel per (version, tag), so the major cannot be chosen by the wheel; it is chos
 major-specific requirement sits under its extra's marker. A wheel built with aot's hook follows that shape
 (:func:`marked_pins`): the artifacts' pins under the extra of the CUDA major they were built for
 (``cuda-bindings>=13,<14; extra == "cu13"``), aot's runtime of every other major under that major's extra
-(``cccl-aot-cu12>=0.1.0,<0.2; extra == "cu12"``), so both extras resolve; under the other major the loader
-refuses the artifacts of this one and the library JIT-compiles, as it does for any GPU the wheel does not cover.
+(``cccl-aot-cu12>=0.1.0,<0.2; extra == "cu12"``), so both extras resolve; under the other major the loader refuses
+the artifacts of this one and the library JIT-compiles, as it does for any GPU the wheel does not cover. A set of
+several majors (``aot merge`` of builds under each, :mod:`aot.core.majorset`) carries each major's artifacts, and
+each major's pins go under its extra (:func:`marked_pins_majors`, :func:`pin_conflicts_majors`); both build
+backends add what :func:`wheel_requirements` says.
 
 The pin check (:func:`pin_conflicts`) reads each major extra against its own major, the base dependencies
 against every major (they are in every install) and every other extra against the artifacts' major, and lists
