@@ -148,6 +148,26 @@ def test_verify_for_wheel_checks_this_majors_set_and_the_others_integrity(two_ma
     assert r.returncode != 0 and "cu12" in r.stdout + r.stderr and "sm_80.cubin.aot" in r.stdout + r.stderr
 
 
+def test_a_build_under_cuda_13_merging_the_cu12_set_carries_both(tmp_path):
+    """The other way to the same wheel: the hook builds under this major and merges the other's set in
+    (``AOT_WHEEL_MERGE``); the pin check skips the other major's releases before the build and reads each major's
+    set after the merge."""
+    project = tmp_path / "majors-mypkg"
+    shutil.copytree(EXAMPLES / "majors-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts",
+                                                                                      "__pycache__"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
+                        str(tmp_path / "dist"), str(project)], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path, env=repo_env(AOT_WHEEL_MERGE=str(CU12_SET), SOURCE_DATE_EPOCH="1700000000"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = (tmp_path / "dist").glob("*.whl")
+    z = zipfile.ZipFile(whl)
+    info = json.loads(z.read(f"{PKG}/artifacts/aot-package.json"))
+    assert {m: (i["producer"]["nvrtc"], i["sms"]) for m, i in info["majors"].items()} == {
+        "12": ("12.9", [75, 80, 90]), "13": ("13.0", [80, 90, 100])}, info
+    meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert 'Requires-Dist: cuda-bindings>=12,<13; extra == "cu12"' in meta, meta
+
+
 # ------------------------------------------------------------------------------ untrusted input, merge
 def test_a_crafted_index_is_refused_in_one_line_and_the_loader_warns_and_jits(tmp_path, monkeypatch):
     from aot.core.errors import ArtifactError
