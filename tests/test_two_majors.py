@@ -203,6 +203,11 @@ def test_merge_keeps_majors_apart_and_refuses_a_major_that_is_no_number(two_majo
     with pytest.raises(ArtifactError, match="field 'cuda_major' of 'producer' is .*not a CUDA major"):
         merge([crafted, two_majors["tmp"] / "cu13"], tmp_path / "out")
     assert not (tmp_path / "out" / "manifest.json").exists() and not (tmp_path / "x").exists()
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "cu12").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(ArtifactError, match="cu12 is a link or a file"):
+        merge([CU12_SET, two_majors["tmp"] / "cu13"], tmp_path / "linked")
+    assert not (tmp_path / "elsewhere").exists()
 
 
 # ------------------------------------------------------------------------------ pins per extra, as data

@@ -47,6 +47,9 @@ def by_major(inputs: Sequence[Path]) -> dict[int, list[Path]] | None:
 def merge_majors(groups: dict[int, list[Path]], out: Path, on_copy: Callable[[int, int], None],
                  merge_one: Callable[[Sequence[Path], Path, Callable[[int, int], None]], dict]) -> dict:
     """Merge each major's inputs into ``out/cu<major>`` with ``merge_one``, then write the index."""
+    for m in groups:  # every write stays in --out: a major's folder that is a link (to elsewhere) is refused
+        if (out / major_dir(m)).is_symlink() or ((out / major_dir(m)).exists() and not (out / major_dir(m)).is_dir()):
+            raise ArtifactError(f"merge: {out / major_dir(m)} is a link or a file, not a folder of --out")
     remove_manifest(out)  # an index (or an older set's manifest) goes first, and comes back last
     done = {m: merge_one(dirs, out / major_dir(m), on_copy) for m, dirs in sorted(groups.items())}
     write_index(out, done)
