@@ -114,9 +114,13 @@ def test_a_foreign_entry_is_refused_naming_the_field(tmp_path, edit, field):
 
 def test_sets_differing_in_what_a_cupy_key_covers_are_refused(tmp_path):
     a = _set(tmp_path / "a", "a" * 64, b"one")
-    b = _set(tmp_path / "b", "b" * 64, b"two", producer={**HOST, "cuda_major": "12"})
-    with pytest.raises(ArtifactError, match="cuda_major"):
+    b = _set(tmp_path / "b", "b" * 64, b"two", producer={**HOST, "aot": "0.1.1"})
+    with pytest.raises(ArtifactError, match="aot"):
         merge([a, b], tmp_path / "out")
+    # another CUDA major is never mixed in: it becomes a set of its own (aot.core.majorset, issue 40)
+    c = _set(tmp_path / "c", "c" * 64, b"three", producer={**HOST, "cuda_major": "12"})
+    assert merge([a, c], tmp_path / "both")["cuda_majors"] == [12, 13]
+    assert (tmp_path / "both" / "cu12" / "manifest.json").is_file() and (tmp_path / "both" / "cu13").is_dir()
 
 
 # --------------------------------------------------------------------------------------- served by key

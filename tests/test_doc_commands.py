@@ -104,6 +104,20 @@ COMMANDS: dict[tuple[str, str], tuple[str, str]] = {
                        "benchmarks/results/wheel_size.json"): (
         "long", "builds a sample of a library-shaped set for 12 SMs (tens of minutes on 2 cores)"),
 }
+#: docs/wheels.md's wheel of both CUDA majors: tests/test_two_majors.py runs the same steps (its cu12 set is that
+#: build, committed; the slow test rebuilds it in a CUDA 12 venv).
+TWO_MAJORS = "tests/test_two_majors.py (the two_majors fixture: the cu13 build, the merge, the hook, verify)"
+COMMANDS.update({
+    ("docs/wheels.md", "python -m aot build --matrix examples/majors-mypkg/build_matrix.yaml --sm 75,80,90 --out cu12"): (
+        "long", "a CUDA 12 venv (pip install \".[cu12]\"); tests/test_two_majors.py::"
+                "test_the_cu12_set_is_what_nvrtc_12_builds runs it under AOT_TEST_CU12_PYTHON (slow)"),
+    ("docs/wheels.md", "python -m aot build --matrix examples/majors-mypkg/build_matrix.yaml --sm 80,90,100 --out "
+                       "cu13"): ("elsewhere", TWO_MAJORS),
+    ("docs/wheels.md", "python -m aot merge --out both cu12 cu13"): ("elsewhere", TWO_MAJORS),
+    ("docs/wheels.md", "AOT_WHEEL_ARTIFACTS=both python -m pip wheel --no-build-isolation --no-deps -w dist "
+                       "examples/majors-mypkg"): ("elsewhere", TWO_MAJORS),
+    ("docs/wheels.md", "python -m aot verify dist/majors_mypkg-0.1.0-*.whl --for-wheel"): ("elsewhere", TWO_MAJORS),
+})
 #: docs/gate.md's commands (aot gate, AOT_NO_JIT) and the Quickstart's check that the package ships its kernels.
 COMMANDS.update({
     ("docs/cupy.md", "bash .ci/gpu/cupy_stacks.sh --wheel .whl/cupy_mypkg-0.1.0-*.whl --nvrtc nvidia_cuda_nvrtc-13.5.37-*.whl  "

@@ -258,6 +258,7 @@ RUNTIME_CLOSURE = [
     "aot.core.format",
     "aot.core.formrules",
     "aot.core.log",
+    "aot.core.majorset",  # a set of several CUDA majors: the installed one's is read (issue 40)
     "aot.core.manifest",
     "aot.core.oplang",
     "aot.core.rules",

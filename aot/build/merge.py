@@ -18,7 +18,8 @@ output path is checked inside ``out`` before anything is written. Refused too: o
 differently, and other bytes at one output path (every such conflict in one line, never resolved by a release
 claim). The merged manifest is written last, like a build's, so an interrupted merge leaves no
 manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
-byte for byte.
+byte for byte. Builds under different CUDA majors are never mixed: each major's merge is a set of its own, side
+by side under an index (:mod:`aot.build.merge_majors`).
 """
 
 from __future__ import annotations
@@ -78,8 +79,13 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
+    on_copy = on_copy or (lambda done, total: None)
     with output_lock(out, "merge"):
-        return _merge(shards, out, on_copy or (lambda done, total: None))
+        from .merge_majors import by_major, merge_majors
+        groups = by_major([Path(s) for s in shards]) if shards else None
+        if groups is not None:  # builds under several CUDA majors: one set per major (aot.core.majorset)
+            return merge_majors(groups, out, on_copy, _merge)
+        return _merge(shards, out, on_copy)
 
 
 def _release(m: Manifest) -> str:

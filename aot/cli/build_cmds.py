@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.errors import UsageError
 from ..core.text import printable, short
@@ -183,7 +183,9 @@ def cmd_merge(args) -> int:
     releases = summary.get("cuda_cccl") or []
     print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
           f"{summary['bytes'] / 1e6:.1f} MB" + (f"; CCCL blobs of cuda-cccl {', '.join(releases)}"
-                                                 if len(releases) > 1 else ""))
+                                                 if len(releases) > 1 else "")
+          + (f"; one set per CUDA major: {', '.join(f'cu{m}' for m in summary['cuda_majors'])}"
+             if summary.get("cuda_majors") else ""))
     return 0
 
 
@@ -198,13 +200,16 @@ def cmd_bundle(args) -> int:
         out = args.out_root.joinpath(*cfg.package.split("."), cfg.folder)
     res = bundle(cfg, out, prebuilt=args.artifacts, sm=args.sm, allow_partial=args.allow_partial,
                  jobs=args.jobs, work=args.work)
-    info = res.info
-    print(printable(f"{res.out}: {res.artifacts} artifacts, {len(info['specs'])} specs x SMs "
-                    f"{','.join(map(str, info['sms']))}, {res.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
-                    f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
-                                                        f", PARTIAL ({len(info['missing'])} missing)")))
-    if not args.quiet:
-        from ..package.pins import jit_requirements
-        print(f"the wheel must require (to load them; no toolkit): {', '.join(res.pins)}; JIT fallback, as the "
-              f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
+    each: list[tuple[int | None, Any]] = [*res.majors.items()] or [(None, res)]
+    for major, one in each:  # a set of several CUDA majors: each major's set
+        info = one.info
+        print(printable(f"{one.out}: {one.artifacts} artifacts, {len(info['specs'])} specs x SMs "
+                        f"{','.join(map(str, info['sms']))}, {one.bytes / 1e6:.1f} MB, CUDA {info['cuda_major']}, "
+                        f"cuda-cccl {info['cuda_cccl']}" + ("" if info["complete"] else
+                                                            f", PARTIAL ({len(info['missing'])} missing)")))
+        if not args.quiet:
+            from ..package.pins import jit_requirements
+            where = f"under its 'cu{major}' extra" if major is not None else "(to load them; no toolkit)"
+            print(f"the wheel must require {where}: {', '.join(one.pins)}; JIT fallback, as the "
+                  f"package's own 'jit' extra: {', '.join(jit_requirements(info))}")
     return 0

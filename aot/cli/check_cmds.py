@@ -68,7 +68,10 @@ def cmd_verify(args) -> int:
         else:
             target = None if args.default else _target_or_build_output(args.target, "verify")
             roots = _artifact_dirs(target, stack)
-        for root, shown in roots:  # a wheel's every artifact folder, each checked
+        from ..core.majorset import installed_major, sets_of
+        for root, shown, major in [(sub, shown if m is None else f"{shown}/cu{m}", m)
+                                   for top, shown in roots for sub, m in sets_of(top)]:
+            # a wheel's every artifact folder, each checked; a set of several CUDA majors: each major's set
             n, problems = verify_integrity(root)
             problems = [_named(prob, root, shown) for prob in problems]
             for prob in problems:
@@ -80,7 +83,10 @@ def cmd_verify(args) -> int:
                 atomic_write(args.json, (json.dumps(doc, indent=1) + "\n").encode())
             if problems:
                 raise VerificationError(f"{shown}: {len(problems)} problem(s) in {n} artifacts")
-            if args.for_wheel:
+            if args.for_wheel and major is not None and str(major) != installed_major():
+                print(f"{shown}: CUDA {major}'s set, integrity only: this environment is CUDA {installed_major()}, "
+                      f"whose loader ignores it")
+            elif args.for_wheel:
                 try:
                     cov = _check_packageable(root, args)
                 except VerificationError as e:
@@ -207,15 +213,18 @@ def gpu_failure_report(rows) -> str:
 
 def cmd_inspect(args) -> int:
     import contextlib
+    from ..core.majorset import sets_of
     with contextlib.ExitStack() as stack:
         if args.package:
             root = _package_dir(args.package, args.folder)
             print(f"package {args.package}: reading {root}")
-            _inspect_one(root, f"package {args.package}")
+            for sub, m in sets_of(root):
+                _inspect_one(sub, f"package {args.package}" + (f", CUDA {m}" if m else ""))
             return 0
         target = _target_or_build_output(args.target, "inspect")
         for root, shown in _artifact_dirs(target, stack):  # a wheel: a table for each artifact folder
-            _inspect_one(root, shown)
+            for sub, m in sets_of(root):
+                _inspect_one(sub, shown + (f", CUDA {m} ({sub.name}/)" if m else ""))
     return 0
 
 

@@ -17,11 +17,12 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ArtifactError
+from .majorset import index_majors, is_index, major_dir, pick
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .text import MAX_SPECS, SpecError, short
 from .spec import Spec
@@ -266,7 +267,8 @@ def _check_build_fields(path: Path, doc: Mapping[str, Any]
     return (tuple(sms) if sms is not None else None), tuple(incomplete), shard
 
 
-def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, resolve_paths: bool = True) -> Manifest:
+def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, resolve_paths: bool = True,
+                  major: str | Callable[[], str] | None = None) -> Manifest:
     """Parse and structurally check ``root/manifest.json`` (not the artifacts: see :func:`verify_files`).
 
     Every spec definition passes the matrix's own validator. A bad one is an :class:`ArtifactError` naming
@@ -277,6 +279,10 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
     and leaves resolving it on disk to :meth:`Manifest.path_of`, which does so before every open anyway:
     a registry's first use then costs no ``lstat`` per artifact, and an entry that leads outside is
     skipped with one warning when it is opened.
+
+    A set of several CUDA majors (:mod:`aot.core.majorset`) is read as the set of ``major`` (the loader: the
+    installed one, asked only here); without the installed major's set, another's definitions with no
+    artifact. ``major=None``: such a set is an error saying so (a tool reads each major's set itself).
     """
     root = Path(root)
     path = root / MANIFEST_NAME
@@ -291,6 +297,8 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
     except (ValueError, RecursionError, MemoryError) as e:
         raise ArtifactError(f"{path}: manifest is not valid JSON: {type(e).__name__}: "
                             f"{str(e)[:200]}") from None
+    if is_index(doc):
+        return _load_major(root, index_majors(path, doc), major, skip_bad_specs, resolve_paths)
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise ArtifactError(f"{path}: not an aot manifest")
     if doc.get("manifest_version") != MANIFEST_VERSION:
@@ -340,6 +348,18 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
                                 f"define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
                     incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers)
+
+
+def _load_major(root: Path, majors: tuple[int, ...], major: str | Callable[[], str] | None, skip_bad_specs: bool,
+                resolve_paths: bool) -> Manifest:
+    """The set of one CUDA major out of a set of several (see :func:`load_manifest`)."""
+    if major is None:
+        names = ", ".join(str(m) for m in majors)
+        raise ArtifactError(f"{root / MANIFEST_NAME}: a set of CUDA majors {names}, one folder each; read one of "
+                            f"them ({', '.join(str(root / major_dir(m)) for m in majors)})")
+    sub, served = pick(root, majors, major() if callable(major) else major)
+    m = load_manifest(sub, skip_bad_specs=skip_bad_specs, resolve_paths=resolve_paths)  # major=None: not nested
+    return m if served else replace(m, artifacts=())
 
 
 def _check_producers(path: Path, producers: Any, producer: Mapping[str, Any]) -> dict[str, dict]:

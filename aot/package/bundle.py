@@ -17,15 +17,15 @@ A project whose ``[project].dependencies`` lack or contradict them is stopped wi
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .config import AotConfig
+from .pkginfo import (INFO_FORMAT, INFO_NAME, INFO_VERSION, BundleResult, carried_cccl, describe,  # noqa: F401
+                      fill_folder, numba_requirement)  # re-exported: what a bundle writes and returns
 from .extras import PinError, conflict_message, pin_conflicts, precheck  # noqa: F401 - PinError re-exported
 from .pins import RUNTIME_DIST, has_cccl, jit_requirement, pin_problems, required_pins  # noqa: F401 - re-exported
 from ..build.isolated import expose_build_env_toolkit
@@ -33,34 +33,11 @@ from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import MANIFEST_NAME, load_manifest
 from ..core.text import short
-from ..core.versions import NUMBA_CUDA_REQUIREMENT
 
 log = get_logger(__name__)
 
-INFO_NAME = "aot-package.json"
-INFO_FORMAT = "aot-package"
-INFO_VERSION = 1
 #: The families a package's own GPU check may be named for (``[tool.aot] checks``; aot.verify.gpu runs them).
 CHECKED_FAMILIES = ("nvrtc", "numba")
-
-
-@dataclass(frozen=True)
-class BundleResult:
-    out: Path
-    artifacts: int
-    bytes: int
-    info: Mapping[str, Any]     # what aot-package.json says (coverage, versions, checks)
-    pins: tuple[str, ...]       # the requirements a wheel carrying these artifacts must declare
-    built: bool                 # False: a prebuilt set was bundled
-    cccl: bool = True           # the set holds a cuda.compute (CCCL) artifact: cuda-cccl is pinned
-    releases: tuple[str, ...] = ()  # the cuda-cccl releases its CCCL blobs load under (the pin is their union)
-
-
-def numba_requirement(artifacts: Iterable[Mapping[str, Any]]) -> list[str]:
-    """``[numba-cuda range]`` where a set's manifest entries hold a numba-cuda kernel, else ``[]``: they load
-    through the library's own ``@cuda.jit`` dispatchers, so the wheel needs numba-cuda, any release of the
-    range (:data:`aot.core.versions.NUMBA_CUDA_REQUIREMENT`; one the kernels were not built by JIT-compiles them)."""
-    return [NUMBA_CUDA_REQUIREMENT] if any(a.get("family") == "numba" for a in artifacts) else []
 
 
 def _sms_for(cfg: AotConfig, sm: str | None) -> list[int]:
@@ -86,7 +63,6 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     """
     from ..core.env import JOBS
     from ..build.matrix import load_matrix
-    from ..verify.gpu import check_for_wheel
     expose_build_env_toolkit()  # pip's isolated build: its toolkit, not the outer environment's (or none)
     specs = load_matrix(cfg.matrix, import_parents=cfg.import_parents).specs
     unknown = [u for u in cfg.checks if u not in {s.name for s in specs if s.family in CHECKED_FAMILIES}]
@@ -114,28 +90,21 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         merged = (work if work is not None else cfg.project / "build" / "aot").with_name("aot-merged")
         merge([Path(src), *extra_sets], merged)
         src = merged
-    m = load_manifest(src)
     names = {s.name for s in specs}
+    built = prebuilt is None and cfg.prebuilt_dir() is None
+    from ..core.majorset import read_index
+    if read_index(src) is not None:  # one set per CUDA major (aot merge of builds under each): each checked
+        from .majors import bundle_majors
+        return bundle_majors(cfg, Path(src), out, specs, sms, allow, require_pins, built, write_swapped)
+    m = load_manifest(src)
     if extra_sets:  # CuPy sets recorded under another CuPy release: its generated code is other specs, carried too
         names |= {a["name"] for a in m.artifacts if a["family"] == "cupy"}
-    cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
-    releases = m.cccl_releases() or None
+    cccl, releases = carried_cccl(m, names)
     # a prebuilt set's own producer and releases decide the pins
     _raise_pin_problems(cfg, m.producer, require_pins, cccl, releases)
-    cov = check_for_wheel(src, specs=specs, sms=sms, allow_partial=allow)
-    numba = numba_requirement(a for a in m.artifacts if a["name"] in names)
-    info = {"format": INFO_FORMAT, "version": INFO_VERSION, "package": cfg.package, "folder": cfg.folder,
-            **cov.to_json(), "producer": dict(m.producer), "checks": dict(sorted(cfg.checks.items())),
-            "requires": required_pins(m.producer, cccl=cccl, releases=releases) + numba,
-            "jit": jit_requirement(m.producer, cccl=cccl)}
-    if m.producers:
-        info["producers"] = {k: dict(v) for k, v in m.producers.items()}
-    builds = {(a["triton"], a["triton_build"]) for a in m.artifacts if a["name"] in names and "triton_build" in a}
-    if builds:  # the Triton builds its cubins serve (informational: another Triton compiles, nothing is required)
-        info["triton"] = [{"release": r, "build": b} for r, b in sorted(builds)]
+    info = describe(cfg, m, specs, sms, allow)
     n, size = write_package_folder(Path(src), out, info, names=names)
-    return BundleResult(out, n, size, info, tuple(info["requires"]), prebuilt is None and cfg.prebuilt_dir() is None,
-                        cccl, tuple(releases or ()))
+    return BundleResult(out, n, size, info, tuple(info["requires"]), built, cccl, tuple(releases or ()))
 
 
 def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bool, cccl: bool,
@@ -167,7 +136,7 @@ def foreign_files(out: Path) -> list[str]:
             rel = p.relative_to(out).as_posix()
             if p.is_symlink() or not p.is_file():
                 found.append(rel)
-            elif rel in _OURS:
+            elif rel in _OURS or _major_own(rel):
                 continue
             elif p.suffix == ".aot":
                 with open(p, "rb") as f:
@@ -176,6 +145,12 @@ def foreign_files(out: Path) -> list[str]:
             else:
                 found.append(rel)
     return sorted(found)
+
+
+def _major_own(rel: str) -> bool:
+    """``cu13/manifest.json``, ``cu13/aot-package.json``: a major's set in a set of several (core.majorset)."""
+    top, _, name = rel.partition("/")
+    return top[:2] == "cu" and top[2:].isdigit() and name in _OURS
 
 
 def refuse_foreign_files(out: Path) -> None:
@@ -279,27 +254,17 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
     holds the old set or the new one. Elsewhere it is two renames (``out`` to ``.<out>.old-PID``, the new
     set to ``out``): an exception between them puts the old set back, and after a SIGKILL the next bundle
     does (:func:`recover_swap`)."""
-    from ..core.manifest import write_manifest
+    return write_swapped(out, lambda stage: fill_folder(stage, src, info, names))
+
+
+def write_swapped(out: Path, fill: Callable[[Path], tuple[int, int]]) -> tuple[int, int]:
+    """``fill`` a sibling temporary folder, then swap it in for ``out`` (see :func:`write_package_folder`)."""
     epoch = source_date_epoch()
     recover_swap(out)
-    m = load_manifest(src)
-    entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
-    kept = {a["name"] for a in entries}
-    specs = {k: v for k, v in m.specs.items() if k in kept}
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
-        total = 0
-        for a in entries:
-            dest = stage / a["path"]
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(m.path_of(a), dest)
-            total += a["size"]
-        extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
-        if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
-            extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
-        write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)
-        (stage / INFO_NAME).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+        n, total = fill(stage)
         for p in [stage, *stage.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
             if epoch is not None:
@@ -326,7 +291,7 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
-    return len(entries), total
+    return n, total
 
 
 def read_info(root: Path) -> dict | None:

@@ -7,8 +7,11 @@ wheel per (version, tag), so the major cannot be chosen by the wheel; it is chos
 major-specific requirement sits under its extra's marker. A wheel built with aot's hook follows that shape
 (:func:`marked_pins`): the artifacts' pins under the extra of the CUDA major they were built for
 (``cuda-bindings>=13,<14; extra == "cu13"``), aot's runtime of every other major under that major's extra
-(``cccl-aot-cu12>=0.1.0,<0.2; extra == "cu12"``), so both extras resolve; under the other major the loader
-refuses the artifacts of this one and the library JIT-compiles, as it does for any GPU the wheel does not cover.
+(``cccl-aot-cu12>=0.1.0,<0.2; extra == "cu12"``), so both extras resolve; under the other major the loader refuses
+the artifacts of this one and the library JIT-compiles, as it does for any GPU the wheel does not cover. A set of
+several majors (``aot merge`` of builds under each, :mod:`aot.core.majorset`) carries each major's artifacts, and
+each major's pins go under its extra (:func:`marked_pins_majors`, :func:`pin_conflicts_majors`); both build
+backends add what :func:`wheel_requirements` says.
 
 The pin check (:func:`pin_conflicts`) reads each major extra against its own major, the base dependencies
 against every major (they are in every install) and every other extra against the artifacts' major, and lists
@@ -47,11 +50,67 @@ def marked_pins(pins: Sequence[str], producer: Mapping[str, Any], majors: Sequen
     aot's runtime of each other major under its own, ``neutral`` (a numba-cuda range: no major) unmarked."""
     if not majors:
         return [*pins, *neutral]
-    built = int(str(producer["cuda_major"]))
-    aot = _aot_range(str(producer.get("aot") or _version()))
-    out = [f'{p}; extra == "cu{built}"' for p in pins]
-    out += [f'{RUNTIME_DIST.format(major=m)}{aot}; extra == "cu{m}"' for m in majors if m != built]
+    return marked_pins_majors({int(str(producer["cuda_major"])): pins}, str(producer.get("aot") or _version()),
+                              majors, neutral)
+
+
+def marked_pins_majors(pins: Mapping[int, Sequence[str]], aot: str, majors: Sequence[int],
+                       neutral: Sequence[str] = ()) -> list[str]:
+    """Each carried major's ``pins`` under its extra's marker (a set of several majors carries several), aot's
+    runtime (of release ``aot``'s series) of each major the set does not carry under its own, ``neutral`` unmarked."""
+    out = [f'{p}; extra == "cu{m}"' for m, ps in pins.items() for p in ps]
+    out += [f'{RUNTIME_DIST.format(major=m)}{_aot_range(aot)}; extra == "cu{m}"' for m in majors if m not in pins]
     return [*out, *neutral]
+
+
+def pin_conflicts_majors(dependencies: Iterable[str], parts: Mapping[int, tuple[Mapping[str, Any], bool, Any]], *,
+                         require: bool = True, optional: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+    """:func:`pin_conflicts` for a set of several CUDA majors (``parts``: major -> (producer, holds a CCCL blob,
+    cuda-cccl releases)): each major's set is read as the artifacts of its extra, every conflict of every major
+    listed once. Without ``cuXX`` extras such a set cannot ship: nothing would pick the major."""
+    extras = {k: list(v) for k, v in (optional or {}).items()}
+    deps = list(dependencies)
+    if not major_extras(extras):
+        carried = " and ".join(str(m) for m in sorted(parts))
+        return [f"[project.optional-dependencies]: the artifacts are for CUDA {carried}, one set each, and the "
+                f"project has no {' or '.join(repr(f'cu{m}') for m in sorted(parts))} extra to pick the major: add "
+                f"them (cu12 = [...], cu13 = [...]), or bundle one major's set"]
+    problems: list[str] = []
+    for _, (producer, cccl, releases) in sorted(parts.items()):
+        problems += pin_conflicts(deps, producer, require=require, cccl=cccl, releases=releases, optional=extras)
+    return list(dict.fromkeys(problems))
+
+
+def wheel_requirements(res: Any, dependencies: Iterable[str], optional: Mapping[str, Iterable[str]] | None
+                       ) -> tuple[list[str], list[str], str | None]:
+    """What a build backend does with a bundle ``res`` (:class:`aot.package.bundle.BundleResult`) for a project
+    declaring ``dependencies`` and ``optional`` (the hatchling hook and the setuptools backend alike): (every
+    conflict, the requirements to add to the wheel, a warning or ``None``). Always the pins (an unpinned
+    ``cccl-aot-cu13`` gets its range); with cu12/cu13 extras each major's under its extra, and no ``jit`` line
+    (the project's own extras name each major's toolchain); else the ``jit`` extra's, or a warning without one."""
+    from .pins import jit_requirements, missing_jit_extra
+    extras = {k: list(v) for k, v in (optional or {}).items()}
+    deps = list(dependencies)
+    parts = dict(res.majors) or {int(str(res.info["producer"]["cuda_major"])): res}
+    if res.majors:
+        problems = pin_conflicts_majors(deps, {m: (r.info["producer"], r.cccl, r.releases) for m, r in parts.items()},
+                                        require=False, optional=extras)
+    else:
+        problems = pin_conflicts(deps, res.info["producer"], require=False, cccl=res.cccl, releases=res.releases,
+                                 optional=extras)
+    numba = list(dict.fromkeys(p for r in parts.values() for p in r.pins if p.startswith("numba-cuda")))
+    majors = major_extras(extras)
+    if res.majors and not majors:
+        return problems, [], None  # said in problems: nothing would pick the major
+    if majors:
+        aot = str(next(iter(parts.values())).info["producer"].get("aot") or _version())
+        pins = {m: [p for p in r.pins if p not in numba] for m, r in parts.items()}
+        return problems, marked_pins_majors(pins, aot, majors, numba), None
+    requires = [*(p for p in res.pins if p not in numba), *numba]
+    jit = jit_requirements(res.info)  # NVRTC units only: no cuda-cccl; numba kernels: numba-cuda's NVVM too
+    if "jit" in extras:  # a build hook cannot add Provides-Extra itself
+        return problems, requires + [f'{r}; extra == "jit"' for r in jit], None
+    return problems, requires, missing_jit_extra(jit)
 
 
 def _version() -> str:
@@ -185,9 +244,12 @@ def planned_producer(cfg: Any, specs: Sequence[Any] | None = None) -> tuple[dict
         producer = dict(versions())
         cccl = any(s.family == "cccl" for s in specs)
         rels = {str(producer.get("cuda_cccl"))} - {"missing", "None"}
-    for extra in cfg.merge_dirs():
-        if (extra / MANIFEST_NAME).is_file():
-            rels |= set(load_manifest(extra).cccl_releases())
+    from ..core.majorset import read_index
+    for extra in cfg.merge_dirs():  # another CUDA major's set: its own extra's pins, checked after the merge
+        if (extra / MANIFEST_NAME).is_file() and read_index(extra) is None:
+            other = load_manifest(extra)
+            if str(other.producer.get("cuda_major")) == str(producer.get("cuda_major")):
+                rels |= set(other.cccl_releases())
     from ..core.manifest import release_order
     return producer, cccl, sorted(rels, key=release_order) or None
 
@@ -196,6 +258,24 @@ def precheck(cfg: Any, dependencies: Iterable[str], optional: Mapping[str, Itera
              require: bool, specs: Sequence[Any] | None = None) -> None:
     """Raise :class:`PinError` listing every conflict of the project's requirements with
     the artifacts its build will make, before anything compiles."""
+    from ..core.majorset import major_dir, read_index
+    pre = cfg.prebuilt_dir()
+    majors = read_index(pre) if pre is not None else None
+    if majors is not None:  # a prebuilt set of several CUDA majors: each major's, under its extra
+        from ..core.manifest import load_manifest
+        if specs is None:
+            from ..build.matrix import load_matrix
+            specs = load_matrix(cfg.matrix, import_parents=cfg.import_parents).specs
+        names = {s.name for s in specs}
+        parts = {}
+        for m in majors:
+            one = load_manifest(pre / major_dir(m))
+            cccl_m = any(a.get("family") == "cccl" and a["name"] in names for a in one.artifacts)
+            parts[m] = (one.producer, cccl_m, list(one.cccl_releases()) or None)
+        problems = pin_conflicts_majors(dependencies, parts, require=require, optional=optional)
+        if problems:
+            raise PinError(conflict_message(cfg.pyproject, problems))
+        return
     producer, cccl, releases = planned_producer(cfg, specs)
     if cccl and not releases:
         return  # a CCCL spec without cuda-cccl: the build refuses it in one line of its own

@@ -13,7 +13,10 @@ intersect). Where the project declares a ``jit`` extra
 (``jit = ["cccl-aot-cu13[jit]"]``) the hook pins it the same way, so ``pip install 'mypkg[jit]'`` adds the
 toolkit for JIT fallback; without one it says so once. A project with a ``cu12`` and a ``cu13`` extra gets
 those pins under the extra of the artifacts' CUDA major, and aot's runtime of the other major under its own
-(:mod:`aot.package.extras`: one wheel, the major picked by the extra, as cuda-cccl and numba-cuda ship).
+(:mod:`aot.package.extras`: one wheel, the major picked by the extra, as cuda-cccl and numba-cuda ship); a set of
+several majors (``AOT_WHEEL_ARTIFACTS`` naming an ``aot merge`` of builds under each: :mod:`aot.core.majorset`)
+gets each major's pins under its extra (:func:`aot.package.extras.wheel_requirements`, shared with the setuptools
+backend).
 A dependency the project declares that contradicts the artifacts stops the build, before anything compiles,
 with every conflict listed, each naming its extra (``aot: error: ...``, raised as ``SystemExit`` so that pip
 shows those lines and no traceback). Only wheels carry artifacts; the sdist carries the sources.
@@ -37,8 +40,7 @@ class AotBuildHook(BuildHookInterface):
         from .config import load_config
         from .tags import DECIDING_DIST, NVRTC_DECIDING_DIST, publishable, wheel_tag
         from .bundle import bundle
-        from .extras import conflict_message, major_extras, marked_pins, pin_conflicts, precheck
-        from .pins import jit_requirements, missing_jit_extra
+        from .extras import conflict_message, precheck, wheel_requirements
         from ..core.errors import AotError
         deps, optional = self.metadata.core.dependencies, self.metadata.core.optional_dependencies
         try:
@@ -47,8 +49,7 @@ class AotBuildHook(BuildHookInterface):
                 precheck(cfg, deps, optional, require=False)  # else bundle() checks them before compiling
             stage = Path(self.root) / "build" / "aot-bundle" / cfg.folder
             res = bundle(cfg, stage, require_pins=False)
-            problems = pin_conflicts(deps, res.info["producer"], require=False, cccl=res.cccl,
-                                     releases=res.releases, optional=optional)
+            problems, requires, warning = wheel_requirements(res, deps, optional)
             if problems:  # every requirement of the project, its extras' too, each on its own line
                 raise AotError(conflict_message(cfg.pyproject, problems))
         except AotError as e:  # the build backend's process prints a SystemExit's message alone: no traceback
@@ -64,17 +65,10 @@ class AotBuildHook(BuildHookInterface):
             self.app.display_warning(f"aot: wheel tag {build_data['tag']}: the installed {dist} is no wheel "
                                      f"(a source install), so its platform is unknown and no package index "
                                      f"accepts this tag; build with {dist} installed from its wheel")
-        majors = major_extras(optional)
-        numba = [p for p in res.pins if p.startswith("numba-cuda")]
-        # always: an unpinned "cccl-aot-cu13" gets its range; with cu12/cu13 extras, each under its extra
-        build_data["dependencies"].extend(marked_pins([p for p in res.pins if p not in numba], res.info["producer"],
-                                                      majors, numba))
-        if not majors:  # with cu12/cu13 extras the project's own extras name each major's toolchain: no jit line
-            jit = jit_requirements(res.info)  # NVRTC units only: no cuda-cccl; numba kernels: numba-cuda's NVVM too
-            if "jit" in optional:  # a build hook cannot add Provides-Extra itself
-                build_data["dependencies"].extend(f'{r}; extra == "jit"' for r in jit)
-            else:
-                self.app.display_warning(f"aot: {cfg.pyproject}: {missing_jit_extra(jit)}")
+        # always: an unpinned "cccl-aot-cu13" gets its range; with cu12/cu13 extras, each major's under its extra
+        build_data["dependencies"].extend(requires)
+        if warning:
+            self.app.display_warning(f"aot: {cfg.pyproject}: {warning}")
 
 
 @hookimpl

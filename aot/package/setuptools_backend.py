@@ -14,12 +14,14 @@ thing per project (scikit-build-core's ``scikit_build_core.setuptools.build_meta
 ``aot bundle`` and the hatchling hook, into ``build/aot-bundle/<folder>``; an unchanged matrix rebuilds nothing),
 then lets setuptools build its wheel, then writes that wheel again with the artifacts under
 ``<package>/<folder>/``, the tag of :mod:`aot.package.tags` and the requirements the hatchling hook adds
-(:mod:`aot.package.wheelfile`). The requirements are known only after the bundle, so this backend offers no
-``prepare_metadata_for_build_wheel``: a frontend that wants the metadata first builds the wheel for it (pip's
-``pyproject_hooks`` then hands that same wheel back). Editable installs are setuptools' alone, without
-artifacts, as with the hatchling hook; an sdist also carries the matrix and the kernel sources it names by path
-(setuptools packs packages only, and ``python -m build`` builds the wheel from the sdist). A problem is one line,
-``aot: error: ...``, raised as ``SystemExit``.
+(:mod:`aot.package.wheelfile`): with a ``cu12`` and a ``cu13`` extra, each major's under its extra, every
+conflict listed, as the hook does (:func:`aot.package.extras.wheel_requirements`). The requirements are known
+only after the bundle, so this backend offers no ``prepare_metadata_for_build_wheel``: a frontend that wants the
+metadata first builds the wheel for it (pip's ``pyproject_hooks`` then hands that same wheel back). Editable
+installs are setuptools' alone, without artifacts, as with the hatchling hook; an sdist also carries the matrix
+and the kernel sources it names by path (setuptools packs packages only, and ``python -m build`` builds the wheel
+from the sdist). A problem is one line, ``aot: error: ...``, raised as ``SystemExit``; several conflicts, one
+line each.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ def build_sdist(sdist_directory: str, config_settings: dict[str, Any] | None = N
 def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = None,
                 metadata_directory: str | None = None) -> str:
     """setuptools' wheel with the project's artifacts in it (see the module docstring); returns its file name."""
-    from .bundle import bundle, pin_problems
+    from .bundle import bundle
     from .config import load_config
-    from .pins import jit_requirements, missing_jit_extra
+    from .extras import conflict_message, wheel_requirements
     from .tags import DECIDING_DIST, NVRTC_DECIDING_DIST, publishable, wheel_tag
     from .wheelfile import add_artifacts, requirements_of, wheel_metadata
     from ..core.errors import AotError
@@ -84,26 +86,22 @@ def build_wheel(wheel_directory: str, config_settings: dict[str, Any] | None = N
         built = work / _setuptools.build_wheel(str(work), config_settings, metadata_directory)
         metadata = wheel_metadata(built)
         deps, extras = requirements_of(metadata)
-        try:  # every requirement of the wheel, wherever the project declared it (pyproject.toml, setup.py)
-            problems = pin_problems(deps, res.info["producer"], require=False, cccl=res.cccl,
-                                    releases=res.releases, optional=extras)
-            if problems:
-                raise AotError(f"{cfg.pyproject}: {problems[0]}"
-                               + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        # every requirement of the wheel, wherever the project declared it (pyproject.toml, setup.py), each
+        # conflict listed; with cu12/cu13 extras each read as an install of its major (aot.package.extras)
+        try:
+            problems, requires, warning = wheel_requirements(res, deps, extras)
         except AotError as e:
             raise SystemExit(f"aot: error: {e}") from None
+        if problems:
+            raise SystemExit(f"aot: error: {conflict_message(cfg.pyproject, problems)}")
         tag = wheel_tag(res.cccl)
         if not publishable(tag.split("-")[-1].split(".")[0]):
             dist = DECIDING_DIST if res.cccl else NVRTC_DECIDING_DIST
             log.warning("aot: wheel tag %s: the installed %s is no wheel (a source install), so its platform is "
                         "unknown and no package index accepts this tag; build with %s installed from its wheel",
                         tag, dist, dist)
-        jit = jit_requirements(res.info)
-        requires = list(res.pins)  # always: an unpinned "cccl-aot-cu13" gets its range
-        if "jit" in extras:
-            requires += [f'{r}; extra == "jit"' for r in jit]
-        else:
-            log.warning("aot: %s: %s", cfg.pyproject, missing_jit_extra(jit))
+        if warning:
+            log.warning("aot: %s: %s", cfg.pyproject, warning)
         prefix = "/".join([*cfg.package.split("."), cfg.folder])
         try:
             whl = add_artifacts(built, out_dir, stage, prefix, tag, requires)

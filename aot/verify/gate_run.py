@@ -133,11 +133,12 @@ def _mark_served(package: str, packaged: list[dict]) -> None:
     its own cache) an image it did not compile: a packaged-run image whose bytes are one of the package's CuPy
     payloads is aot's."""
     from ..core import format as fmt
+    from ..core.majorset import installed_major
     from ..core.manifest import load_manifest
     from ..runtime.loader.registry import package_dir
     root = Path(package_dir(package)) / "artifacts"
     try:
-        m = load_manifest(root, skip_bad_specs=True)
+        m = load_manifest(root, skip_bad_specs=True, major=installed_major)  # several majors: this one's
     except Exception:  # noqa: BLE001 - no readable manifest: nothing is marked, the listing says what it lacks
         return
     shas = set()
@@ -157,10 +158,11 @@ def package_keys(package: str | None, packaged: list[dict], results: list[Kernel
     :func:`aot.verify.gate.listing`): numba ``mod:qualname(argtypes)``, NVRTC symbols (the listed names and
     the image's entries), CuPy results whose served image is one of the spec's payloads, CCCL the spec's name."""
     from ..core import format as fmt
+    from ..core.majorset import installed_major
     from ..core.manifest import load_manifest
     from ..runtime.loader.registry import package_dir
     root = Path(package_dir(str(package))) / "artifacts"
-    m = load_manifest(root, skip_bad_specs=True)
+    m = load_manifest(root, skip_bad_specs=True, major=installed_major)  # several majors: this one's
     served = {}
     for rec in packaged:
         if rec.get("kind") == "cupy" and rec.get("how") == "served":

@@ -371,9 +371,10 @@ def recorded_sms(root: Path) -> list[int]:
 
 
 def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Iterable[int] | None = None,
-                    allow_partial: bool = False) -> Coverage:
+                    allow_partial: bool = False, here: bool = True) -> Coverage:
     """What ``verify --for-wheel`` and every bundle path require before a set ships: integrity, not a shard
-    or an incomplete (``--keep-going``) build, this environment's CUDA major and cuda-cccl, and every
+    or an incomplete (``--keep-going``) build, this environment's CUDA major and cuda-cccl (``here=False``: a
+    major's set in a set of several, pinned under its own extra: not this environment's), and every
     (spec, SM) of ``specs`` x ``sms`` present (unless ``allow_partial``). Raises VerificationError."""
     from ..core.versions import check_producer
     from ..core.errors import VerificationError
@@ -388,7 +389,8 @@ def check_for_wheel(root: str | Path, *, specs: Iterable | None = None, sms: Ite
     try:  # the loader's own rule: a wheel ships only what its pinned cuda-cccl and CUDA major can load
         # (a set of several cuda-cccl releases is pinned to their union, whichever is installed here; a set
         # without a CCCL blob needs no cuda-cccl at all: an end user's install of it has none)
-        check_producer(m.producer, "cccl" if len(m.cccl_releases()) == 1 else "nvrtc")
+        if here:
+            check_producer(m.producer, "cccl" if len(m.cccl_releases()) == 1 else "nvrtc")
     except ArtifactError as e:
         raise VerificationError(f"{root}: not packageable here: {e}") from None
     cov = coverage(m, specs, sms)

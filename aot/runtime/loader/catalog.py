@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from ...core.env import DISABLE_PACKAGED, JIT_ONLY
 from ...core.errors import AotError, ArtifactError
+from ...core.majorset import installed_major
 from ...core.manifest import MANIFEST_NAME, Manifest, load_manifest
 from ...core.spec import Spec
 from ...core.text import short
@@ -50,7 +51,8 @@ def read_catalog(source: str | None, caller_specs: Iterable[Spec], specs_from: C
     manifest: Manifest | None = None
     if root is not None and (root / MANIFEST_NAME).exists() and not DISABLE_PACKAGED.get():
         try:
-            manifest = load_manifest(root, skip_bad_specs=True, resolve_paths=False)  # path_of resolves each
+            # path_of resolves each path; a set of several CUDA majors: the installed one's (core.majorset)
+            manifest = load_manifest(root, skip_bad_specs=True, resolve_paths=False, major=installed_major)
         except ArtifactError as e:
             warn(f"ignoring packaged artifacts: {e}")
         except Exception as e:  # noqa: BLE001 - a crafted manifest must never crash the host application

@@ -1,5 +1,6 @@
 """The families a package ships, attached at ``Registry.from_package``: each adapter is imported only for a package
-whose artifacts hold that family (one ``stat`` each), so a set of NVRTC units imports no numba, CuPy or Triton."""
+whose artifacts hold that family (one ``stat`` each), so a set of NVRTC units imports no numba, CuPy or Triton. In a
+set of several CUDA majors (:mod:`aot.core.majorset`) the family's folder is one level down, in a major's set."""
 
 from __future__ import annotations
 
@@ -18,17 +19,24 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
         from ...core.env import JIT_ONLY
         if JIT_ONLY.get():
             return
-    if numba and os.path.isdir(os.path.join(root, "numba")) and _installed("numba_cuda"):
+    if numba and _holds(root, "numba") and _installed("numba_cuda"):
         from ..adapters.numba_lazy import defer  # at numba-cuda's first compile, not at import (issue 42)
         if not defer(reg):
             from ..adapters.numba_attach import attach_numba  # numba-cuda not imported yet: attach now
             attach_numba(reg)
-    if cupy and os.path.isdir(os.path.join(root, "cupy")):
+    if cupy and _holds(root, "cupy"):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
         attach_cupy(reg)
-    if triton and os.path.isdir(os.path.join(root, "triton")):
+    if triton and _holds(root, "triton"):
         from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
         attach_triton(reg)
+
+
+def _holds(root: str, family: str) -> bool:
+    """Whether the set at ``root`` holds ``family``'s folder: at its top, or in a CUDA major's set (``cu13/``;
+    three more ``stat`` only where the top has none)."""
+    return os.path.isdir(os.path.join(root, family)) or any(
+        os.path.isdir(os.path.join(root, f"cu{m}", family)) for m in (12, 13, 14))
 
 
 def _installed(module: str) -> bool:

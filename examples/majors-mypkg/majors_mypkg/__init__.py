@@ -1,6 +1,7 @@
-"""A downstream library with a `cu12` and a `cu13` extra (docs/downstream.md, "Both CUDA majors"): its wheel carries
-the kernels of the CUDA major it was built under; installed with the other major's extra, aot's runtime of that
-major refuses artifacts of another major (a warning naming each) and JIT-compiles."""
+"""A downstream library with a `cu12` and a `cu13` extra (docs/downstream.md, "Both CUDA majors"): built once, its
+wheel carries the kernels of the CUDA major it was built under, and an install of the other major refuses them and JIT-compiles;
+bundled from an `aot merge` of a build under each major (docs/wheels.md, "Both CUDA majors in one wheel"), it
+carries both, and each install loads its own major's."""
 
 import aot
 
