@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -180,14 +181,23 @@ def test_program_options_and_normalised_values_agree():
 
 
 # ============================================================== 4. swapped keys: verify and the runtime
-def _swapped(src: Path, dst: Path, field: str) -> Path:
+def _swapped(src: Path, dst: Path, field: str, reindex: bool = False) -> Path:
+    """``src`` copied with ``field`` swapped between n2's and n7's entries: by hand (its first-hit index then
+    stale), or (``reindex``) rewritten through aot's own writer, so the index carries the swapped keys too."""
     shutil.copytree(src, dst)
     doc = json.loads((dst / "manifest.json").read_text())
     by = {(e["name"], e["payload_kind"]): e for e in doc["artifacts"]}
     for kind in ("cubin", "ptx"):
         a, b = by[("n2", kind)], by[("n7", kind)]
         a[field], b[field] = b[field], a[field]
-    (dst / "manifest.json").write_text(json.dumps(doc))
+    if reindex:
+        from aot.core.manifest import write_manifest
+        base = ("format", "manifest_version", "producer", "specs", "artifacts")
+        write_manifest(dst, producer=doc["producer"], specs=doc["specs"], artifacts=doc["artifacts"],
+                       extra={k: v for k, v in doc.items() if k not in base})
+        assert (dst / "hit-index.json").is_file()
+    else:
+        (dst / "manifest.json").write_text(json.dumps(doc))
     return dst
 
 
@@ -250,17 +260,26 @@ def test_a_wrong_key_on_one_entry_of_a_checked_unit_is_caught(flags_set, tmp_pat
         assert lookup.unit(SRC) == "n7"
 
 
-def test_the_program_cache_does_not_trust_a_swapped_progkey(flags_set, tmp_path):
-    """``Program.compile(cache=...)`` with -DN=2 got n7's image from a manifest with swapped progkeys."""
+@pytest.mark.parametrize("reindex", [False, True], ids=["index-stale", "index-swapped-too"])
+def test_the_program_cache_does_not_trust_a_swapped_progkey(flags_set, tmp_path, reindex):
+    """``Program.compile(cache=...)`` with -DN=2 got n7's image from a manifest with swapped progkeys. Edited
+    by hand, the first-hit index is stale (one warning, the manifest read); rewritten by aot's writer, the
+    index carries the swapped keys, and its first hit is checked against the unit's own source the same way."""
+    import warnings
     import aot
     from cuda.core import Program, ProgramOptions
     from aot.core import format as fmt
     from aot.core.manifest import load_manifest
-    bad = _swapped(flags_set, tmp_path / "set", "progkey")
+    bad = _swapped(flags_set, tmp_path / "set", "progkey", reindex)
     cache = aot.program_cache("unused", registry=aot.Registry(bad))
     cache._user = None  # no user cache: a miss must not write into ~/.cache
-    with pytest.warns(aot.AotWarning, match=r"progkey of .* \(unit n7\) is not cuda.core's key"):
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         code = Program(SRC, "c++", ProgramOptions(arch="sm_90", define_macro="N=2")).compile("cubin", cache=cache)
+    said = [str(w.message) for w in said if issubclass(w.category, aot.AotWarning)]
+    assert len(said) == (1 if reindex else 2), said
+    assert re.search(r"progkey of .* \(unit n7\) is not cuda.core's key", said[-1]), said
+    assert reindex or "first-hit index" in said[0] and "stale" in said[0], said
     m = load_manifest(bad)
     n2 = next(e for e in m.artifacts if e["name"] == "n2" and e["payload_kind"] == "cubin")
     assert bytes(code.code) == fmt.decode(m.path_of(n2).read_bytes()).payload
