@@ -4,8 +4,14 @@
 was written, bound to its sha256) and :func:`read_image` reads and checks one image it names: the file regular,
 bounded, inside the set, of the size and sha256 the manifest gave; the header's name, family, SM, kind and
 content key the entry's (the content key was checked against the unit's definition when the index was derived);
-the producer's CUDA major this install's. Imports :mod:`aot.core.hitindex`, :mod:`aot.core.format` and
-:mod:`aot.core.versions`; no manifest, spec, rule or form module.
+the producer's CUDA major this install's. :func:`load_unit` loads a unit's best image for the device, as the
+manifest path does. Imports :mod:`aot.core.hitindex`, :mod:`aot.core.format` and :mod:`aot.core.versions`
+(and, to load, :mod:`aot.core.arch` and the driver library); no manifest, spec, rule or form module.
+
+What the lean path does not do, because nothing it serves needs it: the headers' digest (an indexed unit
+includes nothing), symbol mappings (it has no name expressions), and the check of a library's own live text
+against the packaged one (:func:`aot.runtime.loader.sources.live_unit`): a lookup by source has matched the
+caller's own text already. A unit served this way is the lookup's, not in :meth:`aot.Registry.status`.
 
 Used only where the manifest path would read this very manifest and serve this very image: a registry with no
 caller specs (those could redefine a unit), packaged artifacts not disabled, not ``AOT_JIT_ONLY``. Anything
@@ -65,3 +71,31 @@ def read_image(root: str, unit: str, entry: Mapping[str, Any]) -> Any:
         raise ArtifactError("content key differs from the manifest's")
     check_producer(h["producer"], h["family"])
     return art
+
+
+def load_unit(reg: Registry, name: str, kernels: list[str], entries: list[dict[str, Any]]) -> Any:
+    """Unit ``name``'s best image of the index for this device, checked (:func:`read_image`) and loaded with
+    every one of ``kernels`` resolved (:class:`aot.runtime.loader.library.DriverLibrary`), as the manifest path
+    loads it; ``None`` (each skipped image warned once) where none loads: the caller then takes that path."""
+    from ...core.arch import Candidate, rank
+    from ...core.errors import NoDeviceError
+    from .driver import check_ptx_loadable, require_driver
+    from .library import DriverLibrary
+    from .threads import IMPORTS
+    require_driver(f"loading NVRTC unit {name!r}")
+    root = reg._source
+    assert root is not None  # an index is read from a folder
+    for cand in rank(reg.device_sm(), [Candidate(e["sm"], e["payload_kind"], "packaged", e) for e in entries
+                                       if e["name"] == name]):
+        entry: Mapping[str, Any] = cand.ref  # type: ignore[assignment]  # the index entry put there above
+        try:
+            art = read_image(root, name, entry)
+            if art.kind == "ptx":
+                IMPORTS.settle()  # cuda.bindings: not while a warmup's thread imports cuda.core
+                check_ptx_loadable(art.header["producer"])
+            return DriverLibrary(name, art.payload, art.kind, kernels)
+        except NoDeviceError:
+            raise
+        except Exception as e:  # noqa: BLE001 - as the manifest path: the next image, said once
+            reg._warn(f"aot: skipping {os.path.join(root, entry['path'])}: {e}")
+    return None
