@@ -128,3 +128,26 @@ def test_removing_a_manifest_removes_its_index(copy):
     from aot.core.manifest import remove_manifest
     remove_manifest(copy)
     assert not (copy / "manifest.json").exists() and not (copy / "hit-index.json").exists()
+
+
+def test_an_index_whose_unit_was_edited_is_caught_at_the_first_hit(copy):
+    """The index rewritten beside its manifest (its sha256 kept) with other options for the unit: the hit's key is
+    checked against those and fails, so one warning and the keys come from the manifest's definitions."""
+    path = copy / "hit-index.json"
+    doc = json.loads(path.read_bytes())
+    doc["units"]["twice"]["options"] = {"bogus": 1}
+    path.write_text(json.dumps(doc))
+    cache, said = _compile(copy)
+    assert cache.counts == {"packaged": 1, "user": 0, "miss": 0}
+    assert len(said) == 1 and "is not cuda.core's key" in said[0], said
+
+
+def test_a_by_source_lookup_checks_the_index_unit_too(copy):
+    import aot
+    path = copy / "hit-index.json"
+    doc = json.loads(path.read_bytes())
+    doc["units"]["twice"]["options"] = {"std": "c++14"}
+    path.write_text(json.dumps(doc))
+    lookup = aot.by_source("unused", registry=aot.Registry(copy))
+    with pytest.warns(aot.AotWarning, match="source_key for unit twice is not the key of its own source"):
+        assert lookup.unit(SRC, ["-std=c++17"]) == "twice"

@@ -45,20 +45,22 @@ def derive(doc: Mapping[str, Any], manifest_bytes: bytes) -> bytes | None:
     entries: list[dict[str, Any]] = []
     for e in doc.get("artifacts", ()):
         name, kind = e.get("name"), e.get("payload_kind")
-        if e.get("family") != "nvrtc" or kind not in ("cubin", "ptx"):
+        if e.get("family") != "nvrtc" or kind not in ("cubin", "ptx") or not isinstance(e.get("sm"), int):
             continue
         try:
             spec = spec_from_definition(doc["specs"][name])
-        except (KeyError, ValueError, TypeError):
+            if not isinstance(spec, NvrtcUnit) or spec.headers or spec.name_expressions() or \
+                    includes_anything(spec.source):
+                continue
+            rel = e.get("cuda_cccl")
+            made_by = producers.get(rel, producer) if isinstance(rel, str) else producer
+            if e.get("content_key") not in (item_key(spec, e["sm"], kind, made_by),
+                                            item_key(spec, e["sm"], kind, made_by, legacy=True)):
+                continue  # a stale entry: the manifest path refuses it with its own warning
+            if not all(k in e for k in ("path", "size", "sha256")):
+                continue
+        except (KeyError, ValueError, TypeError):  # an entry the manifest's reader refuses: not indexed either
             continue
-        if not isinstance(spec, NvrtcUnit) or spec.headers or spec.name_expressions() or \
-                includes_anything(spec.source):
-            continue
-        rel = e.get("cuda_cccl")
-        made_by = producers.get(rel, producer) if isinstance(rel, str) else producer
-        if e.get("content_key") not in (item_key(spec, e["sm"], kind, made_by),
-                                        item_key(spec, e["sm"], kind, made_by, legacy=True)):
-            continue  # a stale entry: the manifest path refuses it with its own warning
         units[name] = {"source": spec.source, "options": dict(spec.options), "kernels": list(spec.kernels),
                        "program_cache": not any(spec.options.get(k) for k in _NOT_SAME_BYTES)}
         entries.append({k: e[k] for k in ("name", "path", "size", "sha256", "sm", "payload_kind", "content_key")}

@@ -160,7 +160,11 @@ class SourceLookup:
             if key in self._checked:
                 return name
             unit = lean[1][name]  # type: ignore[index]  # lean is the index's tuple here
-            if source_key(unit["source"], unit["options"]) == key:
+            try:
+                right = source_key(unit["source"], unit["options"]) == key
+            except Exception:  # noqa: BLE001 - options the index's reader let through but srckey refuses
+                right = False
+            if right:
                 self._checked.add(key)
                 return name
         else:
