@@ -41,6 +41,7 @@ from ...core.srckey import NvrtcOptions, normalize_names, normalize_options, nor
 from ..loader.registry import Registry, package_registry
 
 if TYPE_CHECKING:
+    from ..loader.firsthit import SourceIndex
     from .program_cache import PackagedProgramCache
 
 
@@ -72,6 +73,16 @@ def _arguments(source: Any, kernel_names: Any, options: Any) -> tuple[str, tuple
     return normalize_source(source), normalize_names(kernel_names), normalize_options(options)
 
 
+def _lean_has(lean: Any, name: str) -> bool:
+    """Whether ``name`` is a unit of the first-hit index ``lean`` (a ``SourceIndex``; else not read or none)."""
+    return not isinstance(lean, bool) and lean is not None and name in lean.units
+
+
+def _is_unit(spec: Any) -> bool:
+    from ...core.spec import NvrtcUnit  # the manifest path only: the first hit from the index needs no spec
+    return isinstance(spec, NvrtcUnit)
+
+
 class _Served:
     """What one (source, options) resolved to: the unit (``None``: compiled here) and its ObjectCode."""
 
@@ -101,9 +112,9 @@ class SourceLookup:
         self._funcs: dict[Any, dict[str, Any]] = {}
         self._pcache: PackagedProgramCache | None = None
         self._driver = False  # a real driver found once (asked before the first call into libcuda)
-        #: The first-hit index (:mod:`aot.runtime.loader.firsthit`): source_key -> unit, its units and entries;
-        #: False: not read yet; None: none, or no longer trusted (the manifest's index serves).
-        self._lean: tuple[dict[str, str], dict[str, Any], list[Any]] | None | bool = False
+        #: The first-hit index (:class:`aot.runtime.loader.firsthit.SourceIndex`); False: not read yet; None:
+        #: none, or no longer trusted (the manifest's index serves).
+        self._lean: SourceIndex | None | bool = False
 
     # ------------------------------------------------------------------ finding the unit
     def index(self) -> dict[str, str]:
@@ -117,24 +128,19 @@ class SourceLookup:
                     index = self._index = self._build_index(trust_recorded=True)
         return index
 
-    def _lean_index(self) -> tuple[dict[str, str], dict[str, Any], list[Any]] | None:
-        """The first-hit index's keys, units and entries, read once (see the module doc of
-        :mod:`aot.runtime.loader.firsthit`); ``None`` without one."""
+    def _lean_index(self) -> SourceIndex | None:
+        """The first-hit index, read once (see the module doc of :mod:`aot.runtime.loader.firsthit`); ``None``
+        without one."""
         lean = self._lean
         if lean is False:
-            from ..loader.firsthit import index_of
+            from ..loader.firsthit import SourceIndex, index_of
             found = index_of(self.registry)
-            lean = None if found is None else (
-                {e["source_key"]: e["name"] for e in found[1] if "source_key" in e}, found[0], found[1])
+            lean = None if found is None else SourceIndex(*found)
             with self._lock:
                 if self._lean is False:
                     self._lean = lean
                 lean = self._lean
         return lean  # type: ignore[return-value]  # False replaced above
-
-    def _is_lean(self, name: str) -> bool:
-        lean = self._lean
-        return isinstance(lean, tuple) and name in lean[1]
 
     def _build_index(self, trust_recorded: bool) -> dict[str, str]:
         from ...core.spec import NvrtcUnit
@@ -155,11 +161,11 @@ class SourceLookup:
         first time it is found (a mismatch: the index is rebuilt from the definitions, warned once)."""
         key = source_key(source, opts)
         lean = self._lean_index()
-        name = lean[0].get(key) if lean is not None else None
+        name = lean.keys.get(key) if lean is not None else None
         if name is not None:  # from the first-hit index: checked against the unit's own text as below
             if key in self._checked:
                 return name
-            unit = lean[1][name]  # type: ignore[index]  # lean is the index's tuple here
+            unit = lean.units[name]  # type: ignore[union-attr]  # lean is not None here
             try:
                 right = source_key(unit["source"], unit["options"]) == key
             except Exception:  # noqa: BLE001 - options the index's reader let through but srckey refuses
@@ -195,7 +201,7 @@ class SourceLookup:
         if memo in self._units:
             return self._units[memo]
         found = self._find(source, opts)
-        if found is not None and not self._is_lean(found) and self.registry.manifest is not None:
+        if found is not None and not _lean_has(self._lean, found) and self.registry.manifest is not None:
             from .hdrkey import headers_match  # an indexed unit includes nothing: no header to match
             if not headers_match(self.registry.manifest.artifacts, found, source, opts.include_dirs):
                 found = None  # the user's headers are not the build's: compiled here (issue 46)
@@ -210,10 +216,14 @@ class SourceLookup:
         if found is not None:
             return found
         name = self._unit(source, opts)
-        found = self._served_lean(name, kernel_names) if name is not None and self._is_lean(name) else None
-        if found is not None:
-            pass
-        elif self._is_packaged(name, kernel_names):
+        lean = self._lean
+        code = None
+        if name is not None and _lean_has(lean, name):
+            code = lean.load(self.registry, name, kernel_names)  # type: ignore[union-attr]  # a SourceIndex
+        spec = self.registry.spec(name) if name is not None and code is None else None
+        if code is not None:  # the first-hit index's image (firsthit.SourceIndex.load): no manifest read
+            found = _Served(name, code, "packaged")
+        elif _is_unit(spec) and set(kernel_names) <= set(spec.kernels):  # type: ignore[union-attr]
             loaded = self.registry._load(name)  # type: ignore[arg-type]  # name is not None here
             found = _Served(name, loaded.obj, loaded.source)
         else:
@@ -224,24 +234,6 @@ class SourceLookup:
             found.kernel(k)
         with self._lock:
             return self._memo.setdefault(memo, found)
-
-    def _served_lean(self, name: str, kernel_names: tuple[str, ...]) -> _Served | None:
-        """Unit ``name`` loaded from the first-hit index (:func:`aot.runtime.loader.firsthit.load_unit`), or
-        ``None``: the manifest path then serves it (or says why not)."""
-        lean = self._lean
-        assert isinstance(lean, tuple)  # _is_lean(name)
-        kernels = lean[1][name]["kernels"]
-        if not set(kernel_names) <= set(kernels):
-            return None
-        from ..loader.firsthit import load_unit
-        code = load_unit(self.registry, name, kernels, lean[2])
-        return None if code is None else _Served(name, code, "packaged")
-
-    def _is_packaged(self, name: str | None, kernel_names: tuple[str, ...]) -> bool:
-        """Whether the manifest's unit ``name`` has every one of ``kernel_names``."""
-        from ...core.spec import NvrtcUnit
-        spec = self.registry.spec(name) if name is not None else None
-        return isinstance(spec, NvrtcUnit) and set(kernel_names) <= set(spec.kernels)
 
     def _compile(self, source: str, kernel_names: tuple[str, ...], opts: NvrtcOptions) -> _Served:
         """``source`` compiled for this device by cuda.core, through the package's program cache: a packaged

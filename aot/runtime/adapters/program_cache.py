@@ -32,7 +32,7 @@ source (:mod:`aot.runtime.adapters.bysource`), which needs none.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
 
@@ -163,7 +163,7 @@ class PackagedProgramCache(ProgramCacheResource):
         self._recorded = recorded_keys
         return index
 
-    def _lean_index(self, units: Mapping[str, Mapping[str, Any]], entries: list[Mapping[str, Any]]
+    def _lean_index(self, units: Mapping[str, Mapping[str, Any]], entries: Sequence[Mapping[str, Any]]
                     ) -> dict[bytes, _Hit]:
         """The recorded keys of the first-hit index (every one of this NVRTC's ``major.minor``: checked by the
         caller), each checked against its unit's own source and options at its first hit, as the manifest's."""

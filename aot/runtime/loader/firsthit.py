@@ -99,3 +99,21 @@ def load_unit(reg: Registry, name: str, kernels: list[str], entries: list[dict[s
         except Exception as e:  # noqa: BLE001 - as the manifest path: the next image, said once
             reg._warn(f"aot: skipping {os.path.join(root, entry['path'])}: {e}")
     return None
+
+
+class SourceIndex:
+    """The index as a lookup by source reads it (:mod:`aot.runtime.adapters.bysource`): ``keys`` (source_key ->
+    unit), ``units`` (name -> source, options, kernels) and the image entries."""
+
+    __slots__ = ("keys", "units", "entries")
+
+    def __init__(self, units: dict[str, dict[str, Any]], entries: list[dict[str, Any]]):
+        self.keys = {e["source_key"]: e["name"] for e in entries if "source_key" in e}
+        self.units, self.entries = units, entries
+
+    def load(self, reg: Registry, name: str, kernel_names: tuple[str, ...]) -> Any:
+        """:func:`load_unit` of ``name`` where it has every one of ``kernel_names``, else ``None``."""
+        kernels = self.units[name]["kernels"]
+        if not set(kernel_names) <= set(kernels):
+            return None
+        return load_unit(reg, name, kernels, self.entries)
