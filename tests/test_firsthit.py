@@ -102,8 +102,9 @@ def test_a_damaged_image_is_one_warning_and_no_hit(copy):
     assert len(said) == 1 and "skipping" in said[0] and "sha256" in said[0], said
 
 
-def test_disabled_packaged_artifacts_are_not_served_from_the_index(copy, monkeypatch):
-    monkeypatch.setenv("AOT_DISABLE_PACKAGED", "1")
+@pytest.mark.parametrize("var", ["AOT_DISABLE_PACKAGED", "AOT_JIT_ONLY"])
+def test_disabled_packaged_artifacts_are_not_served_from_the_index(copy, monkeypatch, var):
+    monkeypatch.setenv(var, "1")
     cache, _ = _compile(copy)
     assert cache.counts["packaged"] == 0
 

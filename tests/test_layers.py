@@ -312,7 +312,6 @@ FIRST_HIT = textwrap.dedent("""
 #: (issue 42): the first-hit index's reader, the artifact codec, the CUDA-major check; no manifest, spec, rule,
 #: form or logging module.
 FIRST_HIT_CLOSURE = [
-    "aot.core.env",
     "aot.core.format",
     "aot.core.hitindex",
     "aot.core.versions",

@@ -34,8 +34,7 @@ def index_of(reg: Registry) -> tuple[dict[str, dict[str, Any]], list[dict[str, A
         return memo
     found = None
     if reg._source is not None and not reg._caller_specs and reg._specs_from is None and reg._cat is None:
-        from ...core.env import DISABLE_PACKAGED, JIT_ONLY
-        if not (DISABLE_PACKAGED.get() or JIT_ONLY.get()):
+        if not (_set("AOT_DISABLE_PACKAGED") or _set("AOT_JIT_ONLY")):
             from ...core import format as fmt
             from ...core.hitindex import Stale, load
             try:
@@ -46,6 +45,15 @@ def index_of(reg: Registry) -> tuple[dict[str, dict[str, Any]], list[dict[str, A
                 reg._warn(f"aot: ignoring the first-hit index of {reg._source}: {e}; reading the manifest")
     reg._hit_index = found
     return found
+
+
+def _set(name: str) -> bool:
+    """Whether ``AOT_DISABLE_PACKAGED`` / ``AOT_JIT_ONLY`` is on: parsed by its registry entry (:mod:`aot.core.env`)
+    only where it is set at all, so a first hit imports no registry of variables."""
+    if not os.environ.get(name):
+        return False
+    from ...core import env
+    return bool(env.VARS[name].get())
 
 
 def read_image(root: str, unit: str, entry: Mapping[str, Any]) -> Any:
