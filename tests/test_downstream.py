@@ -96,8 +96,8 @@ def test_wheel_holds_only_manifest_and_artifacts_and_pins_cccl(wheels, example):
     pkg = PKG[example]
     data = sorted(n for n in z.namelist() if n.startswith(f"{pkg}/artifacts/"))
     rest = [n[len(f"{pkg}/artifacts/"):] for n in data]
-    assert "manifest.json" in rest and "aot-package.json" in rest
-    assert all(n in ("manifest.json", "aot-package.json") or n.endswith(".aot") for n in rest), rest
+    assert "manifest.json" in rest and "aot-package.json" in rest and "hit-index.json" in rest  # its NVRTC unit
+    assert all(n in ("manifest.json", "hit-index.json", "aot-package.json") or n.endswith(".aot") for n in rest), rest
     assert not [n for n in z.namelist() if "build-report" in n or "/build/" in n]
     manifest = json.loads(z.read(f"{pkg}/artifacts/manifest.json"))
     assert sorted(f"{pkg}/artifacts/{a['path']}" for a in manifest["artifacts"]) == \
@@ -289,7 +289,7 @@ def test_bundle_prebuilt_coverage_and_only_manifest_and_artifacts(small_build, t
     out = p / "mypkg_skbuild" / "artifacts"
     assert (small_build.out / "build-report.json").exists()
     names = sorted(q.relative_to(out).as_posix() for q in out.rglob("*") if q.is_file())
-    assert [n for n in names if not n.endswith(".aot")] == ["aot-package.json", "manifest.json"]
+    assert [n for n in names if not n.endswith(".aot")] == ["aot-package.json", "hit-index.json", "manifest.json"]
     assert len([n for n in names if n.endswith(".aot")]) == len(json.loads((small_build.out / "manifest.json")
                                                                           .read_text())["artifacts"])
     info = json.loads((out / "aot-package.json").read_text())

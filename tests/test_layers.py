@@ -294,3 +294,49 @@ def test_loading_a_packaged_artifact_imports_only_the_runtime(small_build):
     assert not [m for m in out["modules"] if m.startswith(("aot.build", "aot.verify", "aot.package", "aot.cli"))]
     assert not [m for m in out["modules"] if m.startswith("aot.runtime.") and room(m) != ROOMS[0]]  # the loader only
     assert out["modules"] == RUNTIME_CLOSURE
+
+
+# ------------------------------------------------------------------------- a library's first packaged hit
+FIRST_HIT = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("error")
+    from cuda.core import Program, ProgramOptions
+    import aot
+    source = open(sys.argv[2]).read()
+    before = {m for m in sys.modules if m == "aot" or m.startswith("aot.")}
+    cache = aot.program_cache("unused", registry=aot.Registry(sys.argv[1]))
+    Program(source, "c++", ProgramOptions(arch="sm_90", std="c++17")).compile("cubin", cache=cache)
+    print(json.dumps({"counts": cache.counts, "new": sorted(m for m in sys.modules if m not in before and (
+        m == "aot" or m.startswith("aot.") or m in ("logging", "yaml", "rich")))}))
+""")
+
+#: What a library's first ``Program.compile(cache=aot.program_cache(...))`` hit imports, after ``import aot``
+#: (issue 42): the first-hit index's reader, the artifact codec, the CUDA-major check; no manifest, spec, rule,
+#: form or logging module.
+FIRST_HIT_CLOSURE = [
+    "aot.core.format",
+    "aot.core.hitindex",
+    "aot.core.versions",
+    "aot.runtime.adapters",
+    "aot.runtime.adapters.progkey",
+    "aot.runtime.adapters.program_cache",
+    "aot.runtime.loader.driver",
+    "aot.runtime.loader.firsthit",
+    "aot.runtime.loader.registry",
+    "aot.runtime.loader.threads",
+]
+
+
+def test_a_first_packaged_hit_reads_no_manifest(small_build, tmp_path):
+    """The packaged image served from the set's first-hit index; importing the manifest's modules would
+    cost a library 19-23 ms on its first operation (measured on an H200, issue 42)."""
+    from aot.core.manifest import load_manifest
+    src = tmp_path / "morton.cu"
+    src.write_text(load_manifest(small_build.out).built["morton"].source)
+    r = subprocess.run([sys.executable, "-c", FIRST_HIT, str(small_build.out), str(src)], cwd=ROOT,
+                       env=repo_env(), capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["counts"] == {"packaged": 1, "user": 0, "miss": 0}, out
+    print("first-hit imports:", out["new"])
+    assert out["new"] == FIRST_HIT_CLOSURE

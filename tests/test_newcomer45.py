@@ -66,7 +66,8 @@ def test_the_setuptools_example_wheel_carries_its_artifacts_tag_and_pins(st_whee
     z = zipfile.ZipFile(st_wheel)
     names = z.namelist()
     art = sorted(n for n in names if n.startswith("mypkg_setuptools/artifacts/"))
-    assert art == ["mypkg_setuptools/artifacts/aot-package.json", "mypkg_setuptools/artifacts/manifest.json",
+    assert art == ["mypkg_setuptools/artifacts/aot-package.json", "mypkg_setuptools/artifacts/hit-index.json",
+                   "mypkg_setuptools/artifacts/manifest.json",
                    "mypkg_setuptools/artifacts/nvrtc/scale_offset/compute_80.ptx.aot",
                    "mypkg_setuptools/artifacts/nvrtc/scale_offset/sm_80.cubin.aot"], art
     assert "mypkg_setuptools/__init__.py" in names and "mypkg_setuptools/checks.py" in names

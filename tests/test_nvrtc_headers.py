@@ -81,6 +81,7 @@ def test_an_older_entry_without_the_digest_is_compiled(built, tmp_path):
     for e in doc["artifacts"]:
         e.pop("header_digest", None)
     (old / "manifest.json").write_text(json.dumps(doc))
+    (old / "hit-index.json").unlink()  # an older build wrote no first-hit index either
     same = _headers(tmp_path / "a", HEADER_A)
     assert _lookup(old).unit(SOURCE, {"include_path": [str(same)]}) is None
     assert _lookup(old).unit(PLAIN, None) == "twice"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -82,8 +83,10 @@ class _Loaded:
 def test_kernels_source_of_and_warmup_serve_the_flagged_unit(flags_set, monkeypatch, flavour):
     """``kernels()``/``source_of()`` (one path with ``cufunctions``/``cupy_*``) and ``request_warmup``,
     the loading replaced (no GPU here): the unit built with -DN=2, for the iterator and then the list."""
+    from aot.runtime.loader import firsthit
     lookup = _lookup(flags_set)
-    monkeypatch.setattr(lookup.registry, "_load", _Loaded)
+    monkeypatch.setattr(lookup.registry, "_load", _Loaded)  # the manifest's path and the first-hit index's
+    monkeypatch.setattr(firsthit, "load_unit", lambda reg, name, kernels, entries: _Loaded(name).obj)
     warmed: list = []
     monkeypatch.setattr(lookup.registry, "request_warmup", warmed.append)
     assert lookup.kernels(SRC, ["write_n"], _flavours()[flavour]) == {"write_n": "n2/write_n"}
@@ -180,14 +183,28 @@ def test_program_options_and_normalised_values_agree():
 
 
 # ============================================================== 4. swapped keys: verify and the runtime
-def _swapped(src: Path, dst: Path, field: str) -> Path:
+def _rewrite(root: Path, doc: dict) -> None:
+    """``doc`` written as ``root``'s manifest by aot's own writer (so with its first-hit index)."""
+    from aot.core.manifest import write_manifest
+    base = ("format", "manifest_version", "producer", "specs", "artifacts")
+    write_manifest(root, producer=doc["producer"], specs=doc["specs"], artifacts=doc["artifacts"],
+                   extra={k: v for k, v in doc.items() if k not in base})
+    assert (root / "hit-index.json").is_file()
+
+
+def _swapped(src: Path, dst: Path, field: str, reindex: bool = False) -> Path:
+    """``src`` copied with ``field`` swapped between n2's and n7's entries: by hand (its first-hit index then
+    stale), or (``reindex``) rewritten through aot's own writer, so the index carries the swapped keys too."""
     shutil.copytree(src, dst)
     doc = json.loads((dst / "manifest.json").read_text())
     by = {(e["name"], e["payload_kind"]): e for e in doc["artifacts"]}
     for kind in ("cubin", "ptx"):
         a, b = by[("n2", kind)], by[("n7", kind)]
         a[field], b[field] = b[field], a[field]
-    (dst / "manifest.json").write_text(json.dumps(doc))
+    if reindex:
+        _rewrite(dst, doc)
+    else:
+        (dst / "manifest.json").write_text(json.dumps(doc))
     return dst
 
 
@@ -224,12 +241,20 @@ def test_verify_of_progkeys_from_another_cuda_core(flags_set, tmp_path, capsys):
     assert "field progkey is another entry's, of another compile" in out and "nvrtc/n" in out, out
 
 
-def test_the_lookup_does_not_trust_a_swapped_source_key(flags_set, tmp_path):
+@pytest.mark.parametrize("reindex", [False, True], ids=["index-stale", "index-swapped-too"])
+def test_the_lookup_does_not_trust_a_swapped_source_key(flags_set, tmp_path, reindex):
+    """Keys swapped by hand (the first-hit index then stale: one more warning) or written by aot's writer (the
+    index carries them too): the first hit's check against the unit's own text catches either."""
+    import warnings
     import aot
-    bad = _swapped(flags_set, tmp_path / "set", "source_key")
+    bad = _swapped(flags_set, tmp_path / "set", "source_key", reindex)
     lookup = _lookup(bad)
-    with pytest.warns(aot.AotWarning, match="source_key for unit n7 is not the key of its own source"):
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         assert lookup.unit(SRC, iter(["-DN=2"])) == "n2"
+    said = [str(w.message) for w in said if issubclass(w.category, aot.AotWarning)]
+    assert len(said) == (1 if reindex else 2), said
+    assert "source_key for unit n7 is not the key of its own source" in said[-1], said
     assert lookup.unit(SRC) == "n7"
 
 
@@ -243,24 +268,33 @@ def test_a_wrong_key_on_one_entry_of_a_checked_unit_is_caught(flags_set, tmp_pat
     by = {(e["name"], e["payload_kind"]): e for e in doc["artifacts"]}
     by[("n2", "ptx")]["source_key"] = by[("n7", "cubin")]["source_key"]
     by[("n7", "cubin")]["source_key"] = by[("n7", "ptx")]["source_key"] = "0" * 64
-    (root / "manifest.json").write_text(json.dumps(doc))
+    _rewrite(root, doc)  # through aot's writer: the first-hit index carries the wrong keys too
     lookup = _lookup(root)
     assert lookup.unit(SRC, ["-DN=2"]) == "n2"
     with pytest.warns(aot.AotWarning, match="source_key for unit n2 is not the key of its own source"):
         assert lookup.unit(SRC) == "n7"
 
 
-def test_the_program_cache_does_not_trust_a_swapped_progkey(flags_set, tmp_path):
-    """``Program.compile(cache=...)`` with -DN=2 got n7's image from a manifest with swapped progkeys."""
+@pytest.mark.parametrize("reindex", [False, True], ids=["index-stale", "index-swapped-too"])
+def test_the_program_cache_does_not_trust_a_swapped_progkey(flags_set, tmp_path, reindex):
+    """``Program.compile(cache=...)`` with -DN=2 got n7's image from a manifest with swapped progkeys. Edited
+    by hand, the first-hit index is stale (one warning, the manifest read); rewritten by aot's writer, the
+    index carries the swapped keys, and its first hit is checked against the unit's own source the same way."""
+    import warnings
     import aot
     from cuda.core import Program, ProgramOptions
     from aot.core import format as fmt
     from aot.core.manifest import load_manifest
-    bad = _swapped(flags_set, tmp_path / "set", "progkey")
+    bad = _swapped(flags_set, tmp_path / "set", "progkey", reindex)
     cache = aot.program_cache("unused", registry=aot.Registry(bad))
     cache._user = None  # no user cache: a miss must not write into ~/.cache
-    with pytest.warns(aot.AotWarning, match=r"progkey of .* \(unit n7\) is not cuda.core's key"):
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         code = Program(SRC, "c++", ProgramOptions(arch="sm_90", define_macro="N=2")).compile("cubin", cache=cache)
+    said = [str(w.message) for w in said if issubclass(w.category, aot.AotWarning)]
+    assert len(said) == (1 if reindex else 2), said
+    assert re.search(r"progkey of .* \(unit n7\) is not cuda.core's key", said[-1]), said
+    assert reindex or "first-hit index" in said[0] and "stale" in said[0], said
     m = load_manifest(bad)
     n2 = next(e for e in m.artifacts if e["name"] == "n2" and e["payload_kind"] == "cubin")
     assert bytes(code.code) == fmt.decode(m.path_of(n2).read_bytes()).payload

@@ -7,8 +7,8 @@
 #   aot_add_artifacts()            # [ARTIFACTS <prebuilt dir>] [SM <list>] [ALLOW_PARTIAL] [PROJECT <dir>]
 #
 # aot_add_artifacts() runs `python -m aot bundle` (the same build + `verify --for-wheel` as the CLI, driven
-# by [tool.aot] in pyproject.toml) at configure time and installs manifest.json, the *.aot artifacts and
-# aot-package.json into <package>/<folder>/ of the wheel. Nothing else (no reports, no host paths).
+# by [tool.aot] in pyproject.toml) at configure time and installs manifest.json, its hit-index.json, the *.aot
+# artifacts and aot-package.json into <package>/<folder>/ of the wheel. Nothing else (no reports, no host paths).
 find_package(Python COMPONENTS Interpreter REQUIRED)
 execute_process(
   COMMAND "${Python_EXECUTABLE}" -c "import aot; print(aot.__version__)"

@@ -46,6 +46,9 @@ def _parse_size(raw: str) -> int:
 
 @dataclass(frozen=True)
 class Var(Generic[T]):
+    """One environment variable: its name, parser, default and documentation. (A docstring: without one
+    ``dataclass`` builds one from ``inspect.signature``, 4 ms on a library's first packaged hit, issue 42.)"""
+
     name: str
     parse: Callable[[str], T]
     default: T

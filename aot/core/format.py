@@ -57,6 +57,9 @@ PRODUCER_FIELDS = ("aot", "cuda_cccl", "cuda_major", "nvrtc", "nvjitlink")
 
 @dataclass(frozen=True)
 class Artifact:
+    """A decoded artifact: its checked header and payload (the docstring spares ``dataclass`` an
+    ``inspect.signature`` call)."""
+
     header: Mapping[str, Any]
     payload: bytes
 

@@ -213,15 +213,26 @@ def write_manifest(root: Path, *, producer: Mapping[str, Any], specs: Mapping[st
     if len(data) > MAX_MANIFEST_LEN:  # never write what every reader refuses (the build refuses it earlier)
         raise ArtifactError(f"{path}: {len(data)} bytes, over the {MAX_MANIFEST_LEN}-byte bound every reader "
                             f"applies; not written")
+    from .hitindex import INDEX_NAME, derive
+    index_path = root / INDEX_NAME
+    try:  # never an old index beside a new manifest, even for an instant a reader could see
+        os.unlink(index_path)
+    except FileNotFoundError:
+        pass
     atomic_write(path, data)
+    index = derive(doc, data)  # the first hit's facts (issue 42): from these very bytes
+    if index is not None:
+        atomic_write(index_path, index)
     return path
 
 
 def remove_manifest(root: Path) -> None:
-    try:
-        os.unlink(root / MANIFEST_NAME)
-    except FileNotFoundError:
-        pass
+    from .hitindex import INDEX_NAME
+    for name in (INDEX_NAME, MANIFEST_NAME):
+        try:
+            os.unlink(root / name)
+        except FileNotFoundError:
+            pass
 
 
 def spec_definition_problem(name: Any, d: Any) -> str | None:

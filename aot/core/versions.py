@@ -69,7 +69,17 @@ def dist_version(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def runtime_versions() -> dict[str, str]:
     """Versions an artifact must match to load here (cheap: package metadata only, cached)."""
-    return {"cuda_cccl": dist_version("cuda-cccl"), "cuda_major": dist_version("cuda-bindings").split(".")[0]}
+    return {"cuda_cccl": dist_version("cuda-cccl"), "cuda_major": cuda_major()}
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_major() -> str:
+    """The CUDA major of the ``cuda.bindings`` this process runs: its ``__version__`` where it is imported
+    already (a library's first NVRTC hit: reading package metadata costs 3-6 ms, issue 42), else the
+    distribution's."""
+    import sys
+    version = getattr(sys.modules.get("cuda.bindings"), "__version__", None)
+    return (version if isinstance(version, str) else dist_version("cuda-bindings")).split(".")[0]
 
 
 def check_producer(producer: Mapping[str, Any], family: str) -> None:
@@ -78,7 +88,7 @@ def check_producer(producer: Mapping[str, Any], family: str) -> None:
     and LLVM): no CUDA Python package takes part, so neither applies."""
     if family == "triton":
         return
-    here = runtime_versions()
+    here = runtime_versions() if family == "cccl" else {"cuda_major": cuda_major()}
     if str(producer.get("cuda_major")) != here["cuda_major"]:
         raise ArtifactError(f"built for CUDA {producer.get('cuda_major')}, this environment is CUDA "
                             f"{here['cuda_major']}")

@@ -31,6 +31,7 @@ from .pins import RUNTIME_DIST, has_cccl, jit_requirement, pin_problems, require
 from ..build.isolated import expose_build_env_toolkit
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
+from ..core.hitindex import INDEX_NAME
 from ..core.manifest import MANIFEST_NAME, load_manifest
 from ..core.text import short
 
@@ -118,7 +119,7 @@ def _raise_pin_problems(cfg: AotConfig, producer: Mapping[str, Any], require: bo
 
 
 #: What aot writes into a package folder (or an ``aot build`` output there), besides ``*.aot`` artifacts.
-_OURS = {MANIFEST_NAME, INFO_NAME, "build-report.json", ".aot-lock"}
+_OURS = {MANIFEST_NAME, INDEX_NAME, INFO_NAME, "build-report.json", ".aot-lock"}
 
 
 def foreign_files(out: Path) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 from ..core.errors import UsageError
 
 #: What aot writes into an artifact folder; a wheel that already holds anything else there is refused.
-_OURS = ("manifest.json", "aot-package.json", "build-report.json", ".aot-lock")
+_OURS = ("manifest.json", "hit-index.json", "aot-package.json", "build-report.json", ".aot-lock")
 
 
 def _record_line(name: str, data: bytes) -> str:

@@ -37,17 +37,18 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ...core.errors import AotError, ArgumentError
-from ...core.log import get_logger
-from ...core.spec import NvrtcUnit
 from ...core.srckey import NvrtcOptions, normalize_names, normalize_options, normalize_source, source_key
-from ...core.versions import cuda_core_missing
 from ..loader.registry import Registry, package_registry
-from .hdrkey import headers_match
 
 if TYPE_CHECKING:
+    from ..loader.firsthit import SourceIndex
     from .program_cache import PackagedProgramCache
 
-log = get_logger(__name__)
+
+def _log() -> Any:
+    """This module's logger (:mod:`logging`: 2 ms to import; a packaged first hit logs nothing, issue 42)."""
+    from ...core.log import get_logger
+    return get_logger(__name__)
 
 _lock = threading.Lock()
 _lookups: dict[tuple[str, str], SourceLookup] = {}
@@ -70,6 +71,16 @@ def by_source(package: str, folder: str = "artifacts", *, registry: Registry | N
 def _arguments(source: Any, kernel_names: Any, options: Any) -> tuple[str, tuple[str, ...], NvrtcOptions]:
     """The caller's arguments read once, at the edge, into immutable values (see the module doc)."""
     return normalize_source(source), normalize_names(kernel_names), normalize_options(options)
+
+
+def _lean_has(lean: Any, name: str) -> bool:
+    """Whether ``name`` is a unit of the first-hit index ``lean`` (a ``SourceIndex``; else not read or none)."""
+    return not isinstance(lean, bool) and lean is not None and name in lean.units
+
+
+def _is_unit(spec: Any) -> bool:
+    from ...core.spec import NvrtcUnit  # the manifest path only: the first hit from the index needs no spec
+    return isinstance(spec, NvrtcUnit)
 
 
 class _Served:
@@ -101,6 +112,9 @@ class SourceLookup:
         self._funcs: dict[Any, dict[str, Any]] = {}
         self._pcache: PackagedProgramCache | None = None
         self._driver = False  # a real driver found once (asked before the first call into libcuda)
+        #: The first-hit index (:class:`aot.runtime.loader.firsthit.SourceIndex`); False: not read yet; None:
+        #: none, or no longer trusted (the manifest's index serves).
+        self._lean: SourceIndex | None | bool = False
 
     # ------------------------------------------------------------------ finding the unit
     def index(self) -> dict[str, str]:
@@ -114,7 +128,22 @@ class SourceLookup:
                     index = self._index = self._build_index(trust_recorded=True)
         return index
 
+    def _lean_index(self) -> SourceIndex | None:
+        """The first-hit index, read once (see the module doc of :mod:`aot.runtime.loader.firsthit`); ``None``
+        without one."""
+        lean = self._lean
+        if lean is False:
+            from ..loader.firsthit import SourceIndex, index_of
+            found = index_of(self.registry)
+            lean = None if found is None else SourceIndex(*found)
+            with self._lock:
+                if self._lean is False:
+                    self._lean = lean
+                lean = self._lean
+        return lean  # type: ignore[return-value]  # False replaced above
+
     def _build_index(self, trust_recorded: bool) -> dict[str, str]:
+        from ...core.spec import NvrtcUnit
         manifest = self.registry.manifest
         if manifest is None:
             return {}
@@ -131,17 +160,33 @@ class SourceLookup:
         """The unit whose content key is this call's, its recorded key checked against its definition the
         first time it is found (a mismatch: the index is rebuilt from the definitions, warned once)."""
         key = source_key(source, opts)
-        name = self.index().get(key)
-        if name is None or key in self._checked:
-            return name
-        unit = self.registry.manifest.built.get(name) if self.registry.manifest is not None else None
-        if isinstance(unit, NvrtcUnit) and source_key(unit.source, unit.options) == key:
-            self._checked.add(key)  # per key, not per unit: another entry of the unit may record a wrong key
-            return name
+        lean = self._lean_index()
+        name = lean.keys.get(key) if lean is not None else None
+        if name is not None:  # from the first-hit index: checked against the unit's own text as below
+            if key in self._checked:
+                return name
+            unit = lean.units[name]  # type: ignore[union-attr]  # lean is not None here
+            try:
+                right = source_key(unit["source"], unit["options"]) == key
+            except Exception:  # noqa: BLE001 - options the index's reader let through but srckey refuses
+                right = False
+            if right:
+                self._checked.add(key)
+                return name
+        else:
+            from ...core.spec import NvrtcUnit
+            name = self.index().get(key)
+            if name is None or key in self._checked:
+                return name
+            unit = self.registry.manifest.built.get(name) if self.registry.manifest is not None else None
+            if isinstance(unit, NvrtcUnit) and source_key(unit.source, unit.options) == key:
+                self._checked.add(key)  # per key, not per unit: another entry of the unit may record a wrong key
+                return name
         self.registry._warn(f"aot: {self.registry.root}: the manifest's source_key for unit {name} is not the "
                             f"key of its own source and options; looking units up by keys computed from their "
                             f"definitions (run 'aot verify' on this set)")
         with self._lock:
+            self._lean = None  # its keys are the manifest's: not trusted either
             self._index = self._build_index(trust_recorded=False)
             self._checked = set(self._index)  # every key now computed from its own definition
         return self._index.get(key)
@@ -156,9 +201,10 @@ class SourceLookup:
         if memo in self._units:
             return self._units[memo]
         found = self._find(source, opts)
-        if found is not None and self.registry.manifest is not None and not headers_match(
-                self.registry.manifest.artifacts, found, source, opts.include_dirs):
-            found = None  # the user's headers are not the build's: compiled here (issue 46)
+        if found is not None and not _lean_has(self._lean, found) and self.registry.manifest is not None:
+            from .hdrkey import headers_match  # an indexed unit includes nothing: no header to match
+            if not headers_match(self.registry.manifest.artifacts, found, source, opts.include_dirs):
+                found = None  # the user's headers are not the build's: compiled here (issue 46)
         self._units[memo] = found
         return found
 
@@ -170,12 +216,18 @@ class SourceLookup:
         if found is not None:
             return found
         name = self._unit(source, opts)
-        spec = self.registry.spec(name) if name is not None else None
-        if isinstance(spec, NvrtcUnit) and set(kernel_names) <= set(spec.kernels):
+        lean = self._lean
+        code = None
+        if name is not None and _lean_has(lean, name):
+            code = lean.load(self.registry, name, kernel_names)  # type: ignore[union-attr]  # a SourceIndex
+        spec = self.registry.spec(name) if name is not None and code is None else None
+        if code is not None:  # the first-hit index's image (firsthit.SourceIndex.load): no manifest read
+            found = _Served(name, code, "packaged")
+        elif _is_unit(spec) and set(kernel_names) <= set(spec.kernels):  # type: ignore[union-attr]
             loaded = self.registry._load(name)  # type: ignore[arg-type]  # name is not None here
             found = _Served(name, loaded.obj, loaded.source)
         else:
-            log.debug("no packaged unit for this source (%d characters) and options %s: compiling", len(source),
+            _log().debug("no packaged unit for this source (%d characters) and options %s: compiling", len(source),
                       opts.canonical)
             found = self._compile(source, kernel_names, opts)
         for k in kernel_names:  # every kernel resolved now: a bad image fails here, not at launch
@@ -199,6 +251,7 @@ class SourceLookup:
         except Exception as e:  # noqa: BLE001 - no NVRTC (a lean install), or options it refuses
             raise AotError(f"no packaged unit has this source with options {opts.canonical} and it cannot be "
                            f"compiled for sm_{sm}: {type(e).__name__}: {e}") from None
+        from ...core.versions import cuda_core_missing
         cache = None  # cuda.core keys neither name expressions nor include directories; < 1.0 has no cache=
         if not (exprs or dirs) and cuda_core_missing("program_cache") is None:
             cache = self.program_cache()
@@ -296,7 +349,7 @@ class SourceLookup:
                 text, opts = normalize_source(item, "sources"), shared
             name = self._unit(text, opts)
             if name is None:
-                log.debug("warmup: a source (%d characters) the package does not carry; left cold", len(text))
+                _log().debug("warmup: a source (%d characters) the package does not carry; left cold", len(text))
             elif name not in names:
                 names.append(name)
         if names:

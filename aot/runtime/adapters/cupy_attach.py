@@ -16,20 +16,24 @@ name. aot meets CuPy there, through two names of ``cupy.cuda.compiler`` (:data:`
 Nothing is imported until CuPy is: :func:`attach_cupy` (``Registry.from_package``) records the registry and, if
 ``cupy.cuda.compiler`` is not imported yet, puts a finder on ``sys.meta_path`` that installs the two wrappers
 right after CuPy imports it. Without CuPy nothing happens, and nothing is said (a CPU-only user of the library
-has no CuPy kernels to serve). The key table is read from the manifests on the first miss.
+has no CuPy kernels to serve). The key table is read from the manifests on the first miss; at a package's
+import (``lazy=True``) not even the manifest is read: that cost a CuPy library's ``import`` 20-25 ms (issue 42),
+and this module imports neither :mod:`logging` nor :mod:`importlib.metadata` until it logs or asks.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from ...core.errors import AotError
-from ...core.log import get_logger
 
-log = get_logger("aot.runtime.cupy")
+
+def _log() -> Any:
+    """aot's CuPy logger (:mod:`logging`: 2-3 ms to import, so only where something is said)."""
+    from ...core.log import get_logger
+    return get_logger("aot.runtime.cupy")
 
 #: CuPy releases whose compiler aot meets, each installed and checked on the driverless host
 #: (tests/test_cupy_releases.py, docs/cupy.md): release -> the function CuPy calls NVRTC through on its cache
@@ -54,6 +58,7 @@ _local = threading.local()
 
 def installed_version() -> str:
     """The installed CuPy release (from its distribution's metadata: no import), ``"missing"`` without one."""
+    from importlib import metadata
     for dist in DISTRIBUTIONS:
         try:
             return metadata.version(dist)
@@ -107,7 +112,7 @@ def _wrap_compile(original: Any) -> Any:
             try:
                 served = _serve(filename[:-len(".cubin.cu")], name_expressions)
             except Exception as e:  # noqa: BLE001 - serving never breaks CuPy's compile: it compiles
-                log.info("cupy: not served (%s: %s)", type(e).__name__, e)
+                _log().info("cupy: not served (%s: %s)", type(e).__name__, e)
         if served is not None:
             return served
         return original(source, options, arch, filename, name_expressions, *a, **kw)
@@ -122,6 +127,8 @@ def _table() -> dict[str, tuple[Any, Any, Any]]:
         from ...core.spec import CupyKernel
         table = {}
         for registry in _state["registries"]:
+            if registry.manifest is None:  # attached lazily: an unreadable manifest warned as it was read
+                continue
             for n in registry.names():
                 s = registry.spec(n)
                 if isinstance(s, CupyKernel):
@@ -159,7 +166,7 @@ def _serve(hexname: str, name_expressions: Any) -> Any:
     except Exception as e:  # noqa: BLE001 - a foreign or corrupt artifact: said once, CuPy compiles
         registry._warn(f"aot: skipping {path}: {e}; CuPy compiles {spec.name}")
         return None
-    log.debug("cupy: %s served from %s", hexname, path)
+    _log().debug("cupy: %s served from %s", hexname, path)
     return answer
 
 
@@ -225,7 +232,7 @@ class _Loader:
         try:
             _install(module)
         except Exception as e:  # noqa: BLE001 - CuPy imports whatever happens here
-            log.info("cupy: not attached (%s: %s)", type(e).__name__, e)
+            _log().info("cupy: not attached (%s: %s)", type(e).__name__, e)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.inner, attr)
@@ -235,13 +242,17 @@ def _remove_finder() -> None:
     sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_aot_cupy_finder", False)]
 
 
-def attach_cupy(registry: Any) -> dict[str, str]:
+def attach_cupy(registry: Any, *, lazy: bool = False) -> dict[str, str]:
     """Serve ``registry``'s CuPy kernels at CuPy's compile call (see the module's docstring). Imports nothing:
-    the wrappers go on when CuPy's compiler is (or already was) imported. Returns, per spec, ``"attached"``."""
-    from ...core.spec import CupyKernel
-    names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
-    if not names or registry.manifest is None:
-        return {}
+    the wrappers go on when CuPy's compiler is (or already was) imported. Returns, per spec, ``"attached"``;
+    ``lazy`` (``Registry.from_package``, for a set with a ``cupy/`` folder): reads no manifest, returns ``{}``
+    (the specs are read at CuPy's first cache miss)."""
+    names: list[str] = []
+    if not lazy:
+        from ...core.spec import CupyKernel
+        names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
+        if not names or registry.manifest is None:
+            return {}
     with _lock:
         if registry not in _state["registries"]:
             _state["registries"].append(registry)

@@ -13,10 +13,10 @@ the device, not cuda.core's version.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.headerclosure import includes_anything
-from ...core.spec import NvrtcUnit
+if TYPE_CHECKING:  # the first packaged hit keys from the index's plain fields (issue 42): no spec module
+    from ...core.spec import NvrtcUnit
 
 #: ProgramOptions fields whose effect the packaged image does not share with the library's compile: the
 #: line table names aot's ``<unit>.cu`` where the library's compile names its own program.
@@ -25,9 +25,10 @@ _NOT_SAME_BYTES = ("lineinfo", "debug")
 DEFAULT_NAME = "default_program"
 
 
-def program_kwargs(unit: NvrtcUnit) -> dict[str, Any]:
-    """The ProgramOptions fields (besides ``arch`` and ``name``) of the library's own compile of ``unit``."""
-    opts = dict(unit.options)
+def program_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ProgramOptions fields (besides ``arch`` and ``name``) of the library's own compile of a unit with
+    ``options`` (its ``NvrtcUnit.options``)."""
+    opts = dict(options)
     if isinstance(opts.get("define_macro"), dict):
         opts["define_macro"] = [(k, str(v)) for k, v in opts["define_macro"].items()]
     return opts
@@ -40,6 +41,7 @@ def eligible(unit: NvrtcUnit, includes: bool = True) -> bool:
     nothing: cuda.core's key does not cover the text of a header such as ``cuda_fp16.h``, which the user's
     NVRTC reads from its own install (issue 46; such a unit serves through :func:`aot.by_source`, which checks
     the headers, or by name)."""
+    from ...core.headerclosure import includes_anything
     return not (unit.headers or unit.name_expressions() or any(unit.options.get(k) for k in _NOT_SAME_BYTES)
                 or (includes and includes_anything(unit.source)))
 
@@ -52,10 +54,15 @@ def arch_of(sm: int, kind: str) -> str:
 def program_cache_key(unit: NvrtcUnit, sm: int, kind: str, name: str = DEFAULT_NAME) -> bytes:
     """cuda.core's key for ``Program(unit.source, "c++", ProgramOptions(arch, name, ...)).compile(kind)``
     with the NVRTC this process loads. ValueError/TypeError where cuda.core refuses to key it."""
+    return key_of(unit.source, unit.options, sm, kind, name)
+
+
+def key_of(source: str, options: Mapping[str, Any], sm: int, kind: str, name: str = DEFAULT_NAME) -> bytes:
+    """:func:`program_cache_key` of a unit's ``source`` and ``options`` (an index's, or a spec's)."""
     from cuda.core import ProgramOptions  # 0.3 s: only where a program cache is used or a manifest written
     from cuda.core.utils import make_program_cache_key
-    opts = ProgramOptions(arch=arch_of(sm, kind), name=name, **program_kwargs(unit))
-    return make_program_cache_key(code=unit.source, code_type="c++", options=opts, target_type=kind)
+    opts = ProgramOptions(arch=arch_of(sm, kind), name=name, **program_kwargs(options))
+    return make_program_cache_key(code=source, code_type="c++", options=opts, target_type=kind)
 
 
 def nvrtc_version() -> str | None:

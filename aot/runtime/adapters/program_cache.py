@@ -32,20 +32,33 @@ source (:mod:`aot.runtime.adapters.bysource`), which needs none.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from cuda.core.utils import FileStreamProgramCache, ProgramCacheResource
 
 from ...core.errors import AotError, ArgumentError
-from ...core.log import get_logger
-from ...core.spec import NvrtcUnit
-from .progkey import DEFAULT_NAME, eligible, nvrtc_version, program_cache_key
+from .progkey import DEFAULT_NAME, key_of, nvrtc_version
 from ..loader.registry import package_registry
 
 if TYPE_CHECKING:
+    from ...core.spec import NvrtcUnit
     from ..loader.registry import Registry
 
-log = get_logger(__name__)
+
+def _log():  # aot.core.log imports logging (2 ms): only where something is logged, never on a packaged hit
+    from ...core.log import get_logger
+    return get_logger(__name__)
+
+
+class _Hit:
+    """One packaged image cuda.core's key names: its unit's name, source and options (to check the key
+    against), the manifest entry (or the first-hit index's copy of it) and, from the manifest, the unit."""
+
+    __slots__ = ("name", "source", "options", "entry", "unit")
+
+    def __init__(self, name: str, source: str, options: Mapping[str, Any], entry: Mapping[str, Any],
+                 unit: NvrtcUnit | None = None):
+        self.name, self.source, self.options, self.entry, self.unit = name, source, options, entry, unit
 
 _caches: dict[tuple[str, str, str, bool], PackagedProgramCache] = {}
 _caches_lock = threading.Lock()
@@ -87,7 +100,7 @@ class PackagedProgramCache(ProgramCacheResource):
         self._name = name
         self._same_nvrtc = same_nvrtc
         self._lock = threading.Lock()
-        self._index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] | None = None
+        self._index: dict[bytes, _Hit] | None = None
         self._recorded: set[bytes] = set()  # keys of the index read from the manifest, not yet checked
         self._trust_recorded = True
         self._payloads: dict[bytes, bytes] = {}
@@ -96,8 +109,9 @@ class PackagedProgramCache(ProgramCacheResource):
         self.counts = {"packaged": 0, "user": 0, "miss": 0}
 
     # ------------------------------------------------------------------ the two sources
-    def packaged_keys(self) -> dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]]:
-        """cuda.core key -> (unit, manifest entry), built on first need."""
+    def packaged_keys(self) -> dict[bytes, _Hit]:
+        """cuda.core key -> the packaged image (:class:`_Hit`), built on first need: from the set's first-hit
+        index (:mod:`aot.runtime.loader.firsthit`) while the recorded keys are trusted, else the manifest."""
         index = self._index
         if index is None:
             with self._lock:
@@ -106,12 +120,21 @@ class PackagedProgramCache(ProgramCacheResource):
                     index = self._index = self._build_index()
         return index
 
-    def _build_index(self) -> dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]]:
+    def _build_index(self) -> dict[bytes, _Hit]:
+        here = nvrtc_version()
+        if self._trust_recorded and self._name == DEFAULT_NAME:
+            from ..loader.firsthit import index_of
+            lean = index_of(self._reg)
+            if lean is not None and all(e.get("progkey_nvrtc") == here for e in lean[1]  # else: keys derived
+                                        if lean[0][e["name"]]["program_cache"]):
+                return self._lean_index(*lean)
+        from ...core.spec import NvrtcUnit
+        from .progkey import eligible, program_cache_key
         manifest = self._reg.manifest
         if manifest is None:
             return {}
-        here = nvrtc_version()
-        index: dict[bytes, tuple[NvrtcUnit, Mapping[str, Any]]] = {}
+        log = _log()
+        index: dict[bytes, _Hit] = {}
         recorded_keys: set[bytes] = set()
         derived = 0
         for e in manifest.artifacts:
@@ -122,7 +145,7 @@ class PackagedProgramCache(ProgramCacheResource):
             if isinstance(recorded, str) and e.get("progkey_nvrtc") == here and self._name == DEFAULT_NAME \
                     and self._trust_recorded and eligible(unit):
                 try:
-                    index[bytes.fromhex(recorded)] = (unit, e)
+                    index[bytes.fromhex(recorded)] = _Hit(unit.name, unit.source, unit.options, e, unit)
                     recorded_keys.add(bytes.fromhex(recorded))
                 except ValueError:
                     log.debug("%s: progkey of %s is not hex; ignored", unit.name, e["path"])
@@ -130,7 +153,8 @@ class PackagedProgramCache(ProgramCacheResource):
             if self._same_nvrtc or not eligible(unit):
                 continue
             try:
-                index[program_cache_key(unit, e["sm"], e["payload_kind"], self._name)] = (unit, e)
+                index[program_cache_key(unit, e["sm"], e["payload_kind"], self._name)] = _Hit(
+                    unit.name, unit.source, unit.options, e, unit)
                 derived += 1
             except (ValueError, TypeError) as err:
                 log.debug("%s: cuda.core keys no compile of it: %s", unit.name, err)
@@ -139,22 +163,33 @@ class PackagedProgramCache(ProgramCacheResource):
         self._recorded = recorded_keys
         return index
 
-    def _packaged_hit(self, key: bytes) -> tuple[NvrtcUnit, Mapping[str, Any]] | None:
-        """The packaged entry cuda.core's ``key`` names, a recorded key checked against its own unit first
+    def _lean_index(self, units: Mapping[str, Mapping[str, Any]], entries: Sequence[Mapping[str, Any]]
+                    ) -> dict[bytes, _Hit]:
+        """The recorded keys of the first-hit index (every one of this NVRTC's ``major.minor``: checked by the
+        caller), each checked against its unit's own source and options at its first hit, as the manifest's."""
+        index: dict[bytes, _Hit] = {}
+        for e in entries:
+            u = units[e["name"]]
+            if "progkey" in e and u["program_cache"]:
+                index[bytes.fromhex(e["progkey"])] = _Hit(e["name"], u["source"], u["options"], e)
+        self._recorded = set(index)
+        return index
+
+    def _packaged_hit(self, key: bytes) -> _Hit | None:
+        """The packaged image cuda.core's ``key`` names, a recorded key checked against its own unit first
         (see the module doc)."""
         hit = self.packaged_keys().get(key)
         if hit is None or key not in self._recorded:
             return hit
-        unit, entry = hit
         try:
-            right = program_cache_key(unit, entry["sm"], entry["payload_kind"], self._name) == key
-        except (ValueError, TypeError):
+            right = key_of(hit.source, hit.options, hit.entry["sm"], hit.entry["payload_kind"], self._name) == key
+        except Exception:  # noqa: BLE001 - cuda.core refuses these options (an index's: checked only for shape)
             right = False
         if right:
             self._recorded.discard(key)
             return hit
-        self._reg._warn(f"aot: {self._reg.root}: the manifest's progkey of {entry['path']} (unit {unit.name}) is "
-                        f"not cuda.core's key of that unit; deriving every key from the definitions (run "
+        self._reg._warn(f"aot: {self._reg._source}: the manifest's progkey of {hit.entry['path']} (unit {hit.name}) "
+                        f"is not cuda.core's key of that unit; deriving every key from the definitions (run "
                         f"'aot verify' on this set)")
         with self._lock:
             self._trust_recorded = False
@@ -162,16 +197,23 @@ class PackagedProgramCache(ProgramCacheResource):
             self._index = self._build_index()
         return self._index.get(key)
 
-    def _packaged_payload(self, key: bytes, unit: NvrtcUnit, entry: Mapping[str, Any]) -> bytes | None:
+    def _packaged_payload(self, key: bytes, hit: _Hit) -> bytes | None:
         data = self._payloads.get(key)
         if data is not None:
             return data
-        from ..loader.sources import check_packaged
-        manifest = self._reg.manifest
-        assert manifest is not None  # the index comes from it
-        path = manifest.path_of(entry)
+        entry, source = hit.entry, self._reg._source
+        path: Any = f"{source}/{entry['path']}"
         try:
-            art = check_packaged(manifest, unit, entry, path)
+            if hit.unit is None:  # from the first-hit index: no manifest read (issue 42)
+                from ..loader.firsthit import read_image
+                assert source is not None  # an index is read from a folder
+                art = read_image(source, hit.name, entry)
+            else:
+                from ..loader.sources import check_packaged
+                manifest = self._reg.manifest
+                assert manifest is not None  # the index comes from it
+                path = manifest.path_of(entry)
+                art = check_packaged(manifest, hit.unit, entry, path)
         except Exception as e:  # noqa: BLE001 - a damaged artifact: one warning, then compile as usual
             self._reg._warn(f"aot: skipping {path}: {e}")
             return None
@@ -199,7 +241,7 @@ class PackagedProgramCache(ProgramCacheResource):
         k = _key_bytes(key)
         hit = self._packaged_hit(k)
         if hit is not None:
-            data = self._packaged_payload(k, *hit)
+            data = self._packaged_payload(k, hit)
             if data is not None:
                 self.counts["packaged"] += 1
                 return data
@@ -228,7 +270,7 @@ class PackagedProgramCache(ProgramCacheResource):
         try:
             user[k] = value
         except OSError as e:  # a full or read-only cache: the compile result still serves from memory
-            log.debug("program cache: not persisted to %s: %s", getattr(user, "path", "the user cache"), e)
+            _log().debug("program cache: not persisted to %s: %s", getattr(user, "path", "the user cache"), e)
 
     def __delitem__(self, key: bytes | str) -> None:
         k = _key_bytes(key)

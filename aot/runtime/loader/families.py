@@ -26,7 +26,7 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
             attach_numba(reg)
     if cupy and _holds(root, "cupy"):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
-        attach_cupy(reg)
+        attach_cupy(reg, lazy=True)  # the manifest is read at CuPy's first cache miss, not at import (issue 42)
     if triton and _holds(root, "triton"):
         from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
         attach_triton(reg)

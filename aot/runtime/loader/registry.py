@@ -100,6 +100,7 @@ class Registry:
         self._starts = _Starts()
         self._warmup: WarmPool | None = None  # made by the first warmup, in its thread
         self._prechecked: dict[str, tuple[Any, Any, Any]] = {}  # path -> (spec, entry, Artifact or error)
+        self._hit_index: Any = False  # the first-hit index (aot.runtime.loader.firsthit); False: not read yet
 
     @classmethod
     def from_package(cls, package: str, folder: str = "artifacts", *, numba: bool = True, cupy: bool = True,
