@@ -67,10 +67,11 @@ def two_majors(tmp_path_factory) -> dict:
 def test_the_wheel_carries_both_majors_sets_each_pinned_under_its_extra(two_majors, tmp_path):
     z = zipfile.ZipFile(two_majors["wheel"])
     art = sorted(n.split("/artifacts/", 1)[1] for n in z.namelist() if "/artifacts/" in n)
-    assert art == ["aot-package.json", "cu12/aot-package.json", "cu12/manifest.json",
+    assert art == ["aot-package.json", "cu12/aot-package.json", "cu12/hit-index.json", "cu12/manifest.json",
                    "cu12/nvrtc/scale/compute_75.ptx.aot", "cu12/nvrtc/scale/sm_75.cubin.aot",
                    "cu12/nvrtc/scale/sm_80.cubin.aot", "cu12/nvrtc/scale/sm_90.cubin.aot",
-                   "cu13/aot-package.json", "cu13/manifest.json", "cu13/nvrtc/scale/compute_80.ptx.aot",
+                   "cu13/aot-package.json", "cu13/hit-index.json", "cu13/manifest.json",
+                   "cu13/nvrtc/scale/compute_80.ptx.aot",
                    "cu13/nvrtc/scale/sm_100.cubin.aot", "cu13/nvrtc/scale/sm_80.cubin.aot",
                    "cu13/nvrtc/scale/sm_90.cubin.aot", "manifest.json"], art
     index = json.loads(z.read(f"{PKG}/artifacts/manifest.json"))
@@ -96,6 +97,7 @@ def _as_major(monkeypatch, major: str) -> None:
     from aot.core import versions
     here = dict(versions.runtime_versions())
     monkeypatch.setattr(versions, "runtime_versions", lambda: {**here, "cuda_major": major})
+    monkeypatch.setattr(versions, "cuda_major", lambda: major)
 
 
 @pytest.mark.parametrize("major,nvrtc", [("12", "12.9"), ("13", "13.0")])
