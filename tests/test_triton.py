@@ -517,3 +517,49 @@ def test_a_launcher_is_built_by_triton_where_the_set_s_was_built_otherwise(tmp_p
         shutil.rmtree(site / "triton_mypkg" / "artifacts")
     r = _launchers(tmp_path, site, **({"TRITON_CUDACRT_PATH": str(tmp_path)} if change == "include" else {}))
     assert r.returncode != 0 and "CalledProcessError" in r.stderr and "'false'" in r.stderr, r.stderr[-3000:]
+
+
+#: One process serves kernels and their launchers, then sees the kernel change under it: a module attribute Triton's
+#: key misses (``cfg.OFFSET``) and Triton's own in-process source edit (``_unsafe_update_src``). Each kernel's
+#: artifact is read and checked once per process, each launcher written once: neither may serve a changed kernel.
+WITHIN = LAUNCHERS.split("import triton_mypkg")[0] + r'''
+seen = []
+knobs.compilation.listener = lambda src, metadata, metadata_group, times, cache_hit: seen.append(
+    [src.fn.__name__, cache_hit])
+import triton_mypkg
+from triton_mypkg import cfg, kernels as k
+from triton.backends.nvidia import driver as nv
+f32 = tl.float32
+add = lambda block: k.add.warmup(Tensor(f32), Tensor(f32), Tensor(f32), 1 << 20, BLOCK=block, grid=(1,))
+shift = lambda: k.scale_shift.warmup(Tensor(f32), Tensor(f32), 1 << 20, BLOCK=1024, grid=(1,))
+paths = [nv.CudaLauncher(c.src, c.metadata).launch.__self__.__file__ for c in (add(1024), add(256), shift())]
+cache = os.environ["TRITON_CACHE_DIR"]
+listed = sorted(os.listdir(cache)) if os.path.isdir(cache) else []
+cfg.OFFSET = tl.constexpr(0.75)  # Triton's key misses it: the same key is asked again, aot's digest differs
+k.scale_shift.device_caches.clear()
+shift()
+k.add._unsafe_update_src(k.add.src.replace("mask=m) + tl.load(y_ptr", "mask=m) - tl.load(y_ptr"))
+k.add.device_caches.clear()
+add(1024)
+print(json.dumps({"seen": seen, "paths": paths, "cache": listed}))
+'''
+
+
+def test_a_kernel_changed_within_the_process_is_compiled_though_its_artifact_was_checked(tmp_path, built):
+    if not _ships_launchers():
+        pytest.skip("this Triton builds cuda_utils by compile_module_from_file (3.8+): not shipped")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    from aot.build.triton_launcher import _stub
+    _stub(str(stub), [])
+    r = subprocess.run([sys.executable, "-c", WITHIN], capture_output=True, text=True, timeout=300,
+                       env=repo_env(PYTHONPATH=f"{_site(tmp_path, built)}{os.pathsep}{ROOT}", CC="false",
+                                    LD_LIBRARY_PATH=str(stub), TRITON_LIBCUDA_PATH=str(stub),
+                                    TRITON_CACHE_DIR=str(tmp_path / "tc")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["seen"][:3] == [["add", True], ["add", True], ["scale_shift", True]], got  # served
+    assert got["paths"][0] == got["paths"][1] and "aot-triton-" in got["paths"][0], got  # one launcher, written once
+    assert got["cache"] == [], got  # nothing in the user's Triton cache, not even a folder per key
+    assert got["seen"][3:] == [["scale_shift", False], ["add", False]], got  # both changes compiled by Triton
+    assert "scale_shift" in r.stderr and "differs from the packaged build's" in r.stderr, r.stderr[-3000:]

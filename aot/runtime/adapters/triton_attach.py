@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 from typing import Any, Iterable
 
@@ -168,10 +169,9 @@ def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dic
     """Put a packaged kernel's files into the wrapped cache under ``manager``'s key; ``None``: not served.
     ``mine``: (aot's key, Triton's hash) when the artifact answers by aot's key (built under another CPython)."""
     registry, spec, entry, kernel, memo = row
-    from ..loader.packaged import check_packaged
     path = registry.manifest.path_of(entry)
     try:
-        art = check_packaged(registry.manifest, spec, entry, path)
+        art = triton_launchers.checked(registry, spec, entry)  # kept for its launcher, asked for next
         if art.header.get("triton_key") != manager.key and (
                 mine is None or art.header.get("triton_aot_key") != mine[0]):
             raise AotError("its header's Triton key differs from the manifest's")
@@ -187,16 +187,14 @@ def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dic
     except AotError as e:
         registry._warn(f"{e}; Triton compiles it")
         return None
-    import os
     import triton
     if mine is not None:  # the hash Triton computed here, as its own compile would write it
         meta = {**meta, "hash": mine[1]}
     text = json.dumps(meta).replace(json.dumps(TRITON_DIR)[1:-1], json.dumps(os.path.dirname(triton.__file__))[1:-1])
-    folder = os.path.join(_private_dir(), manager.key)
-    os.makedirs(folder, exist_ok=True)
+    folder = _private_dir()  # one folder, the key in each name: no mkdir per kernel
     group = {}
     for fname, data in ((f"{name}.cubin", art.payload), (f"{name}.json", text.encode())):
-        group[fname] = path = os.path.join(folder, fname)
+        group[fname] = path = os.path.join(folder, f"{name}.{manager.key}.{fname[len(name) + 1:]}")
         with open(path + ".tmp", "wb") as f:
             f.write(data)
         os.replace(path + ".tmp", path)
@@ -205,6 +203,18 @@ def _serve(manager: Any, row: tuple, mine: tuple[str, str] | None = None) -> dic
 
 
 _CLASS: list[type] = []
+
+
+def _absent(key: str) -> bool:
+    """Whether the wrapped manager is Triton's file cache and holds no folder for ``key``: it would answer nothing,
+    and making it would make that folder (an empty one in the user's Triton cache per served key, ~0.5 ms each).
+    It is made when Triton writes (``put``: a compile or build aot did not serve) or is asked anything else."""
+    from triton.runtime.cache import FileCacheManager
+    if _state["inner"] is not FileCacheManager:
+        return False
+    from triton import knobs
+    root = knobs.cache.dir
+    return bool(root) and not os.path.isdir(os.path.join(root, key))
 
 
 def _private_dir() -> str:
@@ -230,11 +240,26 @@ def _manager_class() -> type:
         """Triton's cache manager in force, with packaged kernels behind it (see the module's docstring)."""
 
         def __init__(self, key: str, override: bool = False, dump: bool = False):
-            self.key, self.plain = key, not (override or dump)
-            self.inner = _state["inner"](key, override=override, dump=dump)
+            self.key, self.plain, self.flags = key, not (override or dump), (override, dump)
+            self._inner: Any = None if self.plain and _absent(key) else self._make()
+
+        def _make(self) -> Any:
+            return _state["inner"](self.key, override=self.flags[0], dump=self.flags[1])
+
+        @property
+        def inner(self) -> Any:
+            """The wrapped manager, made on first need where its folder did not exist (:func:`_absent`)."""
+            if self._inner is None:
+                self._inner = self._make()
+            return self._inner
+
+        def _lookup(self) -> Any:
+            """The wrapped manager to ask, or ``None`` where it holds nothing under this key (not made)."""
+            return self._inner if self._inner is not None or _absent(self.key) else self.inner
 
         def get_file(self, filename: str) -> Any:
-            got = self.inner.get_file(filename)
+            inner = self._lookup()
+            got = inner.get_file(filename) if inner is not None else None
             if got is not None or not self.plain:
                 return got
             try:  # a C launcher Triton would build with the host compiler, built with the set
@@ -250,7 +275,8 @@ def _manager_class() -> type:
             return self.inner.put_group(filename, group)
 
         def get_group(self, filename: str) -> Any:
-            got = self.inner.get_group(filename)
+            inner = self._lookup()
+            got = inner.get_group(filename) if inner is not None else None
             if (got and filename in got) or not self.plain:
                 return got
             row, mine = _row(self.key)
@@ -263,10 +289,9 @@ def _manager_class() -> type:
                 return got
 
         def __getattr__(self, attr: str) -> Any:  # anything else a caller asks of the wrapped manager
-            inner = self.__dict__.get("inner")
-            if inner is None:
+            if "flags" not in self.__dict__:
                 raise AttributeError(attr)
-            return getattr(inner, attr)
+            return getattr(self.inner, attr)
 
     _CLASS.append(AotCacheManager)
     return AotCacheManager

@@ -32,6 +32,7 @@ The C compiler is not keyed, as Triton's own cache does not key it (another comp
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -52,12 +53,25 @@ NAMES = ("cuda_utils", "__triton_launcher")
 MAX_MODULE = 4 * 1024 * 1024
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/\\]+)"', re.M)
 _lock = threading.Lock()
-#: Triton's key -> [(registry, spec, manifest entry)], for every attached registry; the include digests seen here.
-_state: dict[str, Any] = {"table": {}, "includes": {}}
+#: Artifacts checked in this process, kept for the next ask (the kernel's launcher right after its cubin).
+MAX_CHECKED = 16
+#: Triton's key -> [(registry, spec, manifest entry)], for every attached registry; the include digests seen here;
+#: (key, file name) -> the path of a module served in this process; (spec, path, sha256) -> the checked artifact.
+_state: dict[str, Any] = {"table": {}, "includes": {}, "served": {}, "checked": {}}
 
 
+@functools.cache
 def platform_key() -> str:
-    """Triton's ``platform_key()`` (machine, system, architecture), the same text in every release that has one."""
+    """Triton's ``platform_key()`` (machine, system, architecture), the same text in every release that has one.
+    Once per process, as Triton's own: ``platform.architecture()`` runs ``file`` on the interpreter (a subprocess,
+    ~5 ms), and the machine a process runs on does not change under it. Triton's own (cached) where it has one:
+    its launch has just computed it, so the first served module runs no second ``file``."""
+    try:
+        from triton.runtime.build import platform_key as triton_s
+    except ImportError:  # 3.2: none (its launchers are keyed by the source alone)
+        triton_s = None
+    if callable(triton_s):
+        return str(triton_s())
     from platform import architecture, machine, system
     return ",".join([machine(), system(), *architecture()])
 
@@ -146,6 +160,28 @@ def register(registry: Any, spec: Any, entry: dict) -> None:
 def forget() -> None:
     with _lock:
         _state["table"].clear()
+        _state["served"].clear()
+        _state["checked"].clear()
+
+
+def checked(registry: Any, spec: Any, entry: dict) -> Any:
+    """``check_packaged`` of a manifest entry's artifact, once per process: the bytes read, hashed and checked are
+    kept (the last :data:`MAX_CHECKED`) and served as they are, so the kernel's cubin (at ``get_group``) and its
+    launcher (at ``get_file``, just after) come from one read. The file is never read again for them: what is
+    served is what its sha256 was checked on."""
+    from ..loader.packaged import check_packaged
+    path = registry.manifest.path_of(entry)
+    key = (id(spec), str(path), entry.get("sha256"))
+    got = _state["checked"].get(key)
+    if got is not None and got[0] is spec and got[1] is registry.manifest:
+        return got[2]
+    art = check_packaged(registry.manifest, spec, entry, path)
+    with _lock:
+        table = _state["checked"]
+        if len(table) >= MAX_CHECKED:
+            table.pop(next(iter(table)))
+        table[key] = (spec, registry.manifest, art)
+    return art
 
 
 def serve(key: str, filename: str, folder: str) -> str | None:
@@ -158,6 +194,9 @@ def serve(key: str, filename: str, folder: str) -> str | None:
     if why is not None:
         log.debug("triton: launcher %s not served (%s)", filename, why)
         return None
+    done = _state["served"].get((key, filename))
+    if done is not None:  # written (from checked bytes) into this process's own folder: Triton loads it again
+        return done
     for registry, spec, entry, hexkey in rows:
         try:
             data = _module(registry, spec, entry, hexkey, filename)
@@ -167,20 +206,20 @@ def serve(key: str, filename: str, folder: str) -> str | None:
             continue
         if data is None:
             continue
-        where = os.path.join(folder, "launchers", key)
-        os.makedirs(where, exist_ok=True)
-        path = os.path.join(where, filename)
+        stem, _, suffix = filename.partition(".")  # one folder, the key in each name: no mkdir per module
+        path = os.path.join(folder, f"{stem}.{key}.{suffix}")
         with open(path + ".tmp", "wb") as f:
             f.write(data)
         os.replace(path + ".tmp", path)
+        with _lock:
+            _state["served"][(key, filename)] = path
         log.debug("triton: %s served from a packaged build (%s)", filename, spec.name)
         return path
     return None
 
 
 def _module(registry: Any, spec: Any, entry: dict, key: str, filename: str) -> bytes | None:
-    from ..loader.packaged import check_packaged
-    art = check_packaged(registry.manifest, spec, entry, registry.manifest.path_of(entry))
+    art = checked(registry, spec, entry)
     doc = art.header.get("triton_launchers")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         return None
