@@ -260,6 +260,7 @@ RUNTIME_CLOSURE = [
     "aot.core.log",
     "aot.core.manifest",
     "aot.core.oplang",
+    "aot.core.release",
     "aot.core.rules",
     "aot.core.spec",
     "aot.core.text",

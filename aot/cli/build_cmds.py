@@ -183,7 +183,9 @@ def cmd_merge(args) -> int:
     releases = summary.get("cuda_cccl") or []
     print(f"{args.out}: merged {summary['shards']} shards, {summary['artifacts']} artifacts, "
           f"{summary['bytes'] / 1e6:.1f} MB" + (f"; CCCL blobs of cuda-cccl {', '.join(releases)}"
-                                                 if len(releases) > 1 else ""))
+                                                 if len(releases) > 1 else "")
+          + (f"; cccl-legacy answers of cuda-cccl {', '.join(summary['cccl_legacy'])}"
+             if summary.get("cccl_legacy") else ""))
     return 0
 
 

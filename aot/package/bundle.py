@@ -114,6 +114,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         merged = (work if work is not None else cfg.project / "build" / "aot").with_name("aot-merged")
         merge([Path(src), *extra_sets], merged)
         src = merged
+    if cfg.cccl_legacy:  # cuda.compute answered on a release without serialize (aot.package.legacy)
+        from .legacy import with_legacy_answers
+        src = with_legacy_answers(cfg, Path(src), sms, work)
     m = load_manifest(src)
     names = {s.name for s in specs}
     cccl = has_cccl(a for a in m.artifacts if a["name"] in names)  # what the package will carry decides
@@ -155,6 +158,7 @@ def foreign_files(out: Path) -> list[str]:
     ``manifest.json``, ``aot-package.json``, an ``aot build``'s report and lock, and ``*.aot`` files that
     start with the artifact magic (symlinks and special files count as foreign). Empty if ``out`` is absent."""
     from ..core.format import MAGIC
+    from ..core.legacy_manifest import MAGIC as LEGACY_MAGIC
     if not out.is_dir() or out.is_symlink():
         return []
     found = []
@@ -169,8 +173,9 @@ def foreign_files(out: Path) -> list[str]:
                 continue
             elif p.suffix == ".aot":
                 with open(p, "rb") as f:
-                    if f.read(len(MAGIC)) != MAGIC:
-                        found.append(rel)
+                    head = f.read(8)
+                if not head.startswith(MAGIC) and not (rel.startswith("cccl-legacy/") and head == LEGACY_MAGIC):
+                    found.append(rel)
             else:
                 found.append(rel)
     return sorted(found)
@@ -294,6 +299,11 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
             shutil.copyfile(m.path_of(a), dest)
             total += a["size"]
         extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
+        if m.legacy:  # cccl-legacy answers (cuda-cccl < 1.1): every one the set lists, whatever ``names``
+            from ..build.legacy_set import FIELD, copy_answers, entries as answers, to_json
+            copy_answers({a["path"]: m.path_of(a) for a in answers(m.legacy)}, stage)
+            total += sum(a["size"] for a in answers(m.legacy))
+            extra[FIELD] = to_json(m.legacy)
         if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
             extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
         write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)

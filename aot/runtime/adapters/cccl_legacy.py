@@ -298,7 +298,7 @@ class Shims:
 # --- where the shims and the real libraries are, and the packaged table ------------------------------------
 
 SHIM_SOURCES = {"nvrtc": "aot_nvrtc_shim.c", "nvJitLink": "aot_nvjitlink_shim.c"}
-MAGIC = b"AOTLGCY\0"
+from ...core.legacy_manifest import MAGIC  # noqa: E402 - the answer file's magic, one place
 MAX_HEADER, MAX_PAYLOAD = 4096, 256 * 1024 * 1024
 
 

@@ -26,9 +26,17 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
     if cupy and os.path.isdir(os.path.join(root, "cupy")):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
         attach_cupy(reg)
+    if os.path.isdir(os.path.join(root, "cccl-legacy")) and _cccl_without_serialize():
+        from ..adapters.cccl_legacy_activate import activate_package  # cuda-cccl < 1.1: compiles answered
+        activate_package(root)
     if triton and os.path.isdir(os.path.join(root, "triton")):
         from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
         attach_triton(reg)
+
+
+def _cccl_without_serialize() -> bool:
+    from .import_hook import _cccl_without_serialize as gate  # the hook's cheap gate: one metadata read
+    return bool(gate())
 
 
 def _installed(module: str) -> bool:

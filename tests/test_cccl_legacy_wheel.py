@@ -1,0 +1,164 @@
+"""cccl-legacy answers (cuda-cccl < 1.1, issue 44) as a manifest family: listed per release beside the
+serialize blobs, carried by ``aot merge`` and the bundle, checked by ``aot verify``, activated from an
+installed package's manifest. Real answer files (the shims' format) with stand-in payloads; the shims
+themselves and a real build under cuda-cccl 0.6.0 are in tests/test_cccl_legacy.py and the slow test below."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aot.build import legacy_set
+from aot.build.merge import merge
+from aot.core.errors import ArtifactError
+from aot.core.manifest import load_manifest
+from aot.runtime.adapters import cccl_legacy as L
+from aot.runtime.adapters import cccl_legacy_activate as A
+from aot.verify.gpu import verify_integrity
+from tests.test_cccl_releases import fake_set
+
+ROOT = Path(__file__).resolve().parents[1]
+PROD = {"aot": "0.1.0", "cuda_cccl": "0.6.0", "cuda_major": "13", "nvrtc": "13.5", "nvjitlink": "13.5",
+        "cuda_core": "0.7.0", "numba": "0.65.1", "numba_cuda": "0.26.0", "python": "3.11.7"}
+
+
+def answers(release: str, spec: str, seed: str) -> list[tuple[str, str, str, bytes]]:
+    """A compile and a link answer of ``spec`` as the build records them."""
+    out = []
+    for kind in ("nvrtc", "nvjitlink"):
+        key = hashlib.sha256(f"{seed} {kind} {spec}".encode()).hexdigest()
+        out.append((key, kind, spec, L.encode_entry(key, kind, release, f"{kind} {spec} {release}".encode())))
+    return out
+
+
+def legacy_only(root: Path, release: str, spec: str = "reduce:int32:plus:0", seed: str = "a") -> Path:
+    legacy_set.add_answers(root, release, dict(PROD, cuda_cccl=release), 90, [spec], answers(release, spec, seed))
+    return root
+
+
+def test_answers_round_trip_merge_beside_blobs_and_a_corrupt_one_is_refused(tmp_path, caplog):
+    a06 = legacy_only(tmp_path / "a06", "0.6.0")
+    a07 = legacy_only(tmp_path / "a07", "0.7.0", spec="unary_transform:float32:negate", seed="b")
+    m = load_manifest(a06)
+    assert list(m.legacy) == ["0.6.0"] and len(m.legacy["0.6.0"].answers) == 2 and not m.artifacts
+    assert verify_integrity(a06) == (2, [])
+    # the manifest lists them per release, beside a serialize set's blobs: one set carries all three
+    blobs = fake_set(tmp_path / "b121", "1.2.1")
+    out = tmp_path / "merged"
+    summary = merge([a06, blobs, a07], out)
+    assert summary["cccl_legacy"] == ["0.6.0", "0.7.0"] and summary["cuda_cccl"] == ["1.2.1"]
+    m = load_manifest(out)
+    assert sorted(m.legacy) == ["0.6.0", "0.7.0"] and m.cccl_releases() == ("1.2.1",)
+    assert m.producer["cuda_cccl"] == "1.2.1"  # the legacy-only sets' toolchains are no producer of the blobs
+    n, problems = verify_integrity(out)  # (fake_set's blobs are a few bytes: their own problems, not these)
+    assert not [p for p in problems if "legacy" in p or "cuda-cccl 0." in p] and n == len(m.artifacts) + 4
+    # the runtime's table for the installed release: the manifest's answers for it, nothing else
+    table = A.package_table(out, "0.7.0")
+    assert len(table) == 2 and all(L.read_answer(p, k, "0.7.0") for k, p in table.items())
+    assert A.package_table(out, "1.0.2") == {}
+    # one release's answers from two builds that differ: every conflict listed, nothing written
+    other = legacy_only(tmp_path / "other06", "0.6.0")
+    victim = other / m.legacy["0.6.0"].answers[0]["path"]
+    victim.write_bytes(victim.read_bytes()[:-3] + b"XYZ")
+    assert any("sha256 differs" in p for p in verify_integrity(other)[1])
+    with pytest.raises(ArtifactError, match=r"shard is damaged"):
+        merge([a06, other], tmp_path / "refused")
+    # a corrupt answer the manifest agrees with (rewritten manifest): verify names it, the loader warns once
+    bad = tmp_path / "bad"
+    legacy_set.add_answers(bad, "0.6.0", PROD, 90, ["reduce:int32:plus:0"],
+                           [(k, kind, s, data[:-1] if kind == "nvrtc" else data)
+                            for k, kind, s, data in answers("0.6.0", "reduce:int32:plus:0", "a")])
+    problems = verify_integrity(bad)[1]
+    assert len(problems) == 1 and "payload digest does not match" in problems[0], problems
+    got = {k: L.read_answer(p, k, "0.6.0") for k, p in A.package_table(bad, "0.6.0").items()}
+    assert sorted(v is None for v in got.values()) == [False, True]
+    assert len([r for r in caplog.records if "runs for real" in r.getMessage()]) == 1
+
+
+def test_merge_lists_every_conflict_of_one_release(tmp_path):
+    a = legacy_only(tmp_path / "a", "0.6.0")
+    b = tmp_path / "b"
+    legacy_set.add_answers(b, "0.6.0", PROD, 90, ["reduce:int32:plus:0"],
+                           [(k, kind, s, L.encode_entry(k, kind, "0.6.0", b"other bytes"))
+                            for k, kind, s, _ in answers("0.6.0", "reduce:int32:plus:0", "a")])
+    c = legacy_only(tmp_path / "c", "0.6.0", seed="c")
+    doc = json.loads((c / "manifest.json").read_text())
+    doc["cccl_legacy"]["0.6.0"]["producer"]["numba"] = "0.64.0"
+    (c / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError) as e:
+        merge([a, b, c], tmp_path / "out")
+    msg = str(e.value)
+    assert msg.startswith("merge: 3 artifact(s) conflict") and msg.count("differs in") == 2, msg
+    assert "were built with other versions (numba)" in msg
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("release", "../../x", "not a cuda-cccl release"),
+    ("path", "cccl-legacy/cuda-cccl-0.6.0/../../../etc.aot", "is not cccl-legacy/cuda-cccl-0.6.0/"),
+    ("kind", "cubin", "kind 'cubin' is not one of nvrtc, nvjitlink"),
+    ("spec", "histogram:int32", "names spec 'histogram:int32' the release does not list"),
+    ("size", True, "field 'size' missing or not int"),
+])
+def test_a_manifest_from_elsewhere_is_parsed_with_bounds(tmp_path, field, value, says):
+    root = legacy_only(tmp_path / "s", "0.6.0")
+    doc = json.loads((root / "manifest.json").read_text())
+    section = doc["cccl_legacy"]
+    if field == "release":
+        section[value] = section.pop("0.6.0")
+    else:
+        section["0.6.0"]["answers"][0][field] = value
+    (root / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match="field 'cccl_legacy'") as e:
+        load_manifest(root)
+    assert says in str(e.value)
+
+
+def test_the_package_folder_carries_the_answers_and_calls_them_its_own(tmp_path):
+    from aot.package.bundle import foreign_files, write_package_folder
+    src = merge([legacy_only(tmp_path / "a06", "0.6.0"), fake_set(tmp_path / "b", "1.2.1")], tmp_path / "m")
+    out = tmp_path / "pkg" / "artifacts"
+    n, size = write_package_folder(tmp_path / "m", out, {"sms": [90]}, names={"reduce_sum_i32"})
+    m = load_manifest(out)
+    assert list(m.legacy) == ["0.6.0"] and [a["name"] for a in m.artifacts] == ["reduce_sum_i32"]
+    assert not [p for p in verify_integrity(out)[1] if "legacy" in p]
+    assert [f for f in foreign_files(out) if "legacy" in f] == []  # (fake_set's few-byte blobs have no magic)
+    assert src["cccl_legacy"] == ["0.6.0"]
+    (out / "cccl-legacy" / "cuda-cccl-0.6.0" / "mine.aot").write_bytes(b"not ours")
+    assert "cccl-legacy/cuda-cccl-0.6.0/mine.aot" in foreign_files(out)
+
+
+def test_from_package_activates_only_under_a_release_without_serialize(tmp_path, monkeypatch):
+    """families.attach_families: the shared venv's cuda-cccl 1.2.1 serializes, so nothing loads; under 0.6.0
+    (a child with the metadata read faked) the package's answers reach the shims' table."""
+    pkg = tmp_path / "lpkg"
+    (pkg / "__init__.py").parent.mkdir()
+    (pkg / "__init__.py").write_text("")
+    legacy_only(pkg / "artifacts", "0.6.0")
+    code = (
+        "import sys, json\n"
+        "from aot.runtime.adapters import cccl_legacy_activate as A\n"
+        "started = []\n"
+        "A._start = lambda release, table: started.append((release, sorted(table))) or 'shims'\n"
+        "if sys.argv[1] == 'old':\n"
+        "    A.metadata.version = lambda name: '0.6.0'\n"
+        "    import aot.runtime.loader.import_hook as H; H._cccl_without_serialize = lambda: True\n"
+        "import aot\n"
+        "aot.Registry.from_package('lpkg')\n"
+        "print(json.dumps(started))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    got = {}
+    for mode in ("new", "old"):
+        r = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["new"] == []
+    assert got["old"] == [["0.6.0", sorted(a["key"] for a in load_manifest(pkg / "artifacts").legacy["0.6.0"].answers)]]
+    shutil.rmtree(pkg)
