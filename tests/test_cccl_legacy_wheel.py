@@ -162,3 +162,62 @@ def test_from_package_activates_only_under_a_release_without_serialize(tmp_path,
     assert got["new"] == []
     assert got["old"] == [["0.6.0", sorted(a["key"] for a in load_manifest(pkg / "artifacts").legacy["0.6.0"].answers)]]
     shutil.rmtree(pkg)
+
+
+#: Run in the fresh venv the example wheel was installed into: the library imported first (its registry
+#: activates the shims from its manifest), then each of its specs built in the reverse of the build's order,
+#: on the driverless host (the stand-in libcuda; cuda.compute fails at the load after the link, as it does
+#: when building).
+_SERVE = """
+import json, sys, tempfile
+from pathlib import Path
+from aot.build import cccl_legacy_build as b
+tmp = Path(tempfile.mkdtemp(prefix="aot-legacy-serve-"))
+b._stand_in_driver(tmp)
+import legacy_mypkg  # noqa: F401  Registry.from_package: the shims load from the installed manifest
+from aot.runtime.adapters import cccl_legacy_activate as A
+b._target_cc(90)
+for spec in reversed(sys.argv[1:]):
+    b.build_spec(spec)
+import shutil; shutil.rmtree(tmp)
+print(json.dumps({"counts": A._active.counts() if A._active else None,
+                  "refusals": A._active.refusals if A._active else None,
+                  "where": str(Path(legacy_mypkg.__file__).parent)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("AOT_CCCL060_PYTHON"), reason="AOT_CCCL060_PYTHON: a python with "
+                    "cuda-cccl[cu13]==0.6.0, numba<0.66, hatchling, PyYAML and platformdirs (docs/build.md)")
+def test_the_example_wheel_built_under_060_by_the_hook_serves_every_spec_in_a_fresh_venv(tmp_path):
+    """examples/legacy-mypkg: `pip wheel --no-build-isolation` runs aot's hatch hook under cuda-cccl 0.6.0,
+    which records its four cccl-legacy specs; installed into a fresh venv over the same stack, every compile
+    and link of those specs is answered (0 misses), and cuda.compute's C library finishes its build."""
+    import tomllib
+
+    from tests.legacy_envs import overlay_venv
+    base = os.environ["AOT_CCCL060_PYTHON"]
+    build_py = overlay_venv(tmp_path / "build-venv", base)
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "examples" / "legacy-mypkg", proj, ignore=shutil.ignore_patterns("build", "artifacts"))
+    specs = tomllib.loads((proj / "pyproject.toml").read_text())["tool"]["aot"]["cccl-legacy"]
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", PYTHONPATH="")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(build_py), "wheel", "-q", "--no-build-isolation",
+                        "--no-deps", "--no-index", "-w", str(tmp_path / "dist"), "./proj"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = (tmp_path / "dist").glob("legacy_mypkg-*.whl")
+    r = subprocess.run([sys.executable, "-m", "aot", "verify", "--for-wheel", str(whl)], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    assert r.returncode == 0 and f"{len(specs)} specs, {2 * len(specs)} answers" in r.stdout, r.stdout + r.stderr
+    run_py = overlay_venv(tmp_path / "user-venv", base)
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(run_py), "install", "-q", "--no-deps",
+                        "--no-index", str(whl)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(run_py), "-c", _SERVE, *specs], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["where"].startswith(str(tmp_path / "user-venv"))  # the installed wheel, not the source tree
+    assert out["counts"] == {"nvrtc": [len(specs), 0], "nvJitLink": [len(specs), 0]}, out
+    assert out["refusals"] == []

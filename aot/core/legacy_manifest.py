@@ -130,3 +130,11 @@ def to_json(legacy: Mapping[str, LegacyRelease]) -> dict:
 def entries(legacy: Mapping[str, LegacyRelease]) -> list[Mapping[str, Any]]:
     """Every answer of every release (each has ``path``, ``size`` and ``sha256``, like an artifact entry)."""
     return [a for r in legacy.values() for a in r.answers]
+
+
+def summary(legacy: Mapping[str, LegacyRelease]) -> list[str]:
+    """One line per release, for ``aot verify`` and ``aot inspect``."""
+    from .release import release_order
+    return [f"cccl-legacy answers for cuda-cccl {rel}: {len(r.specs)} specs, {len(r.answers)} answers, "
+            f"{sum(a['size'] for a in r.answers) / 1e6:.1f} MB, SMs {','.join(map(str, r.sms))}"
+            for rel, r in sorted(legacy.items(), key=lambda kv: release_order(kv[0]))]
