@@ -76,8 +76,9 @@ def activate() -> object:
     None where there is nothing to serve. A failure is one warning: cuda.compute then JITs as without aot."""
     if _active is not None:
         return _active
+    from ...core.env import JIT_ONLY
     release = release_without_serialize()
-    if release is None:
+    if release is None or JIT_ONLY.get():  # aot gate's JIT runs (and a timing's cold JIT): nothing served
         return None
     table: dict[str, bytes | Path] = {}
     for root in package_roots(release):
