@@ -96,7 +96,8 @@ def overlay_venv(where: Path, base_python: str | Path, *, with_aot: bool = True)
     for b in filter(None, base.splitlines()):
         for entry in sorted(Path(b).iterdir()):
             dst = site / entry.name
-            if entry.name not in ("aot", "cccl_patches", "__pycache__") and not (dst.exists() or dst.is_symlink()):
+            ours = entry.name in ("aot", "cccl_patches", "__pycache__") or entry.name.startswith("cccl_aot_cu13-")
+            if not ours and not (dst.exists() or dst.is_symlink()):
                 dst.symlink_to(entry, target_is_directory=entry.is_dir())
     if with_aot:
         add_aot(site)
