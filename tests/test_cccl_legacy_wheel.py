@@ -221,3 +221,28 @@ def test_the_example_wheel_built_under_060_by_the_hook_serves_every_spec_in_a_fr
     assert out["where"].startswith(str(tmp_path / "user-venv"))  # the installed wheel, not the source tree
     assert out["counts"] == {"nvrtc": [len(specs), 0], "nvJitLink": [len(specs), 0]}, out
     assert out["refusals"] == []
+
+
+def test_the_config_key_and_the_bundle_step(tmp_path, monkeypatch):
+    """``[tool.aot] cccl-legacy``: a list of specs, one line naming the key otherwise; the bundle's step does
+    nothing under a release with serialize (the shared venv's 1.2.1), and under one without it a bad spec is
+    one line naming the pyproject, the key, the release and the spec (from the recording process)."""
+    from aot.package import legacy as P
+    from aot.package.config import ConfigError, load_config
+    proj = shutil.copytree(ROOT / "examples" / "legacy-mypkg", tmp_path / "proj")
+    cfg = load_config(proj)
+    assert cfg.cccl_legacy[0] == "reduce:int32:legacy_mypkg.ops.add:0" and len(cfg.cccl_legacy) == 4
+    text = (proj / "pyproject.toml").read_text()
+    (proj / "pyproject.toml").write_text(text.replace('cccl-legacy = ["reduce', 'cccl-legacy = [1, "reduce', 1))
+    with pytest.raises(ConfigError, match=r"\[tool.aot\] key 'cccl-legacy': must be a list of specs"):
+        load_config(proj)
+    bad = text.replace('cccl-legacy = ["reduce', 'cccl-legacy = ["histogram:int32", "reduce', 1)
+    (proj / "pyproject.toml").write_text(bad)
+    cfg = load_config(proj)
+    src = tmp_path / "set"
+    assert P.with_legacy_answers(cfg, src, [90], tmp_path / "work") == src  # 1.2.1 serializes: nothing to do
+    monkeypatch.setattr(P, "installed_release_without_serialize", lambda: "0.6.0")
+    from aot.core.errors import BuildError
+    with pytest.raises(BuildError, match=r"sm_90: .*histogram:int32: family 'histogram' is not built") as e:
+        P.with_legacy_answers(cfg, src, [90], tmp_path / "work")
+    assert str(e.value).startswith(f"{proj / 'pyproject.toml'}: [tool.aot] cccl-legacy under cuda-cccl 0.6.0, sm_90:")
