@@ -274,3 +274,16 @@ def test_a_shim_whose_real_library_does_not_load_is_unloaded_again(tmp_path):
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     want = [f"refused: aot: the real nvJitLink at {tmp_path / 'notalib.so'} does not load", "unloaded"]
     assert r.stdout.splitlines()[-2:] == want, (r.stdout, r.stderr[-1000:])
+
+
+def test_an_include_dir_digest_leaves_out_python_bytecode(inc_dir):
+    """cuda-cccl's header folder is a Python package: the bytecode pip or Python writes there differs in every
+    install (file times), and counted in the key it made a wheel miss every compile in another venv."""
+    before = L.dir_digest(str(inc_dir))
+    (inc_dir / "__pycache__").mkdir()
+    (inc_dir / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\xa7\r\r\n install-specific")
+    L.dir_digest.cache_clear()
+    assert L.dir_digest(str(inc_dir)) == before
+    (inc_dir / "b.h").write_text("#define B 1\n")
+    L.dir_digest.cache_clear()
+    assert L.dir_digest(str(inc_dir)) != before
