@@ -16,6 +16,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=.gpu/cccl-legacy
 OUT=${OUT:-$R/out}
+# the CUDA headers cuda.compute compiles against: the venv's NVIDIA wheels, as on the build host (a toolkit named
+# here would be another stack: its headers' content is in every key)
+unset CUDA_HOME CUDA_PATH
 W=$(mktemp -d /tmp/cccl-legacy.XXXX)
 mkdir -p "$OUT" cccl_patches/lib/legacy
 bad=0
