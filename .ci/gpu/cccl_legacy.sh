@@ -25,7 +25,7 @@ bad=0
 for d in a b; do [[ -d $R/$d ]] || { echo "FAIL: $R/$d missing (carry it: see this script's header)"; exit 1; }; done
 cp "$R"/b/lib/lib*.so.13 cccl_patches/lib/legacy/ 2>/dev/null || echo "no prebuilt shims: compiling them here (needs cc)"
 LINKED="nvidia-cuda-nvrtc,nvidia-nvjitlink,nvidia-nvvm,nvidia-cuda-nvcc,nvidia-cuda-runtime,nvidia-cuda-crt,nvidia-cuda-cccl"
-LINKED="$LINKED,cuda-bindings,cuda-pathfinder,typing-extensions"
+LINKED="$LINKED,cuda-bindings,cuda-pathfinder,typing-extensions,packaging"   # the rest numba-cuda 0.26 and cuda-core 0.7 import
 for v in 0.6.0 0.7.0; do
   V=$W/venv-$v
   python3 tests/legacy_envs.py venv "$V" --link-from python3 --dists "$LINKED" > "$OUT/linked-$v.json" || exit 1
