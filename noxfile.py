@@ -13,6 +13,7 @@ table docs/dependencies.md carries. Minutes per environment (the stacks' wheels 
 job (.ci/envs.sh).
 
     nox -s wheels                 # aot's cu13 wheel and the example wheels, built in a .[cu13] environment
+    nox -s legacy_wheel           # examples/legacy-mypkg, built by the hook in its cuda-cccl 0.6 stack
     nox -s envs                   # every environment (needs the wheels)
     nox -s "envs(env='cccl-0.6')" # one
     nox -s table
@@ -31,7 +32,7 @@ from pathlib import Path
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["wheels", "envs", "table"]
+nox.options.sessions = ["wheels", "legacy_wheel", "envs", "table"]
 nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).resolve().parent
@@ -43,6 +44,12 @@ PYTHON = "3.11"
 EXAMPLES = {"nvrtc": ("pystr-mypkg", "pystr_mypkg", "pystr_mypkg"),
             "cccl": ("hatch-mypkg", "mypkg_hatch", "mypkg_hatch"),
             "numba": ("numba-mypkg", "numba_mypkg", "numba_mypkg")}
+#: The example library on a release without serialize, built by :func:`legacy_wheel` under :data:`LEGACY_STACK`.
+LEGACY = ("legacy-mypkg", "legacy_mypkg", "legacy_mypkg")
+LEGACY_STACK = ["cuda-cccl[cu13]>=0.6,<0.7", "numba-cuda[cu13]==0.26.*", "numba<0.66"]
+#: The build environment's releases of what the answers' keys hold (compilers, headers, numba): the environment
+#: that installs the wheel is resolved under them, as a user of that stack resolves it the same day.
+LEGACY_CONSTRAINTS = WORK / "wheelhouse" / "legacy-constraints.txt"
 
 #: name -> (what the library's stack asks for, constraints, whether the CCCL example's cuda-cccl fits it).
 #: The CCCL example carries blobs of the one cuda-cccl that built them (pinned exactly), so it installs only where
@@ -57,7 +64,10 @@ ENVS: dict[str, dict] = {
     # numba < 0.66 with the numba wheel: what such a library must add itself (cuda-cccl 1.1 added it): pip picks
     # numba 0.68 for cuda-cccl 0.6's numba>=0.60, under which numba-cuda 0.26 fails to import
     # (numba.cuda.types.NPDatetime), with or without aot.
+    # legacy: the example library built under this stack by the hatch hook (nox -s legacy_wheel), its cuda.compute
+    # specs answered without serialize (docs/build.md "CCCL releases without serialize"): every compile served.
     "cccl-0.6": {"stack": ["cuda-cccl[cu13]>=0.6,<0.7"], "constraints": [], "cccl": False, "numba_fix": ["numba<0.66"],
+                 "legacy": True,
                  "what": "a library pinning cuda-cccl[cu13]>=0.6,<0.7 (numba-cuda < 0.27, cuda-core < 1)"},
     "cccl-1.1": {"stack": ["cuda-cccl[cu13]>=1.1,<1.2"], "constraints": [], "cccl": False,
                  "what": "a library pinning cuda-cccl[cu13]>=1.1,<1.2"},
@@ -108,9 +118,31 @@ def wheels(session: nox.Session) -> None:
                 str(WORK / "libcuda.so.1"), str(ROOT / "tests" / "fake_libcuda.c"), "-ldl", external=True)
 
 
+@nox.session(python=PYTHON)
+def legacy_wheel(session: nox.Session) -> None:
+    """examples/legacy-mypkg built by the hatch hook in the stack it pins (cuda-cccl 0.6, numba-cuda 0.26,
+    numba < 0.66): its ``[tool.aot] cccl-legacy`` specs recorded there (needs `nox -s wheels` first: the
+    checkout's runtime wheel, which carries the hook)."""
+    session.install("pip")
+    session.run("python", "-m", "pip", "install", "-q", str(_wheel("runtime")), *LEGACY_STACK, "hatchling==1.33.0",
+                "PyYAML>=6.0,<7", "rich>=13.7,<16", env=_pip_env())
+    proj = WORK / "examples" / LEGACY[0]
+    shutil.rmtree(proj, ignore_errors=True)
+    shutil.copytree(ROOT / "examples" / LEGACY[0], proj, ignore=shutil.ignore_patterns("build", "artifacts"))
+    for old in WHEELHOUSE.glob(f"{LEGACY[1]}-*.whl"):
+        old.unlink()
+    session.run("python", "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(WHEELHOUSE),
+                str(proj), env={**_pip_env(), "SOURCE_DATE_EPOCH": "1700000000",
+                                "AOT_CACHE_DIR": str(WORK / "aot-cache")})
+    freeze = session.run("python", "-m", "pip", "freeze", silent=True, env=_pip_env()) or ""
+    keep = ("nvidia-", "cuda-", "numba", "llvmlite")
+    LEGACY_CONSTRAINTS.write_text("".join(line + "\n" for line in str(freeze).splitlines()
+                                          if line.lower().startswith(keep) and "==" in line))
+
+
 def _wheel(role: str) -> Path:
     """The wheelhouse's one wheel of ``role`` (an example's, or ``"runtime"``: the checkout's cccl-aot-cu13)."""
-    pattern = ("cccl_aot_cu13" if role == "runtime" else EXAMPLES[role][1]) + "-*.whl"
+    pattern = ("cccl_aot_cu13" if role == "runtime" else (LEGACY if role == "legacy" else EXAMPLES[role])[1]) + "-*.whl"
     found = sorted(WHEELHOUSE.glob(pattern))
     if len(found) != 1:
         raise SystemExit(f"{WHEELHOUSE}: expected one {pattern}, found {len(found)}: run `nox -s wheels` first")
@@ -133,9 +165,10 @@ def envs(session: nox.Session, env: str) -> None:
     pip check again; then the load check."""
     spec = ENVS[env]
     session.install("pip")
-    roles = ["nvrtc", "numba"] + (["cccl"] if spec["cccl"] else [])
+    roles = ["nvrtc", "numba"] + (["cccl"] if spec["cccl"] else []) + (["legacy"] if spec.get("legacy") else [])
     constraints = WORK / f"constraints-{env}.txt"
-    constraints.write_text("".join(c + "\n" for c in spec["constraints"]))
+    pinned = LEGACY_CONSTRAINTS.read_text().splitlines() if spec.get("legacy") else []
+    constraints.write_text("".join(c + "\n" for c in [*spec["constraints"], *pinned]))
     pip = ["python", "-m", "pip"]
     # The checkout's own runtime by path in every install: with only --find-links, pip chose between the
     # wheelhouse and the index, and an index offering a newer cccl-aot-cu13 was installed and checked instead.
@@ -180,7 +213,8 @@ def _short(text: str) -> str:
 def render_table(rows: list[dict]) -> str:
     """One row per environment: what the stack asked for, the releases pip resolved, then what each example did."""
     head = ("| environment | stack asked | cuda-cccl | numba-cuda | cuda-core | cuda-bindings | numpy | pip check "
-            "| NVRTC wheel | CCCL wheel | numba wheel | NVRTC JIT | cuda-core features missing |")
+            "| NVRTC wheel | CCCL wheel | numba wheel | CCCL without serialize | NVRTC JIT "
+            "| cuda-core features missing |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
         v, spec = r["versions"], ENVS.get(r["name"], {})
@@ -191,6 +225,7 @@ def render_table(rows: list[dict]) -> str:
         lines.append(f"| {r['name']} | {asked} | {v.get('cuda-cccl', '-')} | {v.get('numba-cuda', '-')} "
                      f"| {v['cuda-core']} | {v['cuda-bindings']} | {v['numpy']} | clean | {r['nvrtc']} "
                      f"| {r.get('cccl', 'not installed (exact cuda-cccl 1.2.1)')} | {_short(r['numba'])} "
+                     f"| {r.get('legacy', '-')} "
                      f"| {_short(r.get('nvrtc_jit', '-'))} | {missing} |")
     return "\n".join(lines)
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The environment matrix (noxfile.py; docs/dependencies.md): aot's cu13 wheel and the example wheels built from
 # this checkout, then each named environment (newest releases, the oldest supported, a cuda-cccl 0.6 and a
-# cuda-cccl 1.1 library stack) resolved by pip, `pip check`ed and loaded with the stand-in driver. Slow (minutes
+# cuda-cccl 1.1 library stack) resolved by pip, `pip check`ed and loaded with the stand-in driver. The cuda-cccl
+# 0.6 stack (numba-cuda 0.26, numba < 0.66, as libraries pin it) also installs examples/legacy-mypkg, built by the
+# hatch hook in that stack (nox -s legacy_wheel, about a minute), and its CCCL specs must all be served: every
+# NVRTC compile and nvJitLink link answered from the wheel, none compiled (docs/build.md). Slow (minutes
 # per environment, a few GB of wheels): its own CI job, not part of .ci/run. Needs python3.11, a C compiler and
-# the package index. `bash .ci/envs.sh "envs(env='cccl-0.6')"` runs one environment (after the wheels). The
+# the package index. `bash .ci/envs.sh "envs(env='cccl-0.6')"` runs one environment (after the wheels and, for
+# cccl-0.6, `bash .ci/envs.sh legacy_wheel`). The
 # checkout's cccl-aot-cu13 is installed by path in every environment (noxfile.py): the index cannot stand in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +25,6 @@ export PATH="$PWD/$tools/bin:$PATH"
 if [[ $# -gt 0 ]]; then
   nox -s "$@"
 else
-  nox -s wheels envs
+  nox -s wheels legacy_wheel envs
   nox -s table
 fi

@@ -23,7 +23,7 @@ import warnings
 
 DISTS = ("cccl-aot-cu13", "cuda-cccl", "numba-cuda", "numba", "cuda-core", "cuda-bindings", "cuda-pathfinder", "numpy",
          "platformdirs")
-PACKAGES = {"nvrtc": "pystr_mypkg", "cccl": "mypkg_hatch", "numba": "numba_mypkg"}
+PACKAGES = {"nvrtc": "pystr_mypkg", "cccl": "mypkg_hatch", "numba": "numba_mypkg", "legacy": "legacy_mypkg"}
 KERNEL = "import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL); import aot; " \
          "reg = aot.Registry.from_package('pystr_mypkg', device_sm=90); print(type(reg.kernel('saxpy', 'saxpy')))"
 
@@ -78,6 +78,40 @@ def nvrtc_jit(package: str) -> str:
     return r.stdout.strip()
 
 
+#: The legacy package's cuda.compute specs in a child (the shims must load before cuda.compute's C library):
+#: the stand-in driver first, the library imported (its registry activates the shims from its manifest), then
+#: each spec its manifest lists built through cuda.compute for sm_90; prints the shims' (hits, misses).
+LEGACY = """
+import ctypes, json, os, sys
+ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+import importlib, importlib.metadata as md
+from pathlib import Path
+from aot.core.manifest import load_manifest
+from aot.build import cccl_legacy_build as b
+from aot.runtime.adapters import cccl_legacy_activate as A
+pkg = importlib.import_module(sys.argv[2])
+specs = load_manifest(Path(pkg.__file__).parent / "artifacts").legacy[md.version("cuda-cccl")].specs
+b._target_cc(90)
+for spec in specs:
+    b.build_spec(spec)
+print(json.dumps({"specs": len(specs), "counts": A._active.counts() if A._active else None}))
+"""
+
+
+def legacy(package: str, driver: str) -> tuple[bool, str]:
+    """(ok, summary): every compile and link of the package's cccl-legacy specs answered, none compiled."""
+    r = subprocess.run([sys.executable, "-c", LEGACY, driver, package], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        return False, f"failed: {(r.stderr.strip().splitlines() or [f'exit {r.returncode}'])[-1]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    counts, n = out["counts"], out["specs"]
+    if not counts:
+        return False, f"not served: the shims did not load ({n} specs)"
+    (ch, cm), (lh, lm) = counts["nvrtc"], counts["nvJitLink"]
+    return (cm == lm == 0 and ch == lh == n), f"served ({n} specs: {ch} compiles, {lh} links answered; " \
+                                               f"{cm + lm} compiled)"
+
+
 def numba(package: str) -> tuple[bool, str]:
     """(ok, summary): the kernels attached, or the warning that says why numba-cuda JIT-compiles them."""
     with warnings.catch_warnings(record=True) as caught:
@@ -115,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             ok &= loaded
     if "numba" in roles:
         fine, result["numba"] = numba(PACKAGES["numba"])
+        ok &= fine
+    if "legacy" in roles:
+        fine, result["legacy"] = legacy(PACKAGES["legacy"], args.driver)
         ok &= fine
     if "nvrtc" in roles:
         result["nvrtc_jit"] = nvrtc_jit(PACKAGES["nvrtc"])

@@ -276,18 +276,14 @@ def test_a_shim_whose_real_library_does_not_load_is_unloaded_again(tmp_path):
     assert r.stdout.splitlines()[-2:] == want, (r.stdout, r.stderr[-1000:])
 
 
-def test_merge_carries_each_release_answers_beside_the_blobs_and_names_a_bad_file_first(tmp_path):
-    from aot.build import cccl_legacy_build as B
-    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
-    for root, release, key in ((a, "0.6.0", "a" * 64), (b, "0.7.0", "b" * 64), (b, "0.6.0", "a" * 64)):
-        d = root / "cccl-legacy" / f"cuda-cccl-{release}"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"{key}.aot").write_bytes(L.encode_entry(key, "nvrtc", release, release.encode()))
-    assert B.main(["--out", str(out), "--merge", str(a), str(b)]) == 0
-    assert L.load_table(out, "0.6.0").keys() == {"a" * 64} and L.load_table(out, "0.7.0").keys() == {"b" * 64}
-    assert L.read_answer(out / "cccl-legacy" / "cuda-cccl-0.6.0" / f"{'a' * 64}.aot", "a" * 64, "0.6.0") == b"0.6.0"
-    broken = b / "cccl-legacy" / "cuda-cccl-0.7.0" / f"{'c' * 64}.aot"
-    broken.write_bytes(b"AOTLGCY\0junk")
-    with pytest.raises(ValueError, match=f"not aot cccl-legacy answers: {broken}"):
-        B.merge_answers(tmp_path / "again", [a, b])
-    assert not (tmp_path / "again").exists()
+def test_an_include_dir_digest_leaves_out_python_bytecode(inc_dir):
+    """cuda-cccl's header folder is a Python package: the bytecode pip or Python writes there differs in every
+    install (file times), and counted in the key it made a wheel miss every compile in another venv."""
+    before = L.dir_digest(str(inc_dir))
+    (inc_dir / "__pycache__").mkdir()
+    (inc_dir / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\xa7\r\r\n install-specific")
+    L.dir_digest.cache_clear()
+    assert L.dir_digest(str(inc_dir)) == before
+    (inc_dir / "b.h").write_text("#define B 1\n")
+    L.dir_digest.cache_clear()
+    assert L.dir_digest(str(inc_dir)) != before

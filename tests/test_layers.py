@@ -261,6 +261,7 @@ RUNTIME_CLOSURE = [
     "aot.core.majorset",  # a set of several CUDA majors: the installed one's is read (issue 40)
     "aot.core.manifest",
     "aot.core.oplang",
+    "aot.core.release",
     "aot.core.rules",
     "aot.core.spec",
     "aot.core.text",

@@ -1,51 +1,69 @@
 #!/usr/bin/env bash
-# GPU machine (python3 3.12, no network, no cuda-cccl): cuda.compute served on cuda-cccl releases without
-# `serialize` (issue 44, docs/build.md "CCCL releases without serialize"). Carry [".gpu/cccl-legacy"] holding
-#   cccl/cuda_cccl-0.6.0-cp312-*.whl and cccl/cuda_cccl-0.7.0-cp312-*.whl   (pip download --no-deps
-#       --python-version 3.12 --only-binary=:all: cuda-cccl==0.6.0 / ==0.7.0: about 4 MB each)
-#   deps/numba_cuda-0.26.0-*.whl (optional: both releases ask numba-cuda<0.27; without it the machine's own)
-#   lib/libnvrtc.so.13, lib/libnvJitLink.so.13: aot's shims, built on the CPU host (this machine may lack cc)
-# All made by `bash .ci/gpu/cccl_legacy_prepare.sh` on the CPU host (13 MB).
-# Per release, in its own --target folder: the answers are recorded on this machine (the same shims, the real
-# driver and its NVRTC 13.0; the CPU host's sets hold its own NVRTC's bytes in their keys), then each spec runs
-# in a fresh process twice: cold JIT (AOT_IMPORT_HOOK=0, no aot) and served (a package carrying the answers on
-# sys.path, `import aot` first). Passes when each served first call is <= 10% of its cold JIT, both the
-# shims' compile and link were answered (no miss), and the result equals the JIT's. Table last; logs in $OUT.
+# GPU machine (python3 3.12, no network, no cuda-cccl): a wheel built on the CPU host serves cuda.compute on
+# cuda-cccl releases without `serialize` (issue 44, docs/build.md "CCCL releases without serialize").
+# Inputs: .gpu/cccl-legacy/ from `bash .ci/gpu/cccl_legacy_prepare.sh` on the CPU host, carried in two calls
+# (64 MiB a call; the first call's folder stays in the repo while the machine is warm, 30 s between calls):
+#   call 1: carry [".gpu/cccl-legacy/a"], command `ls .gpu/cccl-legacy/a`            (about 59 MiB)
+#   call 2: carry [".gpu/cccl-legacy/b"], command `bash .ci/gpu/cccl_legacy.sh`       (about 60 MiB)
+# Per release (0.6.0, 0.7.0): a venv without the machine's site-packages holding the carried wheels (numba
+# 0.65.1 + llvmlite 0.47 + numba-cuda 0.26.0, numpy 2.3.5, cuda-core 0.7.0, cuda-cccl, and legacy_mypkg's wheel
+# built under that release on the CPU host) and the machine's own NVIDIA compiler/header wheels linked in (their
+# versions must be the CPU host's, b/nvidia.json: the answers' keys hold their bytes), then each of the package's
+# specs runs in a fresh process twice: cold JIT (AOT_IMPORT_HOOK=0 AOT_JIT_ONLY=1: nothing of aot serves) and
+# served (the installed wheel's registry loads the shims). Passes when each served first call is <= 10% of its
+# cold JIT, every compile and link was answered (no miss) and the result equals the JIT's. Table last; logs in $OUT.
 set -uo pipefail
+cd "$(dirname "$0")/../.."
 R=.gpu/cccl-legacy
 OUT=${OUT:-$R/out}
+# the CUDA headers cuda.compute compiles against: the venv's NVIDIA wheels, as on the build host (a toolkit named
+# here would be another stack: its headers' content is in every key)
+unset CUDA_HOME CUDA_PATH
 W=$(mktemp -d /tmp/cccl-legacy.XXXX)
 mkdir -p "$OUT" cccl_patches/lib/legacy
-cp "$R"/lib/lib*.so.13 cccl_patches/lib/legacy/ 2>/dev/null || echo "no prebuilt shims: compiling them here (needs cc)"
-SPECS="reduce:int32:plus:0 reduce:float64:plus:0 reduce:int64:maximum:-1"
-deps=""
-ls "$R"/deps/*.whl >/dev/null 2>&1 && deps="$R/deps/*.whl"
-for whl in "$R"/cccl/cuda_cccl-*.whl; do
-  v=$(basename "$whl" | cut -d- -f2)
-  T="$W/cccl-$v"
-  # shellcheck disable=SC2086
-  python3 -m pip install -q --no-index --no-deps --target "$T" "$whl" $deps || exit 1
-  pkg="$W/site-$v/legacypkg"
-  mkdir -p "$pkg/artifacts" && touch "$pkg/__init__.py"
-  # shellcheck disable=SC2086
-  PYTHONPATH="$T:$PWD" python3 -m aot.build.cccl_legacy_build --sm 90 --out "$pkg/artifacts" $SPECS \
-    > "$OUT/build-$v.log" 2>&1 || echo "cuda-cccl $v: build exit $? (see $OUT/build-$v.log)"
-  for s in $SPECS; do
-    AOT_IMPORT_HOOK=0 PYTHONPATH="$T:$PWD" python3 .ci/gpu/cccl_legacy_check.py jit "$s" \
+bad=0
+for d in a b; do [[ -d $R/$d ]] || { echo "FAIL: $R/$d missing (carry it: see this script's header)"; exit 1; }; done
+cp "$R"/b/lib/lib*.so.13 cccl_patches/lib/legacy/ 2>/dev/null || echo "no prebuilt shims: compiling them here (needs cc)"
+LINKED="nvidia-cuda-nvrtc,nvidia-nvjitlink,nvidia-nvvm,nvidia-cuda-nvcc,nvidia-cuda-runtime,nvidia-cuda-crt,nvidia-cuda-cccl"
+LINKED="$LINKED,cuda-bindings,cuda-pathfinder,typing-extensions,packaging"   # the rest numba-cuda 0.26 and cuda-core 0.7 import
+for v in 0.6.0 0.7.0; do
+  V=$W/venv-$v
+  python3 tests/legacy_envs.py venv "$V" --link-from python3 --dists "$LINKED" > "$OUT/linked-$v.json" || exit 1
+  if ! python3 - "$R/b/nvidia.json" "$OUT/linked-$v.json" <<'PY'
+import json, sys
+want, got = (json.load(open(p)) for p in sys.argv[1:])
+diff = {k: (v, got.get(k)) for k, v in want.items() if got.get(k) != v}
+if diff:
+    print("FAIL: this machine's NVIDIA wheels are not the build host's (name: build, here):", diff)
+    print("      the answers' keys hold their bytes: every compile would JIT. Rebuild with TOOLKIT_PY naming a")
+    print("      python with these versions, or install the build host's versions here.")
+    sys.exit(1)
+PY
+  then bad=$((bad + 1)); continue; fi
+  python3 -m pip --python "$V/bin/python" install -q --no-index --no-deps "$R"/a/*.whl "$R"/b/*.whl \
+    "$R/b/cccl-$v"/*.whl "$R/b/pkg-$v"/*.whl > "$OUT/install-$v.log" 2>&1 || { echo "FAIL: install $v"; bad=$((bad+1)); continue; }
+  specs=$(cd "$W" && "$V/bin/python" -c "import importlib.metadata as m, json, pathlib, importlib.util as u
+root = pathlib.Path(u.find_spec('legacy_mypkg').origin).parent / 'artifacts'
+doc = json.loads((root / 'manifest.json').read_text())
+print(' '.join(doc['cccl_legacy'][m.version('cuda-cccl')]['specs']))")
+  [[ -n $specs ]] || { echo "FAIL: cuda-cccl $v: the installed wheel lists no answers for it"; bad=$((bad+1)); continue; }
+  for s in $specs; do
+    (cd "$W" && AOT_IMPORT_HOOK=0 AOT_JIT_ONLY=1 "$V/bin/python" "$OLDPWD/.ci/gpu/cccl_legacy_check.py" jit "$s") \
       >> "$OUT/rows-$v.jsonl" 2>> "$OUT/jit-$v.log"
-    PYTHONPATH="$T:$PWD:$W/site-$v" python3 .ci/gpu/cccl_legacy_check.py served "$s" \
+    (cd "$W" && "$V/bin/python" "$OLDPWD/.ci/gpu/cccl_legacy_check.py" served "$s") \
       >> "$OUT/rows-$v.jsonl" 2>> "$OUT/served-$v.log"
   done
 done
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$bad" <<'PY'
 import glob, json, sys
-bad = 0
-print(f"{'cuda-cccl':9} {'spec':26} {'jit s':>7} {'served s':>8} {'ratio':>6} {'imports j/s':>11} "
-      f"{'hits/misses':18} {'equal':5} verdict")
-for path in sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl")):
+bad = int(sys.argv[2])
+print(f"{'cuda-cccl':9} {'spec':44} {'jit s':>7} {'served s':>8} {'ratio':>6} {'imports j/s':>11} "
+      f"{'hits/misses':30} {'equal':5} verdict")
+paths = sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl"))
+for path in paths:
     rows = [json.loads(line) for line in open(path) if line.startswith("{")]
-    if not rows:  # the release's build or every run failed: never a vacuous PASS (seen on the H200)
-        print(f"{path}: no rows (see the build and run logs)"); bad += 1
+    if not rows:  # every run of the release failed: never a vacuous PASS
+        print(f"{path}: no rows (see the jit/served logs)"); bad += 1
     by = {(r["spec"], r["mode"]): r for r in rows}
     for spec in sorted({r["spec"] for r in rows}):
         j, s = by.get((spec, "jit")), by.get((spec, "served"))
@@ -53,12 +71,12 @@ for path in sorted(glob.glob(f"{sys.argv[1]}/rows-*.jsonl")):
             print(f"{path}: {spec} has no {'jit' if not j else 'served'} row (see the logs)"); bad += 1; continue
         ratio = s["first_call_s"] / max(j["first_call_s"], 1e-9)
         c = s["counts"] or {}
-        served = c and all(h >= 1 and m == 0 for h, m in c.values())
+        served = bool(c) and all(h >= 1 and m == 0 for h, m in c.values())
         ok = ratio <= 0.10 and served and s["result"] == j["result"]
         bad += not ok
-        imports = f"{j['imports_s']:.1f}/{s['imports_s']:.1f}"
-        print(f"{s['cuda_cccl']:9} {spec:26} {j['first_call_s']:7.2f} {s['first_call_s']:8.2f} {ratio:6.1%} "
-              f"{imports:>11} {str(c):18} {str(s['result'] == j['result']):5} {'ok' if ok else 'FAIL'}")
-print("PASS" if not bad and glob.glob(f"{sys.argv[1]}/rows-*.jsonl") else f"FAIL ({bad})")
-sys.exit(1 if bad or not glob.glob(f"{sys.argv[1]}/rows-*.jsonl") else 0)
+        print(f"{s['cuda_cccl']:9} {spec:44} {j['first_call_s']:7.2f} {s['first_call_s']:8.2f} {ratio:6.1%} "
+              f"{j['imports_s']:5.1f}/{s['imports_s']:<5.1f} {str(c):30} {str(s['result'] == j['result']):5} "
+              f"{'ok' if ok else 'FAIL'}")
+print("PASS" if not bad and paths else f"FAIL ({bad})")
+sys.exit(1 if bad or not paths else 0)
 PY

@@ -1,7 +1,12 @@
-"""One fresh process of .ci/gpu/cccl_legacy.sh: `jit` or `served` for one reduce spec under the installed
-cuda-cccl (< 1.1). Times the spec's first call as a library makes it (make_reduce_into, then the call) after
-the imports, and prints one JSON line: seconds, the result, the shims' (hits, misses) when served."""
+"""One fresh process of .ci/gpu/cccl_legacy.sh: ``jit`` or ``served`` for one spec of examples/legacy-mypkg,
+installed from its wheel (built on the CPU host) in a venv with a cuda-cccl release without ``serialize``.
+The spec's first call is the library's own (``legacy_mypkg.algos``), timed after the imports; prints one
+JSON line: seconds, the result (a reduce's value, a transform's output digest), the shims' (hits, misses).
 
+``jit`` runs with AOT_IMPORT_HOOK=0 and AOT_JIT_ONLY=1 (set by the caller): nothing of aot serves.
+"""
+
+import hashlib
 import json
 import sys
 import time
@@ -10,34 +15,38 @@ from importlib import metadata
 
 def main(mode: str, spec: str) -> None:
     t0 = time.perf_counter()
-    if mode == "served":
-        import aot  # noqa: F401  the import hook (an installed wheel's .pth does this at interpreter start)
-    from cuda.compute import algorithms  # before CuPy, as the shims need (a library may import either first)
-
-    import cupy as cp
+    import legacy_mypkg  # noqa: F401  its registry: the shims load from its manifest (served), or nothing (jit)
+    from cuda.compute import algorithms  # noqa: F401
     import numpy as np
+    from numba import cuda
 
-    from aot.build.cccl_legacy_build import OPS  # the build's operators: their LTO-IR names the module
+    from legacy_mypkg import algos, ops
     imports = time.perf_counter() - t0
-    _, dtype, op, init = spec.split(":")
+    family, dtype, op, *rest = spec.split(":")
     n = 1 << 20
     x = (np.arange(n) % 1000).astype(dtype)
-    d_in, d_out = cp.asarray(x), cp.zeros(1, dtype=dtype)
-    h_init = np.array([init], dtype=dtype)
+    d_in = cuda.to_device(x)
+    fn = getattr(ops, op.rpartition(".")[2])
     t = time.perf_counter()
-    r = algorithms.make_reduce_into(d_in=d_in, d_out=d_out, op=OPS[op], h_init=h_init)
-    kw = dict(d_in=d_in, d_out=d_out, op=OPS[op], num_items=n, h_init=h_init)
-    size = r(temp_storage=None, **kw)
-    r(temp_storage=cp.empty(size, dtype=np.uint8), **kw)
-    cp.cuda.runtime.deviceSynchronize()
+    if family == "reduce":
+        d_out = cuda.device_array(1, dtype=dtype)
+        algos.reduce_into(d_in, d_out, op=fn, init=float(rest[0]))
+    elif family == "unary_transform":
+        d_out = cuda.device_array(n, dtype=dtype)
+        algos.negate(d_in, d_out)
+    else:
+        raise SystemExit(f"{spec}: no call for family {family}")
+    cuda.synchronize()
     first = time.perf_counter() - t
+    host = d_out.copy_to_host()
+    result = host.tolist() if host.size == 1 else hashlib.sha256(host.tobytes()).hexdigest()[:16]
     counts = None
     if mode == "served":
         from aot.runtime.adapters import cccl_legacy_activate
         counts = cccl_legacy_activate._active.counts() if cccl_legacy_activate._active else None
     print(json.dumps({"mode": mode, "spec": spec, "cuda_cccl": metadata.version("cuda-cccl"),
                       "imports_s": round(imports, 3), "first_call_s": round(first, 3),
-                      "result": d_out.get().tolist(), "counts": counts}))
+                      "result": result, "counts": counts}))
 
 
 if __name__ == "__main__":

@@ -129,77 +129,42 @@ def build_reduce(dtype: str, op: str, init: float) -> None:
 
 
 def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, int]:
-    """Build each spec (``reduce:int32:plus:0``, see FAMILIES) for ``sm``; write every answer under ``out``.
-    Returns spec -> answers recorded (a spec with fewer than 2, a compile and a link, did not build)."""
+    """Build each spec (``reduce:int32:plus:0``, see FAMILIES) for ``sm``; add every answer to the set at
+    ``out`` (its manifest lists them: :mod:`aot.build.legacy_set`). Returns spec -> answers recorded (a spec
+    with fewer than 2, a compile and a link, did not build)."""
+    from . import legacy_set
     for spec in specs:
         parse_spec(spec)  # every spec checked before anything is compiled or written
     cuda_cccl = metadata.version("cuda-cccl")
-    dest = out / "cccl-legacy" / f"cuda-cccl-{cuda_cccl}"
-    dest.mkdir(parents=True, exist_ok=True)
-    got: list[tuple[str, bytes, bytes]] = []
+    got: list[tuple[str, bytes, bytes, str]] = []
+    current = [""]
     with tempfile.TemporaryDirectory(prefix="aot-legacy-") as tmp:
         _stand_in_driver(Path(tmp))
         shims = cccl_legacy.Shims(cccl_legacy.build_shims(major, Path(tmp)), cccl_legacy.real_libs(major),
-                                  record=lambda k, i, o: got.append((k, i, o)))
+                                  record=lambda k, i, o: got.append((k, i, o, current[0])))
         _target_cc(sm)
         counts = {}
         for spec in specs:
-            before = len(got)
+            before, current[0] = len(got), spec
             build_spec(spec)
             counts[spec] = len(got) - before
-    for key, inputs, answer in got:
-        kind = "nvrtc" if inputs[8:8 + len(cccl_legacy.NVRTC_TAG)] == cccl_legacy.NVRTC_TAG else "nvjitlink"
-        tmp_path = dest / f".{key}.tmp"
-        tmp_path.write_bytes(cccl_legacy.encode_entry(key, kind, cuda_cccl, answer))
-        tmp_path.replace(dest / f"{key}.aot")
     if shims.refusals:
         raise RuntimeError("aot: inputs the key cannot cover: " + "; ".join(sorted(set(shims.refusals))))
+    files = []
+    for key, inputs, answer, spec in got:
+        kind = "nvrtc" if inputs[8:8 + len(cccl_legacy.NVRTC_TAG)] == cccl_legacy.NVRTC_TAG else "nvjitlink"
+        files.append((key, kind, spec, cccl_legacy.encode_entry(key, kind, cuda_cccl, answer)))
+    legacy_set.add_answers(out, cuda_cccl, legacy_set.producer(), sm, specs, files)
     return counts
-
-
-def merge_answers(out: Path, sources: list[Path]) -> int:
-    """Copy every source set's ``cccl-legacy/`` answers into ``out`` (beside the blobs ``aot merge`` combined
-    there), each read and checked first; a key both carry keeps the first (the same inputs: either is that
-    release's JIT output). Every bad file is named before anything is written. Returns the answers copied."""
-    found: dict[tuple[str, str], Path] = {}
-    bad = []
-    for src in sources:
-        for rel_dir in sorted((src / "cccl-legacy").glob("cuda-cccl-*")):
-            release = rel_dir.name[len("cuda-cccl-"):]
-            for key, path in cccl_legacy.load_table(src, release).items():
-                if not isinstance(path, Path) or cccl_legacy.read_answer(path, key, release) is None:
-                    bad.append(str(path))
-                else:
-                    found.setdefault((release, key), path)
-    if bad:
-        raise ValueError("not aot cccl-legacy answers: " + ", ".join(bad))
-    copied = 0
-    for (release, key), path in sorted(found.items()):
-        dest = out / "cccl-legacy" / f"cuda-cccl-{release}" / f"{key}.aot"
-        if dest.exists():
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{key}.tmp")
-        tmp.write_bytes(path.read_bytes())
-        tmp.replace(dest)
-        copied += 1
-    return copied
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m aot.build.cccl_legacy_build")
-    ap.add_argument("--sm", type=int)
+    ap.add_argument("--sm", type=int, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--merge", type=Path, nargs="+", metavar="SET",
-                    help="copy these sets' cccl-legacy answers into --out (after `aot merge`) instead of building")
-    ap.add_argument("specs", nargs="*", help="family:dtype:fields, e.g. reduce:int32:plus:0, radix_sort:uint32:"
+    ap.add_argument("specs", nargs="+", help="family:dtype:fields, e.g. reduce:int32:plus:0, radix_sort:uint32:"
                     "ascending, unary_transform:float32:negate, inclusive_scan:int64:mylib.ops.add:0")
     args = ap.parse_args(argv)
-    if args.merge:
-        print(f"{merge_answers(args.out, args.merge)} answers copied")
-        return 0
-    if args.sm is None or not args.specs:
-        ap.error("building needs --sm and at least one spec")
     counts = record(args.specs, args.sm, args.out)
     bad = [s for s, n in counts.items() if n < 2]
     for s, n in counts.items():

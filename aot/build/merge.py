@@ -211,8 +211,13 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
-    from . import merge_cupy
-    if merge_cupy.cupy_only(manifests):  # CuPy sets of several stacks: one artifact per CuPy key
+    from . import legacy_set, merge_cupy
+    legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
+    # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
+    n_inputs = len(shards)
+    keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [len(manifests) - 1]
+    manifests, shards = [manifests[i] for i in keep], [shards[i] for i in keep]
+    if merge_cupy.cupy_only(manifests) and not legacy:  # CuPy sets of several stacks: one artifact per CuPy key
         return _merge_cupy(manifests, shards, out, on_copy)
     for m in manifests:
         _check_releases(m)
@@ -255,12 +260,14 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                 log.info("%s: cuda-cccl %s's copy replaces %s's (the same content, stamped with its release)",
                          entry["path"], rel, prev.release)
             entries[entry["path"]] = here
+    conflicts += legacy_conflicts
     if conflicts:
         raise ArtifactError(f"merge: {len(conflicts)} artifact(s) conflict, one output path with different bytes "
                             f"(never resolved by a release claim): " + "; ".join(conflicts))
     out.mkdir(parents=True, exist_ok=True)
     targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
     remove_manifest(out)
+    legacy_set.copy_answers(legacy_files, out)
     for i, (path, source) in enumerate(entries.items()):
         on_copy(i, len(entries))
         src, dst = source.manifest.root / source.src_path, targets[path]
@@ -271,7 +278,9 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
     extra: dict = {"sms": sorted(sms)}
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
+    if legacy:
+        extra[legacy_set.FIELD] = legacy_set.to_json(legacy)
     write_manifest(out, producer=producers[newest], specs=specs,
                    artifacts=[s.entry for s in entries.values()], extra=extra)
     return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
-            "shards": len(shards), "cuda_cccl": list(producers)}
+            "shards": n_inputs, "cuda_cccl": list(producers), "cccl_legacy": sorted(legacy)}

@@ -52,7 +52,8 @@ def entry_fields(unit: NvrtcUnit, sm: int, kind: str) -> dict[str, Any]:
         return out
     try:
         key = program_cache_key(unit, sm, kind)
-    except (ValueError, TypeError) as e:  # cuda.core refuses to key this compile: no program-cache hit
+    except (ValueError, TypeError, ImportError) as e:  # cuda.core refuses to key this compile, or has no
+        # program cache at all (cuda-core < 0.6, as cuda-cccl 0.6 brings): no program-cache hit
         log.debug("%s: cuda.core gives no program-cache key: %s", unit.name, e)
         return out
     out.update(progkey=key.hex(), progkey_nvrtc=version)

@@ -185,7 +185,9 @@ def cmd_merge(args) -> int:
           f"{summary['bytes'] / 1e6:.1f} MB" + (f"; CCCL blobs of cuda-cccl {', '.join(releases)}"
                                                  if len(releases) > 1 else "")
           + (f"; one set per CUDA major: {', '.join(f'cu{m}' for m in summary['cuda_majors'])}"
-             if summary.get("cuda_majors") else ""))
+             if summary.get("cuda_majors") else "")
+          + (f"; cccl-legacy answers of cuda-cccl {', '.join(summary['cccl_legacy'])}"
+             if summary.get("cccl_legacy") else ""))
     return 0
 
 

@@ -94,6 +94,7 @@ def cmd_verify(args) -> int:
                 print(f"{shown}: covers {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))}"
                       + (f"; PARTIAL, {len(cov.missing)} missing (--allow-partial)" if cov.missing else ""))
             print(f"{shown}: {n} artifacts, integrity OK")
+            _print_legacy(root, shown)
         if not args.gpu:
             return 0
         return max(_verify_gpu(root, args) for root, _ in roots)
@@ -257,6 +258,9 @@ def _inspect_one(root: Path, title: str) -> None:
              f"coverage: {len(cov.specs)} specs x SMs {','.join(map(str, cov.sms))} for CUDA "
              f"{cov.cuda_major}, cuda-cccl {cov.cuda_cccl}: " + ("complete" if cov.complete else
              f"{len(cov.missing)} missing: {', '.join(cov.missing[:8])}" + (" ..." if len(cov.missing) > 8 else ""))]
+    if m.legacy:
+        from ..core.legacy_manifest import summary
+        lines += summary(m.legacy)
     lines = [printable(line) for line in lines]
     title = printable(title)
     try:
@@ -331,3 +335,11 @@ def _package_dir(package: str, folder: str) -> Path:
     shadow = f" ({root.parent} in the current folder shadows any installed {package}: run from another folder)" \
         if cwd in root.resolve().parents else ""
     raise UsageError(f"package {package!r}: no manifest at {root / MANIFEST_NAME}{shadow}")
+
+
+def _print_legacy(root, shown) -> None:
+    """The set's cccl-legacy answers per release (cuda-cccl < 1.1), one line each, where it carries any."""
+    from ..core.legacy_manifest import summary
+    from ..core.manifest import load_manifest
+    for line in summary(load_manifest(root).legacy):
+        print(f"{shown}: {line}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from .majorset import index_majors, is_index, major_dir, pick
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .text import MAX_SPECS, SpecError, short
 from .spec import Spec
+from .release import MAX_RELEASE_LEN, _RELEASE, is_release, release_order  # noqa: F401 - re-exported
 from .rules import spec_from_definition
 
 MANIFEST_NAME = "manifest.json"
@@ -54,6 +54,8 @@ class Manifest:
     skipped: tuple[tuple[str, str], ...] = ()
     #: cuda-cccl release -> the producer of the build made under it (a set merged from several; else empty).
     producers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: cuda-cccl release (< 1.1) -> its cuda.compute compile answers (:mod:`aot.core.legacy_manifest`).
+    legacy: Mapping[str, Any] = field(default_factory=dict)
 
     def release_of(self, entry: Mapping[str, Any]) -> str | None:
         """The cuda-cccl release ``entry`` was built under: its own ``cuda_cccl``, else the set's."""
@@ -94,24 +96,6 @@ class Manifest:
             object.__setattr__(self, "_real_dirs", real_dirs)  # frozen: a cache, not a field
         _check_inside(self.root, rel, real_dirs)
         return self.root / rel
-
-
-#: A cuda-cccl release as a manifest may name one: a PEP 440 version in its plain spelling (no leading ``v``, no
-#: spaces), or ``"missing"`` (built where cuda-cccl was not installed: :func:`aot.core.versions.producer_versions`).
-#: ``aot merge`` builds output paths from it (:func:`aot.build.merge.blob_path`), so nothing else may pass.
-_RELEASE = re.compile(r"(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
-                      r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?|missing", re.ASCII)
-MAX_RELEASE_LEN = 64
-
-
-def is_release(value: Any) -> bool:
-    """Whether ``value`` is a cuda-cccl release string a manifest may carry (:data:`_RELEASE`, bounded)."""
-    return isinstance(value, str) and len(value) <= MAX_RELEASE_LEN and _RELEASE.fullmatch(value) is not None
-
-
-def release_order(release: str) -> tuple:
-    """Sort key of a cuda-cccl release ("1.2.1" < "1.10.0"); a part that is no number sorts by its text."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in release.split("."))
 
 
 def cccl_specifier(releases: Sequence[str], known: Sequence[str] = ()) -> str:
@@ -322,6 +306,10 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
         raise ArtifactError(f"{path}: manifest defines {len(specs)} specs, over the limit of {MAX_SPECS}")
     sms, incomplete, shard = _check_build_fields(path, doc)
     producers = _check_producers(path, doc.get("producers"), producer)
+    legacy: Mapping[str, Any] = {}
+    if doc.get("cccl_legacy") is not None:  # the module only where the set carries answers (the loader's import set)
+        from .legacy_manifest import parse as parse_legacy
+        legacy = parse_legacy(path, doc["cccl_legacy"])
     built: dict[str, Spec] = {}
     skipped: list[tuple[str, str]] = []
     for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
@@ -358,7 +346,8 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
             raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
                                 f"define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
-                    incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers)
+                    incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers,
+                    legacy=legacy)
 
 
 def _load_major(root: Path, majors: tuple[int, ...], major: str | Callable[[], str] | None, skip_bad_specs: bool,
@@ -387,9 +376,14 @@ def _check_producers(path: Path, producers: Any, producer: Mapping[str, Any]) ->
 
 
 def verify_files(m: Manifest) -> list[str]:
-    """Every problem with the files a manifest names (missing, size, sha256); empty when all is well."""
+    """Every problem with the files a manifest names (missing, size, sha256), its cccl-legacy answers
+    included; empty when all is well."""
     problems = []
-    for a in m.artifacts:
+    legacy: list = []
+    if m.legacy:
+        from .legacy_manifest import entries
+        legacy = entries(m.legacy)
+    for a in [*m.artifacts, *legacy]:
         p = m.path_of(a)
         try:
             st = p.stat()

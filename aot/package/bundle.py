@@ -91,6 +91,9 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
         merged = (work if work is not None else cfg.project / "build" / "aot").with_name("aot-merged")
         merge([Path(src), *extra_sets], merged)
         src = merged
+    if cfg.cccl_legacy:  # cuda.compute answered on a release without serialize (aot.package.legacy)
+        from .legacy import with_legacy_answers
+        src = with_legacy_answers(cfg, Path(src), sms, work)
     names = {s.name for s in specs}
     built = prebuilt is None and cfg.prebuilt_dir() is None
     from ..core.majorset import read_index
@@ -127,6 +130,7 @@ def foreign_files(out: Path) -> list[str]:
     ``manifest.json``, ``aot-package.json``, an ``aot build``'s report and lock, and ``*.aot`` files that
     start with the artifact magic (symlinks and special files count as foreign). Empty if ``out`` is absent."""
     from ..core.format import MAGIC
+    from ..core.legacy_manifest import MAGIC as LEGACY_MAGIC
     if not out.is_dir() or out.is_symlink():
         return []
     found = []
@@ -141,8 +145,9 @@ def foreign_files(out: Path) -> list[str]:
                 continue
             elif p.suffix == ".aot":
                 with open(p, "rb") as f:
-                    if f.read(len(MAGIC)) != MAGIC:
-                        found.append(rel)
+                    head = f.read(8)
+                if not head.startswith(MAGIC) and not (rel.startswith("cccl-legacy/") and head == LEGACY_MAGIC):
+                    found.append(rel)
             else:
                 found.append(rel)
     return sorted(found)

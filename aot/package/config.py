@@ -12,6 +12,8 @@ own AOT kernels writes.
     checks = {axpy = "mypkg.checks:axpy"}   # optional GPU checks of NVRTC units and numba kernels
                                             # (aot verify --gpu --package mypkg)
     import-parents = false            # default: importing mypkg.kernels for the matrix skips mypkg/__init__.py
+    cccl-legacy = ["reduce:int32:mypkg.ops.add:0"]  # optional: cuda.compute specs answered on cuda-cccl < 1.1
+                                      # (built where the build environment has such a release; docs/build.md)
 
 Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
 mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the
@@ -35,7 +37,8 @@ from ..core.format import _read_regular
 from ..core.fs import trust_problem
 from ..core.text import short
 
-KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "merge", "allow-partial", "checks", "import-parents")
+KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "merge", "allow-partial", "checks", "import-parents",
+        "cccl-legacy")
 CUDA_KEYS = ("cu12", "cu13")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Longest ``[tool.aot]`` string (paths, SM lists); a package or folder name part becomes a file name: 255.
@@ -69,6 +72,8 @@ class AotConfig:
     #: ``merge``: artifact sets built elsewhere (under other cuda-cccl releases) merged into the bundle
     merge: tuple[Path, ...] = ()
     import_parents: bool = False         # run the parent packages' __init__ of modules the matrix names
+    #: ``cccl-legacy``: cuda.compute specs (``family:dtype:fields``) answered on releases without serialize
+    cccl_legacy: tuple[str, ...] = ()
 
     def sm_for(self, cuda_major: int) -> str:
         """The SM selection for one CUDA major (``AOT_WHEEL_SM`` wins)."""
@@ -211,6 +216,10 @@ def load_config(project: str | Path) -> AotConfig:
     if not isinstance(merge, list) or not all(isinstance(x, str) and x.strip() and len(x) <= MAX_VALUE_LEN
                                               for x in merge):
         raise fail("merge", f"must be a list of artifact folders (\"cccl-1.1.0/\"), got {short(merge)}")
+    legacy = tool.get("cccl-legacy", [])
+    if not isinstance(legacy, list) or len(legacy) > 10_000 or not all(
+            isinstance(x, str) and 0 < len(x) <= 256 and x.isprintable() for x in legacy):
+        raise fail("cccl-legacy", f"must be a list of specs (\"reduce:int32:plus:0\"), got {short(legacy)}")
     allow_partial = tool.get("allow-partial", False)
     if not isinstance(allow_partial, bool):
         raise fail("allow-partial", f"must be true or false, got {short(allow_partial)}")
@@ -234,7 +243,8 @@ def load_config(project: str | Path) -> AotConfig:
                      sm=sm, folder=folder, prebuilt=(project / pre) if pre else None, allow_partial=allow_partial,
                      checks=dict(checks), dependencies=tuple(d for d in deps if isinstance(d, str)),
                      dynamic=tuple(d for d in dyn if isinstance(d, str)), import_parents=import_parents,
-                     optional_dependencies=optional, merge=tuple(project / x for x in merge))
+                     optional_dependencies=optional, merge=tuple(project / x for x in merge),
+                     cccl_legacy=tuple(legacy))
 
 
 def _import_parents(tool: Mapping[str, Any], pyproject: Path) -> bool:

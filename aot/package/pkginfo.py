@@ -83,6 +83,11 @@ def fill_folder(stage: Path, src: Path, info: Mapping[str, Any], names: set[str]
         shutil.copyfile(m.path_of(a), dest)
         total += a["size"]
     extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
+    if m.legacy:  # cccl-legacy answers (cuda-cccl < 1.1): every one the set lists, whatever ``names``
+        from ..build.legacy_set import FIELD, copy_answers, entries as answers, to_json
+        copy_answers({a["path"]: m.path_of(a) for a in answers(m.legacy)}, stage)
+        total += sum(a["size"] for a in answers(m.legacy))
+        extra[FIELD] = to_json(m.legacy)
     if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
         extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
     write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)

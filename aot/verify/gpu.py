@@ -56,7 +56,9 @@ def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
                 problems.append(f"{entry['path']}: produced by {k} {h['producer'].get(k)}, the set by "
                                 f"{made_by.get(k)}")
     problems += key_problems(m)
-    return len(m.artifacts), problems
+    from .legacy import legacy_problems
+    problems += legacy_problems(m, bad_paths)
+    return len(m.artifacts) + sum(len(r.answers) for r in m.legacy.values()), problems
 
 
 #: The status of a row whose artifact was loaded but whose check could not run (no check, or a reference

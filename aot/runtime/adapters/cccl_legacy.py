@@ -105,13 +105,16 @@ def trusted_roots() -> tuple[Path, ...]:
 @functools.lru_cache(maxsize=None)
 def dir_digest(path: str) -> str:
     """sha256 over every file under ``path`` (relative name and content, sorted; links as their targets'
-    content): what the compiler could include from there. Once per process per directory."""
+    content): what the compiler could include from there. Once per process per directory. ``__pycache__``
+    folders are left out: cuda-cccl's header folder is a Python package, and its bytecode (written by pip at
+    install, or by Python at the first import, with that install's file times) differs in every install
+    (measured: a wheel built in one venv missed every compile in another with the same wheels)."""
     root = Path(path).resolve()
     if not any(root == r or r in root.parents for r in trusted_roots()):
         raise Refused(f"include directory {path} is outside the installed cuda-cccl / CUDA packages")
-    h = hashlib.sha256(b"aot-include-dir-1\0")
+    h = hashlib.sha256(b"aot-include-dir-2\0")
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for f in sorted(filenames):
             p = Path(dirpath, f)
             if not p.is_file():
@@ -298,7 +301,7 @@ class Shims:
 # --- where the shims and the real libraries are, and the packaged table ------------------------------------
 
 SHIM_SOURCES = {"nvrtc": "aot_nvrtc_shim.c", "nvJitLink": "aot_nvjitlink_shim.c"}
-MAGIC = b"AOTLGCY\0"
+from ...core.legacy_manifest import MAGIC  # noqa: E402 - the answer file's magic, one place
 MAX_HEADER, MAX_PAYLOAD = 4096, 256 * 1024 * 1024
 
 

@@ -50,26 +50,69 @@ def package_roots(release: str) -> list[Path]:
     return roots
 
 
+def package_table(root: Path, release: str) -> dict[str, bytes | Path]:
+    """key -> answer file, as the manifest of the set at ``root`` lists them for ``release`` (parsed with
+    bounds: :mod:`aot.core.legacy_manifest`). A manifest that does not parse is one warning and no answers;
+    each answer file is checked where it is first read (:func:`aot.runtime.adapters.cccl_legacy.read_answer`)."""
+    from ...core.errors import ArtifactError
+    from ...core.manifest import load_manifest
+    try:
+        m = load_manifest(root, skip_bad_specs=True, resolve_paths=False)
+    except (ArtifactError, OSError) as e:
+        log.warning("aot: %s; its cuda.compute builds JIT-compile", e)
+        return {}
+    r = m.legacy.get(release)
+    table: dict[str, bytes | Path] = {}
+    for a in (r.answers if r else ()):
+        try:
+            table[a["key"]] = m.path_of(a)
+        except ArtifactError as e:  # a folder of the set leads elsewhere: that answer is left out
+            log.warning("aot: %s; that compile runs for real", e)
+    return table
+
+
 def activate() -> object:
     """Load the shims with every installed package's answers for the installed release (once per process);
     None where there is nothing to serve. A failure is one warning: cuda.compute then JITs as without aot."""
-    global _active
     if _active is not None:
         return _active
+    from ...core.env import JIT_ONLY
+    release = release_without_serialize()
+    if release is None or JIT_ONLY.get():  # aot gate's JIT runs (and a timing's cold JIT): nothing served
+        return None
+    table: dict[str, bytes | Path] = {}
+    for root in package_roots(release):
+        for key, where in package_table(root, release).items():
+            table.setdefault(key, where)
+    return _start(release, table) if table else None
+
+
+def activate_package(root: str | Path) -> object:
+    """``Registry.from_package``'s step for a set carrying answers (:mod:`aot.runtime.loader.families`): its
+    answers for the installed release join the active shims, or load them now, before cuda.compute. None
+    where the installed cuda-cccl serializes, the set has no answers for it, or the shims cannot load."""
     release = release_without_serialize()
     if release is None:
         return None
-    roots = package_roots(release)
-    if not roots:
-        return None
+    table = package_table(Path(root), release)
+    if not table:
+        return _active
+    if _active is not None:
+        for key, where in table.items():
+            _active.table.setdefault(key, where)  # type: ignore[attr-defined]
+        return _active
+    return _start(release, table)
+
+
+def _start(release: str, table: dict[str, bytes | Path]) -> object:
+    global _active
     from . import cccl_legacy
     try:
-        table: dict[str, bytes | Path] = {}
-        for root in roots:
-            table.update(cccl_legacy.load_table(root, release))
         from ..loader.stand_ins import _private_dir
-        shims = cccl_legacy.install(roots[0], release, _private_dir())
-        shims.table.update(table)
+        shims = cccl_legacy.Shims(cccl_legacy.build_shims(13, _private_dir()), cccl_legacy.real_libs(13), table,
+                                  release=release) if _c_library_free() else None
+        if shims is None:
+            raise RuntimeError("cuda.compute's C library is loaded already; the legacy shims must come first")
         canonical_operator_names()
         _active = shims
     except Exception as e:  # noqa: BLE001 - whatever fails here (no compiler for the shims, no real NVRTC, a
@@ -77,6 +120,10 @@ def activate() -> object:
         log.warning("aot: cannot serve cuda.compute's builds under cuda-cccl %s (%s); they JIT-compile", release, e)
         return None
     return _active
+
+
+def _c_library_free() -> bool:
+    return not any(m.startswith("cuda.compute._bindings") or m.startswith("cuda.compute.cu1") for m in sys.modules)
 
 
 def canonical_operator_names() -> None:

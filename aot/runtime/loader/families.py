@@ -27,6 +27,9 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
     if cupy and _holds(root, "cupy"):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
         attach_cupy(reg, lazy=True)  # the manifest is read at CuPy's first cache miss, not at import (issue 42)
+    if os.path.isdir(os.path.join(root, "cccl-legacy")) and _cccl_without_serialize():
+        from ..adapters.cccl_legacy_activate import activate_package  # cuda-cccl < 1.1: compiles answered
+        activate_package(root)
     if triton and _holds(root, "triton"):
         from ..adapters.triton_attach import attach_triton  # Triton: only for a package shipping its kernels
         attach_triton(reg)
@@ -37,6 +40,11 @@ def _holds(root: str, family: str) -> bool:
     three more ``stat`` only where the top has none)."""
     return os.path.isdir(os.path.join(root, family)) or any(
         os.path.isdir(os.path.join(root, f"cu{m}", family)) for m in (12, 13, 14))
+
+
+def _cccl_without_serialize() -> bool:
+    from .import_hook import _cccl_without_serialize as gate  # the hook's cheap gate: one metadata read
+    return bool(gate())
 
 
 def _installed(module: str) -> bool:

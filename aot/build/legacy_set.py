@@ -1,0 +1,126 @@
+"""cccl-legacy answers as part of an artifact set (issue 44): written into a set's manifest by the build
+(:mod:`aot.build.cccl_legacy_build`), carried by ``aot merge`` and by the bundle (the package folder).
+
+The manifest lists each release's answers (:mod:`aot.core.legacy_manifest`); the answer files sit at
+``cccl-legacy/cuda-cccl-<release>/<key>.aot``. A set built only for these releases (no ``serialize`` blob, no
+other family) is "legacy-only": its manifest has no specs or artifacts, and its top-level producer (the
+toolchain of that environment) takes no part in a merge's producer checks, which hold for the artifacts
+that are keyed by producer; each answer's key already covers its compilers' bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.errors import ArtifactError
+from ..core.fs import atomic_write
+from ..core.legacy_manifest import FIELD, LegacyRelease, answer_path, entries, to_json  # noqa: F401 - re-exported
+from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest, safe_join, write_manifest
+
+
+def producer() -> dict[str, str]:
+    """Who records the answers: aot's producer fields, and the numba that compiles the operators' LTO-IR."""
+    import platform
+
+    from ..core.versions import dist_version, producer_versions
+    return {**producer_versions(), "numba": dist_version("numba"), "numba_cuda": dist_version("numba-cuda"),
+            "python": platform.python_version()}
+
+
+def legacy_only(m: Manifest) -> bool:
+    """A set carrying cccl-legacy answers and nothing else."""
+    return bool(m.legacy) and not m.artifacts and not m.specs
+
+
+def add_answers(out: Path, release: str, made_by: Mapping[str, str], sm: int, specs: Sequence[str],
+                got: Sequence[tuple[str, str, str, bytes]]) -> int:
+    """Add ``got`` ((key, kind, spec, encoded answer file)) for ``release`` and ``sm`` to the set at ``out``
+    (its manifest created where there is none): each file written atomically, the manifest last. An answer
+    already there stays (NVRTC's output differs from run to run, and each link answer is keyed by the LTO-IR
+    its run produced: the set keeps consistent pairs). Returns the answers added."""
+    out.mkdir(parents=True, exist_ok=True)
+    have = load_manifest(out) if (out / MANIFEST_NAME).is_file() else None
+    old = have.legacy.get(release) if have else None
+    if old is not None and dict(old.producer) != dict(made_by):
+        diff = sorted(k for k in set(old.producer) | set(made_by) if old.producer.get(k) != made_by.get(k))
+        raise ArtifactError(f"{out}: its cuda-cccl {release} answers were built with other versions "
+                            f"({', '.join(diff)}); build into an empty folder")
+    answers = {a["path"]: a for a in (old.answers if old else ())}
+    added = 0
+    for key, kind, spec, data in got:
+        path = answer_path(release, key)
+        if path in answers:
+            continue
+        dst = safe_join(out, path)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(dst, data)
+        answers[path] = {"path": path, "key": key, "kind": kind, "spec": spec, "size": len(data),
+                         "sha256": hashlib.sha256(data).hexdigest()}
+        added += 1
+    section = dict(have.legacy) if have else {}
+    section[release] = LegacyRelease(
+        release, dict(made_by), tuple(sorted({*(old.sms if old else ()), sm})),
+        tuple(dict.fromkeys([*(old.specs if old else ()), *specs])), tuple(answers.values()))
+    _write(out, have, section, made_by)
+    return added
+
+
+def _write(out: Path, have: Manifest | None, section: Mapping[str, LegacyRelease],
+           made_by: Mapping[str, str]) -> None:
+    extra: dict[str, Any] = {FIELD: to_json(section)}
+    if have is None:
+        prod = {k: v for k, v in made_by.items() if k not in ("numba", "numba_cuda", "python")}
+        write_manifest(out, producer=prod, specs={}, artifacts=[], extra={**extra, "sms": []})
+        return
+    import json
+    doc = json.loads((out / MANIFEST_NAME).read_text())  # checked by load_manifest above; keeps every field
+    doc.pop("format", None), doc.pop("manifest_version", None)
+    producer_, specs, artifacts = doc.pop("producer"), doc.pop("specs"), doc.pop("artifacts")
+    doc.update(extra)
+    write_manifest(out, producer=producer_, specs=specs, artifacts=artifacts, extra=doc)
+
+
+def merge_legacy(manifests: Sequence[Manifest]) -> tuple[dict[str, LegacyRelease], dict[str, Path], list[str]]:
+    """Every input's answers in one section: (release -> answers, output path -> source file, conflicts).
+
+    One release's answers must come from one toolchain (its producer), and one path (release and key) must
+    hold the same bytes in every input that carries it: anything else is a conflict, each one listed."""
+    merged: dict[str, LegacyRelease] = {}
+    files: dict[str, Path] = {}
+    where: dict[str, Path] = {}
+    conflicts: list[str] = []
+    for m in manifests:
+        for rel, r in m.legacy.items():
+            prev = merged.get(rel)
+            if prev is not None and dict(prev.producer) != dict(r.producer):
+                diff = sorted(k for k in set(prev.producer) | set(r.producer)
+                              if prev.producer.get(k) != r.producer.get(k))
+                conflicts.append(f"cuda-cccl {rel} answers in {where[rel]} and {m.root} were built with other "
+                                 f"versions ({', '.join(diff)})")
+                continue
+            answers = {a["path"]: a for a in (prev.answers if prev else ())}
+            for a in r.answers:
+                seen = answers.get(a["path"])
+                if seen is not None and seen["sha256"] != a["sha256"]:
+                    conflicts.append(f"{a['path']} (cuda-cccl {rel}, {a['kind']} of {a['spec']}) differs in "
+                                     f"{where[rel]} and {m.root}")
+                    continue
+                answers.setdefault(a["path"], a)
+                files.setdefault(a["path"], m.path_of(a))
+            where.setdefault(rel, m.root)
+            merged[rel] = LegacyRelease(rel, r.producer, tuple(sorted({*(prev.sms if prev else ()), *r.sms})),
+                                        tuple(dict.fromkeys([*(prev.specs if prev else ()), *r.specs])),
+                                        tuple(answers.values()))
+    return merged, files, conflicts
+
+
+def copy_answers(files: Mapping[str, Path], out: Path) -> None:
+    """Each answer file into ``out`` at its path (checked inside ``out`` before any is written)."""
+    targets = {path: safe_join(out, path) for path in files}
+    for path, src in files.items():
+        dst = targets[path]
+        if src.resolve() != dst.resolve():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(dst, src.read_bytes())
