@@ -257,6 +257,7 @@ RUNTIME_CLOSURE = [
     "aot.core.errors",
     "aot.core.format",
     "aot.core.formrules",
+    "aot.core.keyschemas",
     "aot.core.log",
     "aot.core.manifest",
     "aot.core.oplang",

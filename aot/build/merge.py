@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from ..core import format as fmt
+from ..core import keyschemas
 from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
@@ -205,6 +206,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
+    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)  # before anything is written
     from . import merge_cupy
     if merge_cupy.cupy_only(manifests):  # CuPy sets of several stacks: one artifact per CuPy key
         return _merge_cupy(manifests, shards, out, on_copy)
@@ -263,6 +265,8 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
             atomic_write(dst, src.read_bytes())
     on_copy(len(entries), len(entries))
     extra: dict = {"sms": sorted(sms)}
+    if schemas is not None:
+        extra["key_schemas"] = schemas
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     write_manifest(out, producer=producers[newest], specs=specs,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import ArtifactError
+from . import keyschemas
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .text import MAX_SPECS, SpecError, short
 from .spec import Spec
@@ -53,6 +54,9 @@ class Manifest:
     skipped: tuple[tuple[str, str], ...] = ()
     #: cuda-cccl release -> the producer of the build made under it (a set merged from several; else empty).
     producers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The versions of the key and digest schemas the set was built by (:mod:`aot.core.keyschemas`); ``None``: an
+    #: older manifest that does not say (its keys are compared as they are).
+    key_schemas: Mapping[str, int] | None = None
 
     def release_of(self, entry: Mapping[str, Any]) -> str | None:
         """The cuda-cccl release ``entry`` was built under: its own ``cuda_cccl``, else the set's."""
@@ -303,6 +307,10 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
         raise ArtifactError(f"{path}: manifest defines {len(specs)} specs, over the limit of {MAX_SPECS}")
     sms, incomplete, shard = _check_build_fields(path, doc)
     producers = _check_producers(path, doc.get("producers"), producer)
+    schemas = keyschemas.check(doc["key_schemas"]) if "key_schemas" in doc else None
+    if "key_schemas" in doc and schemas is None:
+        raise ArtifactError(f"{path}: field 'key_schemas' must map schema names to versions, not "
+                            f"{short(doc['key_schemas'])}")
     built: dict[str, Spec] = {}
     skipped: list[tuple[str, str]] = []
     for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
@@ -339,7 +347,8 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
             raise ArtifactError(f"{path}: artifact entry {i} names spec {short(a['name'])} the manifest does not "
                                 f"define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
-                    incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers)
+                    incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers,
+                    key_schemas=schemas)
 
 
 def _check_producers(path: Path, producers: Any, producer: Mapping[str, Any]) -> dict[str, dict]:

@@ -294,6 +294,8 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
             shutil.copyfile(m.path_of(a), dest)
             total += a["size"]
         extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
+        if m.key_schemas is not None:  # the schemas its keys were made by (aot.core.keyschemas)
+            extra["key_schemas"] = dict(m.key_schemas)
         if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
             extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
         write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)

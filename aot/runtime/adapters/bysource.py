@@ -157,7 +157,8 @@ class SourceLookup:
             return self._units[memo]
         found = self._find(source, opts)
         if found is not None and self.registry.manifest is not None and not headers_match(
-                self.registry.manifest.artifacts, found, source, opts.include_dirs):
+                self.registry.manifest.artifacts, found, source, opts.include_dirs,
+                self.registry.manifest.key_schemas):
             found = None  # the user's headers are not the build's: compiled here (issue 46)
         self._units[memo] = found
         return found

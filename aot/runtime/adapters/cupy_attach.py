@@ -27,6 +27,7 @@ from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from ...core.errors import AotError
+from ...core.keyschemas import mismatch
 from ...core.log import get_logger
 
 log = get_logger("aot.runtime.cupy")
@@ -237,11 +238,17 @@ def _remove_finder() -> None:
 
 def attach_cupy(registry: Any) -> dict[str, str]:
     """Serve ``registry``'s CuPy kernels at CuPy's compile call (see the module's docstring). Imports nothing:
-    the wrappers go on when CuPy's compiler is (or already was) imported. Returns, per spec, ``"attached"``."""
+    the wrappers go on when CuPy's compiler is (or already was) imported. Returns, per spec, ``"attached"``, or
+    why not (a set another key schema built: :mod:`aot.core.keyschemas`, said once)."""
     from ...core.spec import CupyKernel
     names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
     if not names or registry.manifest is None:
         return {}
+    stale = mismatch(registry.manifest.key_schemas, "cupy")
+    if stale:  # every key differs, though no kernel changed: said once, as what it is
+        why = f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them"
+        registry._warn(why)
+        return {n: why for n in names}
     with _lock:
         if registry not in _state["registries"]:
             _state["registries"].append(registry)
