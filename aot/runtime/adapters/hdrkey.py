@@ -60,8 +60,10 @@ HEADERS = UnitHeaders(f"aot-nvrtc-headers-v{HEADER_KEY_VERSION}")
 
 @functools.lru_cache(maxsize=1)
 def cccl_dirs() -> tuple[str, ...]:
-    """cuda-cccl's ``libcudacxx`` and CUDA header folders, as the build's NVRTC has them on every unit's include
-    path (:func:`aot.build.compile.cccl_include_dirs`); empty where cuda-cccl is not installed."""
+    """cuda-cccl's ``libcudacxx`` and CUDA header folders (``cub/``, ``cuda/std/``, ``thrust/``): on every NVRTC
+    unit's include path, the build's (:func:`aot.build.compile.program_options`) and the caller's alike, so one
+    function says them for both. Empty where cuda-cccl is not installed (a unit that includes them then fails to
+    compile, naming the header)."""
     try:
         from cuda.cccl.headers import get_include_paths
         paths = get_include_paths()
