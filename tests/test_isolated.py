@@ -7,9 +7,9 @@ venv with pip (as a user's), whose pip builds in its own isolated environment, f
 made with the downstream page's first block (the session's ``isolated`` fixture: tests/isolated_env.py).
 
 Each isolated build installs the whole CUDA 13 build stack into its own environment (about 50 s on 2 cores). The
-default run builds the examples a test here needs anyway (numba-mypkg: ``pip wheel``; hatch-mypkg and
-skbuild-mypkg: ``python -m build``; the page's two projects; the workflow's); ``pip wheel`` of every other example
-and ``pip install .`` of the two backends' are the ``slow`` job's (.ci/slow).
+default run builds the examples a test here needs anyway (numba-mypkg: ``pip wheel``; the page's projects; the
+workflow's hatch-mypkg, with ``python -m build``); ``pip wheel`` of every other example, and ``python -m build``
+and ``pip install .`` of the two backends' examples, are the ``slow`` job's (.ci/slow).
 
 The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the page's
 blocks and the workflow's shape.
@@ -35,7 +35,12 @@ from isolated_env import EXAMPLE_DIRS, EXAMPLES, SM, blocks, check_wheel, exampl
 #: The example built by `pip wheel .` in isolation in the default run (its attach test below needs the wheel anyway);
 #: every other example's isolated `pip wheel` is the slow job's (the same build, one example after another).
 DEFAULT_WHEELS = ("numba-mypkg",)
-#: These are also built by `python -m build` (the two backends; more would only cost CI time).
+#: These are also built by `python -m build` (the two backends; more would only cost CI time), in the slow job: the
+#: default run has each piece elsewhere, once. `python -m build --wheel` in isolation of hatch-mypkg is a step of the
+#: copyable workflow (test_the_copyable_workflow_runs_line_by_line); each backend compiles in isolation in the page's
+#: projects (hatchling's `pip install .`, scikit-build-core's `pip wheel .`, whose wheel gets check_wheel); auditwheel
+#: refuses both wheels there, and cibuildwheel reads each example's setting without a build
+#: (test_the_examples_switch_cibuildwheels_repair_off).
 BUILD_TOO = ("hatch-mypkg", "skbuild-mypkg")
 WORKFLOW = EXAMPLES / "workflows" / "wheels.yml"
 
@@ -71,19 +76,37 @@ def test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu
     assert r.returncode == 0 and r.stdout.split() == ["True", "_PackagedCache", "cubin", "ptx"], r.stdout + r.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
 def test_python_m_build_with_build_isolation_and_the_cibuildwheel_setting(isolated, example):
-    """`python -m build --wheel` (its isolated venv). auditwheel, cibuildwheel's default Linux repair, refuses
-    the wheel (no ELF file: nothing to repair, the tag is already right), so the example switches it off with
-    `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which cibuildwheel itself reads. (`pip install .` of the
-    same project, a second isolated build, is the slow job's: the default run has the page's `pip install .`.)"""
+    """`python -m build --wheel` (its isolated venv). (`pip install .` of the same project, a second isolated
+    build, is the slow job's too: the default run has the page's `pip install .`.)"""
     proj = project(isolated, example)
     r = isolated.run([isolated.python, "-m", "build", "--wheel", "--outdir", "build-dist", "."], cwd=proj)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     (whl,) = (proj / "build-dist").glob("*.whl")
     check_wheel(whl)
-    a = isolated.run([isolated.bare / "bin" / "auditwheel", "repair", "-w", "repaired", whl], cwd=proj)
+    _check_auditwheel_refuses(isolated, proj, whl)
+    _check_cibuildwheel_setting(isolated, proj)
+
+
+@pytest.mark.parametrize("example", [e for e in BUILD_TOO if e in EXAMPLE_DIRS])
+def test_the_examples_switch_cibuildwheels_repair_off(isolated, example):
+    """Each backend's example as cibuildwheel reads it (no build: the wheels auditwheel refuses are the workflow's
+    and the page's)."""
+    _check_cibuildwheel_setting(isolated, project(isolated, example))
+
+
+def _check_auditwheel_refuses(isolated, cwd: Path, whl: Path) -> None:
+    """auditwheel, cibuildwheel's default Linux repair, refuses the wheel (no ELF file: nothing to repair, the tag
+    is already right), so the examples switch it off (:func:`_check_cibuildwheel_setting`)."""
+    a = isolated.run([isolated.bare / "bin" / "auditwheel", "repair", "-w", "repaired", whl], cwd=cwd)
     assert a.returncode != 0 and "does not look like a platform wheel" in a.stdout + a.stderr, a.stdout + a.stderr
+
+
+def _check_cibuildwheel_setting(isolated, proj: Path) -> None:
+    """The project switches auditwheel off with `[tool.cibuildwheel.linux] repair-wheel-command = ""`, which
+    cibuildwheel itself reads."""
     cib = tomllib.loads((proj / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
     assert cib["linux"]["repair-wheel-command"] == "" and cib["build"] == "cp312-manylinux_x86_64"
     c = isolated.run([isolated.bare / "bin" / "cibuildwheel", "--print-build-identifiers", "--platform", "linux"],
@@ -156,6 +179,7 @@ def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     assert "coverage: 1 specs x SMs 80" in out and "family  spec" in out  # inspect's plain table (no rich)
     (whl,) = (projects["skbuild"] / "dist").glob("*.whl")
     check_wheel(whl)
+    _check_auditwheel_refuses(isolated, projects["skbuild"], whl)  # scikit-build-core's wheel
     assert sum("family  spec" in o for _, _, o in ran) >= 3  # inspect: skbuild's wheel, hatchling's and setuptools' installs
     bundled = projects["skbuild"] / "mypkg" / "artifacts"
     from aot.core.hitindex import derive  # the first-hit index: where the set has an NVRTC unit it can index
@@ -195,6 +219,8 @@ def test_the_copyable_workflow_runs_line_by_line(isolated):
     (whl,) = (project / "dist").glob("*.whl")
     info = check_wheel(whl)
     assert sorted(info["specs"]) == ["axpy", "multiples_of_7_i64", "product_i32", "running_max_i64"]
+    _check_auditwheel_refuses(isolated, project, whl)  # hatch-mypkg's `python -m build` wheel
+    _check_cibuildwheel_setting(isolated, project)
 
 
 # ------------------------------------------------------------------------------------------- fast parts

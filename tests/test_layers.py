@@ -257,6 +257,7 @@ RUNTIME_CLOSURE = [
     "aot.core.errors",
     "aot.core.format",
     "aot.core.formrules",
+    "aot.core.keyschemas",
     "aot.core.log",
     "aot.core.majorset",  # a set of several CUDA majors: the installed one's is read (issue 40)
     "aot.core.manifest",

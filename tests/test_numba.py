@@ -245,6 +245,44 @@ def test_kernels_built_by_another_checked_release_attach(numba_build, tmp_path):
     assert not [w for w in caught if issubclass(w.category, AotWarning)]
 
 
+def _with_digest_schema(out: Path, dest: Path, version: int | None) -> Path:
+    """A copy of the set as another digest walk would have built it: every kernel's digest another, and the
+    manifest saying digest ``version`` (``None``: a manifest from before aot recorded it)."""
+    import shutil
+    shutil.copytree(out, dest)
+    doc = json.loads((dest / "manifest.json").read_text())
+    for d in doc["specs"].values():
+        d["digest"] = "ab" * 32
+    if version is None:
+        del doc["key_schemas"]
+    else:
+        doc["key_schemas"]["numba_digest"] = version
+    (dest / "manifest.json").write_text(json.dumps(doc))
+    return dest
+
+
+def test_a_set_built_by_another_digest_schema_is_said_as_such_once(numba_build, tmp_path):
+    """Before the manifest recorded the digest's version, such a set read as "its source changed since the build",
+    once per kernel."""
+    from aot.core.keyschemas import SCHEMAS
+    tmp, m, pkg, out = numba_build
+    assert json.loads((out / "manifest.json").read_text())["key_schemas"] == dict(SCHEMAS)  # the build records it
+    assert load_manifest(out).key_schemas == dict(SCHEMAS)
+    reg = _registry(_with_digest_schema(out, tmp_path / "v2", 2), pkg, tmp)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = aot.attach_numba(reg)
+    mine = [str(w.message) for w in caught if issubclass(w.category, AotWarning)]
+    said = f"built by numba kernel digest v2, this aot computes v{SCHEMAS['numba_digest']}: rebuild the set"
+    assert len(mine) == 1 and said in mine[0] and "JIT-compiles" in mine[0], mine
+    assert all(said in why for why in got.values()) and len(got) == 5, got
+    old = _registry(_with_digest_schema(out, tmp_path / "old", None), pkg, tmp)  # no field: as before
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = aot.attach_numba(old, ["tile_sum"])
+    assert "changed since the build" in got["tile_sum"], got
+
+
 def test_the_release_table_is_data_and_says_what_attaches_where(monkeypatch):
     from cccl_patches import numba_cuda as nc
     releases = [r for row in nc.RELEASES for r in row.releases]

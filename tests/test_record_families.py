@@ -406,3 +406,43 @@ def test_ctrl_c_is_passed_on_and_the_command_cleans_up(tmp_path):
     assert (project / "cleaned").exists(), stdout + stderr
     assert p.returncode == 130 and "interrupted (SIGINT, which the command got too)" in stdout, stdout + stderr
     assert not (project / "m.yaml").exists()
+
+
+#: A stand-in CuPy that compiles as CuPy does on a GPU: a ``RawModule`` is constructed (aot.record.hook's NVRTC
+#: watch sees it), then ``get_function`` compiles it through ``cupy.cuda.compiler._compile_module_with_cache``
+#: (aot.record.hook_cupy sees it); on a host without a GPU real CuPy stops before that call (it asks the device).
+CUPY_COMPILING = {
+    **KERNELS,
+    "cupy/__init__.py": '''
+        class RawModule:
+            def __init__(self, code=None, *, options=(), name_expressions=None, path=None):
+                self.code, self.options, self.names = code, options, name_expressions
+            def get_function(self, name):
+                from cupy.cuda import compiler
+                return compiler._compile_module_with_cache(self.code, self.options, name_expressions=self.names)
+        ''',
+    "cupy/cuda/__init__.py": "",
+    "cupy/cuda/compiler.py": '''
+        def _compile_module_with_cache(source, options=(), arch=None, cache_dir=None, **kwargs):
+            return "module"
+        ''',
+}
+
+
+def test_a_rawmodule_cupy_compiles_is_recorded_once_as_a_cupy_kernel(tmp_path):
+    """Before: both hooks recorded it, as an ``nvrtc:`` entry (at construction) and a ``cupy:`` one (at CuPy's
+    compile), two builds of one kernel of which only the CuPy one is served at the library's call. One that CuPy
+    never compiled in the recording keeps its NVRTC record."""
+    project = write_tree(tmp_path, CUPY_COMPILING)
+    r, out = run_record(project, '''
+        import cupy
+        from klib import src
+        cupy.RawModule(code=src.LB, name_expressions=["scale_lb"]).get_function("scale_lb")
+        cupy.RawModule(code=src.LB_ONE, name_expressions=["add_one"])  # constructed, never compiled
+    ''')
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = yaml.safe_load(out.read_text())
+    assert [e["source"] for e in doc.get("nvrtc", [])] == ["klib.src:LB_ONE"], doc
+    assert [e["name"] for e in doc["cupy"]] == ["scale_lb.0"], doc
+    assert "void __launch_bounds__(256, 4) scale_lb" in (tmp_path / doc["cupy"][0]["source"]).read_text()
+    assert doc["cupy"][0]["name_expressions"] == ["scale_lb"]

@@ -31,6 +31,7 @@ from .progkeys import entry_fields
 from .workers import _work, _worker_cupy_cache, _worker_init, signals_blocked, stop_pool
 from ..core.errors import ArtifactError, BuildError, MatrixError, UsageError
 from ..core.manifest import MAX_MANIFEST_LEN, remove_manifest, write_manifest
+from ..core.keyschemas import SCHEMAS
 from ..core.spec import CcclSpec, NvrtcUnit, Spec, item_key
 
 if TYPE_CHECKING:  # the matrix reader needs PyYAML; a runtime-only `verify --for-wheel` imports this module
@@ -302,7 +303,7 @@ def _entries_to_keep(out: Path, rebuilt: set, producer: dict) -> list[tuple[dict
         old = load_manifest(out)
     except ArtifactError:
         return []
-    if dict(old.producer) != dict(producer):
+    if dict(old.producer) != dict(producer) or old.key_schemas != dict(SCHEMAS):
         return []
     bad = {p.split(":")[0] for p in verify_files(old)}
     return [(dict(e), dict(old.specs[e["name"]])) for e in old.artifacts
@@ -341,7 +342,8 @@ def _commit(out: Path, items: list[Item], keys: dict, report: BuildReport, produ
     for entry, definition in kept:
         entries.append(entry)
         specs.setdefault(entry["name"], definition)
-    extra: dict = {"sms": sorted(set(sms) | {e["sm"] for e, _ in kept if e["payload_kind"] != "ptx"})}
+    extra: dict = {"sms": sorted(set(sms) | {e["sm"] for e, _ in kept if e["payload_kind"] != "ptx"}),
+                   "key_schemas": dict(SCHEMAS)}
     if report.shard or report.failures:
         extra.update(shard=report.shard, incomplete=[r.path for r in report.failures])
     write_manifest(out, producer=producer, specs=specs, artifacts=entries, extra=extra)

@@ -11,12 +11,12 @@ answer; the options are still rendered by cuda.core's ``ProgramOptions``).
 from __future__ import annotations
 
 import contextlib
-import functools
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..core.errors import without_frames
 from ..core.spec import CcclSpec, NvrtcUnit
+from ..runtime.adapters.hdrkey import cccl_dirs
 from .image_symbols import kernel_symbols
 
 def init_value(dtype: str, init: Any, types: Mapping[str, Any] | None = None):
@@ -133,23 +133,6 @@ def compile_cccl(spec: CcclSpec, sm: int) -> bytes:
     return normalize_internal_symbols(bytes(build_cccl(spec, sm).serialize()), os.getpid())[0]
 
 
-@functools.lru_cache(maxsize=1)
-def cccl_include_dirs() -> tuple[str, ...]:
-    """The installed cuda-cccl's device headers (``cub/``, ``cuda/std/``, ``thrust/``) and the CUDA headers
-    next to them: on every NVRTC unit's include path. Empty when cuda-cccl's headers cannot be found (a
-    unit that includes them then fails to compile, naming the header)."""
-    try:
-        from cuda.cccl.headers import get_include_paths
-        paths = get_include_paths()
-    except Exception:  # noqa: BLE001 - headers are optional for units that do not include them
-        return ()
-    out: list[str] = []
-    for p in (paths.libcudacxx, paths.cuda):
-        if p is not None and str(p) not in out:
-            out.append(str(p))
-    return tuple(out)
-
-
 @contextlib.contextmanager
 def headers_dir(unit: NvrtcUnit) -> Iterator[str | None]:
     """The unit's headers (from its definition, not from disk: a JIT elsewhere compiles the same bytes)
@@ -174,7 +157,7 @@ def program_options(unit: NvrtcUnit, arch: str, headers: str | None = None):
     opts = dict(unit.options)
     if "define_macro" in opts and isinstance(opts["define_macro"], dict):
         opts["define_macro"] = [(k, str(v)) for k, v in opts["define_macro"].items()]
-    include = ([headers] if headers else []) + list(cccl_include_dirs())
+    include = ([headers] if headers else []) + list(cccl_dirs())
     return ProgramOptions(arch=arch, name=f"{unit.name}.cu", include_path=include or None, **opts)
 
 

@@ -29,7 +29,8 @@ from ..core.text import MAX_SOURCE_LEN, SpecError
 from ..runtime.adapters.cupy_attach import RELEASES, host_paths, installed_version, key_of, substitute
 from ..runtime.adapters.cupy_key import Headers
 
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
+_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+                     r"([A-Za-z_]\w*)\s*\(")  # __launch_bounds__ before or after the return type
 
 
 #: The header closures this worker has hashed (headers do not change during a build).

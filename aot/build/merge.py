@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from ..core import format as fmt
+from ..core import keyschemas
 from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
@@ -211,6 +212,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
+    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)  # before anything is written
     from . import legacy_set, merge_cupy
     legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
     # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
@@ -276,6 +278,8 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
             atomic_write(dst, src.read_bytes())
     on_copy(len(entries), len(entries))
     extra: dict = {"sms": sorted(sms)}
+    if schemas is not None:
+        extra["key_schemas"] = schemas
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     if legacy:

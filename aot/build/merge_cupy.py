@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core import format as fmt
+from ..core import keyschemas
 from ..core.errors import ArtifactError
 from ..core.fs import atomic_write
 from ..core.manifest import Manifest, remove_manifest, safe_join, write_manifest
@@ -97,6 +98,7 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
     """Merge CuPy-only sets (see the module's docstring); ``specs``: the inputs' definitions, already checked
     to agree. Returns the summary :func:`aot.build.merge.merge` returns."""
     producer = _producer(manifests, shards)
+    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)
     found: dict[tuple[str, int, str], tuple[dict, Manifest, str, str]] = {}
     conflicts: list[str] = []
     for m in manifests:
@@ -135,7 +137,9 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
             atomic_write(dst, source.read_bytes())
     on_copy(len(targets), len(targets))
     sms = sorted({sm for m in manifests for sm in (m.sms or ())})
-    write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()],
-                   extra={"sms": sms})
+    extra: dict = {"sms": sms}
+    if schemas is not None:
+        extra["key_schemas"] = schemas
+    write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
     return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
             "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}

@@ -29,7 +29,7 @@ from typing import Any
 from ..core.log import get_logger
 from ..core.spec import NvrtcUnit
 from ..core.srckey import source_key
-from ..runtime.adapters.hdrkey import FIELD, header_digest, search_path
+from ..runtime.adapters.hdrkey import FIELD, cccl_dirs, header_digest, search_path
 from ..runtime.adapters.progkey import eligible, nvrtc_version, program_cache_key
 from .isolated import expose_build_env_toolkit
 
@@ -70,7 +70,7 @@ def unit_header_digest(unit: NvrtcUnit) -> str | None:
     includes nothing."""
     key = unit.content_key()
     if key not in _DIGESTS:
-        from .compile import cccl_include_dirs, headers_dir
+        from .compile import headers_dir
         with headers_dir(unit) as hdr:
-            _DIGESTS[key] = header_digest(unit.source, search_path([hdr] if hdr else [], cccl_include_dirs()))
+            _DIGESTS[key] = header_digest(unit.source, search_path([hdr] if hdr else [], cccl_dirs()))
     return _DIGESTS[key]

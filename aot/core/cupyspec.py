@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from .fieldcheck import known_fields, release_field, sha256_field
 from .spec import CupyKernel
 from .text import MAX_LIST_LEN, MAX_TEXT_LEN, SpecError, _text_problem, hint, short
 
@@ -42,7 +43,6 @@ PLACEHOLDERS = ("{cupy_include}", "{cuda_include}")
 #: (``cupy.cuda.compiler._is_cudadevrt_needed``), and the architecture is the build's ``--sm``.
 REFUSED_OPTIONS = ("--device-c", "-dc", "-rdc=true", "--relocatable-device-code=true")
 _ARCH = re.compile(r"^(-arch|--gpu-architecture)\b")
-_VERSION = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
 _PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 
 
@@ -79,9 +79,7 @@ def check_name_expressions(names: Any) -> tuple[str, ...] | None:
 
 
 def check_version(v: Any, fld: str = "cupy") -> str:
-    if not isinstance(v, str) or not _VERSION.fullmatch(v):
-        raise SpecError(f"{fld} must be the CuPy release like '14.2.0', got {short(v)}", fld)
-    return v
+    return release_field(v, fld, "the CuPy release like '14.2.0'")
 
 
 def check_what(v: Any) -> str:
@@ -100,13 +98,8 @@ def check_jitify(v: Any) -> bool:
 
 def check_cupy(d: Mapping[str, Any], name: str) -> CupyKernel:
     """The CuPy kernel a manifest definition describes (``name``: its checked name), every field checked."""
-    for key in d:
-        if key not in DEFINITION_FIELDS:
-            raise SpecError(f"unknown field for a CuPy kernel{hint(key, DEFINITION_FIELDS)}", str(key))
-    digest = d.get("source_sha256")
-    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
-        raise SpecError("source_sha256 must be the sha256 of the source CuPy compiles (64 hex digits)",
-                        "source_sha256")
+    known_fields(d, DEFINITION_FIELDS, "a CuPy kernel")
+    digest = sha256_field(d.get("source_sha256"), "source_sha256", "the source CuPy compiles")
     return CupyKernel(name=name, what=check_what(d.get("what")), source_sha256=digest,
                       options=check_options(d.get("options")),
                       name_expressions=check_name_expressions(d.get("name_expressions")),
@@ -115,9 +108,7 @@ def check_cupy(d: Mapping[str, Any], name: str) -> CupyKernel:
 
 def check_entry(d: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...], tuple[str, ...] | None, bool, str]:
     """A ``cupy:`` matrix entry's label, source path, options, name expressions, jitify and CuPy release."""
-    for key in d:
-        if key not in MATRIX_KEYS:
-            raise SpecError(f"unknown field{hint(key, MATRIX_KEYS)}; allowed: {', '.join(MATRIX_KEYS)}", str(key))
+    known_fields(d, MATRIX_KEYS)
     src = d.get("source")
     if not isinstance(src, str) or not src.strip() or _text_problem(src, MAX_TEXT_LEN):
         raise SpecError("source must name the file (beside the matrix) holding the text CuPy compiles", "source")

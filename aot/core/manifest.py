@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ArtifactError
 from .majorset import index_majors, is_index, major_dir, pick
+from . import keyschemas
 from .format import _read_regular, is_sha256_hex, loads_strict_json
 from .text import MAX_SPECS, SpecError, short
 from .spec import Spec
@@ -56,6 +57,9 @@ class Manifest:
     producers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: cuda-cccl release (< 1.1) -> its cuda.compute compile answers (:mod:`aot.core.legacy_manifest`).
     legacy: Mapping[str, Any] = field(default_factory=dict)
+    #: The versions of the key and digest schemas the set was built by (:mod:`aot.core.keyschemas`); ``None``: an
+    #: older manifest that does not say (its keys are compared as they are).
+    key_schemas: Mapping[str, int] | None = None
 
     def release_of(self, entry: Mapping[str, Any]) -> str | None:
         """The cuda-cccl release ``entry`` was built under: its own ``cuda_cccl``, else the set's."""
@@ -310,6 +314,10 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
     if doc.get("cccl_legacy") is not None:  # the module only where the set carries answers (the loader's import set)
         from .legacy_manifest import parse as parse_legacy
         legacy = parse_legacy(path, doc["cccl_legacy"])
+    schemas = keyschemas.check(doc["key_schemas"]) if "key_schemas" in doc else None
+    if "key_schemas" in doc and schemas is None:
+        raise ArtifactError(f"{path}: field 'key_schemas' must map schema names to versions, not "
+                            f"{short(doc['key_schemas'])}")
     built: dict[str, Spec] = {}
     skipped: list[tuple[str, str]] = []
     for name, d in specs.items():  # the loader rebuilds specs (and their content keys) from these
@@ -347,7 +355,7 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
                                 f"define")
     return Manifest(root=root, producer=producer, specs=specs, artifacts=tuple(artifacts), built=built, sms=sms,
                     incomplete=incomplete, shard=shard, skipped=tuple(skipped), producers=producers,
-                    legacy=legacy)
+                    legacy=legacy, key_schemas=schemas)
 
 
 def _load_major(root: Path, majors: tuple[int, ...], major: str | Callable[[], str] | None, skip_bad_specs: bool,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .oplang import code_ref_problem
+from .fieldcheck import kernel_ref, known_fields, release_field, sha256_field
 from .spec import NumbaKernel
 from .text import MAX_LIST_LEN, MAX_TEXT_LEN, SpecError, _text_problem, hint, short
 
@@ -46,7 +46,6 @@ LTO_TWIN = ".nolto"
 #: What a signature may hold: numba's type syntax (names, ``[::1]``, ``[:, :]``, ``(...)``, ``,``), no quotes
 #: or calls beyond it: the text is parsed by numba only when building or attaching.
 _SIGNATURE = re.compile(r"[A-Za-z_][\w]*\s*\(([\w\s\[\]:,()]*)\)")
-_VERSION = re.compile(r"[0-9A-Za-z.+!_-]{1,64}")
 
 
 def check_signature(sig: Any, fld: str = "signatures") -> str:
@@ -81,37 +80,21 @@ def check_options(options: Any) -> dict[str, Any]:
     return out
 
 
-def check_kernel_ref(ref: Any) -> str:
-    """``pkg.mod:kernel``: the dispatcher's module and name."""
-    problem = code_ref_problem(ref) if isinstance(ref, str) else "must be a string 'package.module:kernel'"
-    if problem:
-        raise SpecError(problem.replace("function", "kernel"), "kernel")
-    return ref.strip()
-
-
 def check_numba(d: Mapping[str, Any], name: str) -> NumbaKernel:
     """The numba kernel a manifest definition describes (``name``: its checked name), every field checked
     (never imported)."""
-    for key in d:
-        if key not in DEFINITION_FIELDS:
-            raise SpecError(f"unknown field for a numba kernel{hint(key, DEFINITION_FIELDS)}", str(key))
-    digest = d.get("digest")
-    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
-        raise SpecError("digest must be the sha256 of what the kernel compiles in (64 hex digits)", "digest")
-    version = d.get("numba_cuda")
-    if not isinstance(version, str) or not _VERSION.fullmatch(version):
-        raise SpecError(f"numba_cuda must be a version like '0.30.4', got {short(version)}", "numba_cuda")
-    return NumbaKernel(name=name, kernel=check_kernel_ref(d.get("kernel")),
+    known_fields(d, DEFINITION_FIELDS, "a numba kernel")
+    digest = sha256_field(d.get("digest"), "digest", "what the kernel compiles in")
+    version = release_field(d.get("numba_cuda"), "numba_cuda", "a version like '0.30.4'")
+    return NumbaKernel(name=name, kernel=kernel_ref(d.get("kernel")),
                        signature=check_signature(d.get("signature"), "signature"),
                        options=check_options(d.get("options")), digest=digest, numba_cuda=version)
 
 
 def check_entry(d: Mapping[str, Any]) -> tuple[str, list[str], dict[str, Any] | None]:
     """A ``numba:`` matrix entry's kernel reference, signatures and options (``None``: as the decorator says)."""
-    for key in d:
-        if key not in MATRIX_KEYS:
-            raise SpecError(f"unknown field{hint(key, MATRIX_KEYS)}; allowed: {', '.join(MATRIX_KEYS)}", str(key))
-    ref = check_kernel_ref(d.get("kernel"))
+    known_fields(d, MATRIX_KEYS)
+    ref = kernel_ref(d.get("kernel"))
     sigs = d.get("signatures")
     if isinstance(sigs, str):
         sigs = [sigs]

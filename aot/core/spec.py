@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
+from .keyschemas import SCHEMAS
 
 #: Bumped whenever what a build produces from an unchanged spec changes (a patch, a recipe tweak):
 #: it is part of every content key, so such a change invalidates incremental builds and user caches.
@@ -237,7 +238,7 @@ _NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl", "cuda_core"}), "numba": frozense
 #: The item-key schema of the families whose key changed (2: cuda-core's version left out, issue 46). An
 #: artifact keyed by the schema before (:func:`item_key` with ``legacy=True``) is still accepted by the
 #: loader: that key covered everything the new one does, and cuda-core's version besides.
-_SCHEMA = {"nvrtc": "2", "numba": "2", "cupy": "2"}
+_SCHEMA = {f: str(SCHEMAS["item_key"]) for f in ("nvrtc", "numba", "cupy")}
 #: What each of those families left out of its key before schema 2.
 _LEGACY_NOT_IN_KEY = {"nvrtc": frozenset({"cuda_cccl"}), "numba": frozenset({"cuda_cccl"}),
                       "cupy": frozenset({"cuda_cccl"})}

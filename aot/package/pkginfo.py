@@ -88,6 +88,8 @@ def fill_folder(stage: Path, src: Path, info: Mapping[str, Any], names: set[str]
         copy_answers({a["path"]: m.path_of(a) for a in answers(m.legacy)}, stage)
         total += sum(a["size"] for a in answers(m.legacy))
         extra[FIELD] = to_json(m.legacy)
+    if m.key_schemas is not None:  # the schemas its keys were made by (aot.core.keyschemas)
+        extra["key_schemas"] = dict(m.key_schemas)
     if m.producers:  # a set of several cuda-cccl releases: each entry's producer stays known
         extra["producers"] = {k: dict(v) for k, v in m.producers.items()}
     write_manifest(stage, producer=m.producer, specs=specs, artifacts=entries, extra=extra)

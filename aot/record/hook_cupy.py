@@ -6,13 +6,17 @@ or without CUB, ``ElementwiseKernel``, ``ReductionKernel``, ``RawModule``/``RawK
 source and options (``cupy._core.core.compile_with_cache`` looks the function up on the module at each call, so
 replacing the module's attribute sees them all). Each call writes one ``cupy-compile`` record (the source, the
 options with this install's paths as placeholders, name expressions, backend, jitify, the CuPy release, the
-library's frames on the stack) and then calls CuPy's function unchanged. :func:`aot.build.cupy_build.
-entries_from_records` turns the records into ``cupy:`` entries.
+library's frames on the stack, the source's sha1) and then calls CuPy's function unchanged.
+:func:`aot.build.cupy_build.entries_from_records` turns the records into ``cupy:`` entries. A ``RawModule``/
+``RawKernel`` is also seen when constructed (:mod:`aot.record.hook`, as an NVRTC compile: on a host without a GPU
+CuPy never compiles it); where this hook saw its compile too, the matrix keeps this one (:func:`aot.record.record.
+matrix_of`): CuPy's compile call is where aot serves it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -23,7 +27,8 @@ TARGETS = ("cupy.cuda.compiler",)
 #: Longest source a record carries (a record line is at most 64 KiB: hook.MAX_LINE); a longer one is
 #: recorded without its text, by its kernels' names, and listed as not named.
 MAX_SOURCE = 56 * 1024
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+([A-Za-z_]\w*)\s*\(")
+_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+                     r"([A-Za-z_]\w*)\s*\(")  # __launch_bounds__ before or after the return type
 
 
 def _paths() -> dict[str, str]:
@@ -94,6 +99,8 @@ def describe(source: Any, options: Any, kwargs: dict, site: list[str]) -> dict[s
                            "jitify": bool(kwargs.get("jitify", False)), "to_ltoir": bool(kwargs.get("to_ltoir")),
                            "name_expressions": [str(n) for n in names] if names else None,
                            "arch": None if kwargs.get("arch") is None else str(kwargs.get("arch"))}
+    if isinstance(source, str):  # as hook.record_nvrtc names a text: a RawModule's construction record is this one's
+        rec["sha1"] = hashlib.sha1(source.encode("utf-8", "surrogatepass")).hexdigest()
     if isinstance(source, str) and len(source) <= MAX_SOURCE:
         rec["source"] = source
     elif isinstance(source, str):

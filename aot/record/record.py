@@ -234,10 +234,20 @@ def _numba_entries(recs: list[dict], out: Recording, taken: set[str]) -> None:
         out.numba.append({"name": name, "kernel": ref, "signatures": sigs})
 
 
+def _not_compiled_by_cupy(nvrtc: list[dict], records: list[dict]) -> list[dict]:
+    """The NVRTC records less those of a CuPy ``RawModule``/``RawKernel`` whose compile CuPy's hook recorded too
+    (the same text, by sha1): that kernel is served at CuPy's compile call (:mod:`aot.runtime.adapters.
+    cupy_attach`), so it is the CuPy family's, recorded once. One CuPy never compiled in the recording (a host
+    without a GPU: CuPy's compile asks the device) keeps its NVRTC record."""
+    by_cupy = {r.get("sha1") for r in records if r.get("kind") == "cupy-compile" and r.get("sha1")}
+    return [r for r in nvrtc if not (str(r.get("via", "")).startswith("cupy.") and r.get("sha1") in by_cupy)]
+
+
 def matrix_of(records: list[dict], returncode: int = 0) -> Recording:
     """The matrix entries (and what is not named) that ``records`` describe."""
     out = Recording(returncode)
     by_kind = {kind: [r for r in records if r.get("kind") == kind] for kind, _ in FAMILIES}
+    by_kind["nvrtc"] = _not_compiled_by_cupy(by_kind["nvrtc"], records)
     out.seen = {kind: len(recs) for kind, recs in by_kind.items()}
     out.processes = sum(1 for r in records if r.get("kind") == "process")
     out.notes = [str(r.get("why"))[:300] for r in records if r.get("kind") in ("skipped", "overflow")]

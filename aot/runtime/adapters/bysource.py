@@ -203,7 +203,8 @@ class SourceLookup:
         found = self._find(source, opts)
         if found is not None and not _lean_has(self._lean, found) and self.registry.manifest is not None:
             from .hdrkey import headers_match  # an indexed unit includes nothing: no header to match
-            if not headers_match(self.registry.manifest.artifacts, found, source, opts.include_dirs):
+            if not headers_match(self.registry.manifest.artifacts, found, source, opts.include_dirs,
+                                 self.registry.manifest.key_schemas):
                 found = None  # the user's headers are not the build's: compiled here (issue 46)
         self._units[memo] = found
         return found

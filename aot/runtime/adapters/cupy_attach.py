@@ -129,6 +129,11 @@ def _table() -> dict[str, tuple[Any, Any, Any]]:
         for registry in _state["registries"]:
             if registry.manifest is None:  # attached lazily: an unreadable manifest warned as it was read
                 continue
+            from ...core.keyschemas import mismatch
+            stale = mismatch(registry.manifest.key_schemas, "cupy")
+            if stale:  # attached lazily (at import): the set another key schema built is said at the first miss
+                registry._warn(f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them")
+                continue
             for n in registry.names():
                 s = registry.spec(n)
                 if isinstance(s, CupyKernel):
@@ -253,6 +258,12 @@ def attach_cupy(registry: Any, *, lazy: bool = False) -> dict[str, str]:
         names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
         if not names or registry.manifest is None:
             return {}
+        from ...core.keyschemas import mismatch
+        stale = mismatch(registry.manifest.key_schemas, "cupy")
+        if stale:  # every key differs, though no kernel changed: said once, as what it is
+            why = f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them"
+            registry._warn(why)
+            return {n: why for n in names}
     with _lock:
         if registry not in _state["registries"]:
             _state["registries"].append(registry)

@@ -33,9 +33,11 @@ from typing import Any, Iterable
 
 from ...core.headerclosure import Headers as _Headers
 from ...core.headerclosure import label  # noqa: F401 - named here since issue 40
+from ...core.keyschemas import SCHEMAS
 
-#: Bumped when what the key covers changes (older artifacts then miss: CuPy compiles).
-KEY_VERSION = 2
+#: Bumped (in :data:`aot.core.keyschemas.SCHEMAS`) when what the key covers changes: older artifacts then miss,
+#: said once at attach from the manifest's ``key_schemas``; CuPy compiles.
+KEY_VERSION = SCHEMAS["cupy_key"]
 
 
 def include_dirs(options: Iterable[str]) -> tuple[str, ...] | None:

@@ -26,12 +26,14 @@ import os
 from typing import Any, Iterable, Mapping
 
 from ...core.headerclosure import Headers, includes_anything
+from ...core.keyschemas import SCHEMAS, mismatch
 from ...core.log import get_logger
 
 log = get_logger(__name__)
 
-#: Bumped when what the digest covers changes (older entries then mismatch: the unit JITs).
-HEADER_KEY_VERSION = 1
+#: Bumped (in :data:`aot.core.keyschemas.SCHEMAS`) when what the digest covers changes: older entries then
+#: mismatch, said from the manifest's ``key_schemas``; the unit JITs.
+HEADER_KEY_VERSION = SCHEMAS["nvrtc_headers"]
 #: The manifest entry field the build writes (:mod:`aot.build.progkeys`).
 FIELD = "header_digest"
 
@@ -58,8 +60,10 @@ HEADERS = UnitHeaders(f"aot-nvrtc-headers-v{HEADER_KEY_VERSION}")
 
 @functools.lru_cache(maxsize=1)
 def cccl_dirs() -> tuple[str, ...]:
-    """cuda-cccl's ``libcudacxx`` and CUDA header folders, as the build's NVRTC has them on every unit's include
-    path (:func:`aot.build.compile.cccl_include_dirs`); empty where cuda-cccl is not installed."""
+    """cuda-cccl's ``libcudacxx`` and CUDA header folders (``cub/``, ``cuda/std/``, ``thrust/``): on every NVRTC
+    unit's include path, the build's (:func:`aot.build.compile.program_options`) and the caller's alike, so one
+    function says them for both. Empty where cuda-cccl is not installed (a unit that includes them then fails to
+    compile, naming the header)."""
     try:
         from cuda.cccl.headers import get_include_paths
         paths = get_include_paths()
@@ -107,12 +111,17 @@ def header_digest(source: str, search: tuple[str, ...]) -> str | None:
 
 
 def headers_match(entries: Iterable[Mapping[str, Any]], name: str, source: str,
-                  include_dirs: Iterable[str]) -> bool:
+                  include_dirs: Iterable[str], schemas: Mapping[str, int] | None = None) -> bool:
     """Whether unit ``name`` (its ``source``) may be served to a caller compiling with ``include_dirs``: it
     includes nothing, or the first of its ``entries`` records the digest of the caller's headers. Said once
-    per call (the caller memoises per source and options) at info level where not."""
+    per call (the caller memoises per source and options) at info level where not; ``schemas``: the
+    manifest's ``key_schemas`` (a set whose digests another schema made is said as such)."""
     if not includes_anything(source):
         return True
+    stale = mismatch(schemas, "nvrtc")
+    if stale:
+        log.info("aot: unit %s includes headers and was %s; compiling it", name, stale)
+        return False
     recorded = next((e.get(FIELD) for e in entries if e.get("name") == name), None)
     if not isinstance(recorded, str):
         log.info("aot: unit %s includes headers and its manifest entry records no %s (an older build): "

@@ -15,9 +15,11 @@ said once:
   differs from the installed release's: one warning at its first load, then JIT (:func:`check_abi`);
 * a kernel whose source, a device function it calls, a value it compiles in (globals, module attributes, closure
   cells: :mod:`aot.runtime.adapters.numba_digest`) or decorator options differ from what was built: one warning
-  naming it, nothing attached for it (the packaged code is not what the library's code says). The digest is taken
-  at attach and its values again when numba-cuda would compile the signature (its first launch): a value assigned
-  in between is one warning and numba-cuda's JIT, as numba-cuda itself would compile it in then.
+  naming it, nothing attached for it (the packaged code is not what the library's code says); a set whose
+  manifest says another digest schema built it (:mod:`aot.core.keyschemas`): one warning saying so ("rebuild the
+  set"), nothing attached. The digest is taken at attach and its values again when numba-cuda would compile the
+  signature (its first launch): a value assigned in between is one warning and numba-cuda's JIT, as numba-cuda
+  itself would compile it in then.
 
 Importing a kernel's module runs it, so only modules inside the package that owns the artifacts are imported.
 """
@@ -29,6 +31,7 @@ from typing import Any, Iterable, Mapping, cast
 
 from ...core.arch import Candidate, rank
 from ...core.errors import AotError
+from ...core.keyschemas import mismatch
 from ...core.log import get_logger
 from ...core.opref import inside
 from .numba_digest import Memo, device_functions, kernel_digest
@@ -80,6 +83,11 @@ def attach_numba(registry: Any, names: Iterable[str] | None = None, *, warm: boo
         else:
             registry._warn(f"aot: {e}: packaged numba kernels are not attached; numba-cuda JIT-compiles them")
         return {s.name: str(e) for s in specs}
+    stale = mismatch(getattr(registry.manifest, "key_schemas", None), "numba")
+    if stale:  # every digest differs, though no kernel changed: said once, as what it is
+        why = f"aot: {registry.root}: numba kernels were {stale}; numba-cuda JIT-compiles them"
+        registry._warn(why)
+        return {s.name: why for s in specs}
     by_kernel: dict[str, list[NumbaKernel]] = {}
     warned: set[str] = set()
     for s in specs:

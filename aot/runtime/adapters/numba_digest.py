@@ -45,10 +45,12 @@ from typing import Any, Iterator
 
 from ...core.env import DEBUG_DIGEST
 from ...core.errors import AotError
+from ...core.keyschemas import SCHEMAS
 from . import numba_overloads
 
-#: The schema of the digest: another walk is another digest.
-SCHEMA = b"aot-numba-digest-v3\0"
+#: The schema of the digest: another walk is another digest (its version: :data:`aot.core.keyschemas.SCHEMAS`,
+#: recorded in every manifest, so a set built by another walk is said as such at attach).
+SCHEMA = f"aot-numba-digest-v{SCHEMAS['numba_digest']}\0".encode()
 #: Modules whose objects are keyed by qualified name: numba-cuda (its version is in the spec), numpy's types
 #: and functions (numba-cuda's lowering implements them), Python's own.
 _BY_NAME = frozenset({"numba", "numba_cuda", "llvmlite", "numpy", "math", "cmath", "operator", "_operator",
