@@ -390,6 +390,12 @@ def verify_files(m: Manifest) -> list[str]:
     """Every problem with the files a manifest names (missing, size, sha256); empty when all is well."""
     problems = []
     for a in m.artifacts:
+        if "pack" in a:  # inside a pack (aot.core.pack): unpacked and hashed like a file
+            from .pack import pack_problems
+            problem = pack_problems(m, a)
+            if problem:
+                problems.append(f"{a['path']}: {problem}")
+            continue
         p = m.path_of(a)
         try:
             st = p.stat()
