@@ -1,41 +1,46 @@
-"""How large a library's wheel gets when it carries every SM of CUDA 13 and several cuda-cccl releases (issue 40).
+"""How large a library's wheel gets when it carries every SM of CUDA 13 and several cuda-cccl releases, as files
+and as packs (issue 40).
 
     python benchmarks/wheel_size.py --work .gpu/wheel-size --json benchmarks/results/wheel_size.json
+    python benchmarks/wheel_size.py --work .gpu/wheel-size --release-python PY [--release-python PY ...] --json ...
 
 The inventory is :mod:`gen_libset`'s library-shaped set (35 CCCL specs, 180 NVRTC units: the shape of a public GPU
 geospatial library). It is built for real on this driverless host with ``aot build``, for every SM the installed
 NVRTC targets (CUDA 13.0: 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121) unless ``--sm`` says otherwise.
 Building all of it for 12 SMs takes hours on the 2-core host, so a sample is built (every ``--cccl-every``-th CCCL
 spec, every ``--units-every``-th NVRTC unit: spread over the algorithms, dtypes and unit widths) and the full
-inventory is extrapolated from it: the sample's bytes per family and SM times (full count / sample count).
+inventory is extrapolated from it: the sample's bytes per family times (full count / sample count).
 
-What is measured: each artifact file's size as a wheel stores it (zip, deflate level 6, as ``wheel`` and hatchling
-write; the member's headers counted), and an actual zip of the sample to check the sum. cuda-cccl releases: only
-the installed one can build here; every further release is counted as another blob of the same size per spec and
-SM (``--releases``; a blob loads only under the release that built it, so a wheel carries one per release; NVRTC
-units do not depend on cuda-cccl and are carried once). That is an extrapolation, said in the report.
+cuda-cccl releases: the installed one builds the sample, and each ``--release-python`` (an interpreter of an
+environment with another cuda-cccl, as ``.ci/cccl_envs.sh`` makes them; aot runs from this checkout) builds it
+again; the sets are merged (``aot merge``: a blob per release) and bundled twice, as files and as packs
+(:mod:`aot.package.packing`). Releases carried beyond the ones built (``--releases``) are counted as copies of
+the built ones' bytes, files and packs alike (no sharing assumed: an overestimate for packs), said in the report.
 
-Cheaper encodings are measured on the same bytes: identical files stored once (sha256), and xz (lzma, preset 6)
-per file with the time to undo it (the loader's first-call cost: decompressing one artifact).
+What is measured: each layout zipped as a wheel stores it (deflate level 6, hatchling's and ``wheel``'s
+default; the sum per family from the zip's own members, headers counted), per-file xz for comparison, and the
+first-call cost of a pack: in a fresh process per (spec, SM), reading one CCCL blob out of its pack (the read,
+the ``lzma`` import, decoding up to the member) for the newest and the oldest release, against reading the
+same blob as a file.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import lzma
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 import zipfile
-import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # this checkout's aot, not an installed one
 from gen_libset import CCCL_SPECS, NVRTC_UNITS, SOURCE, matrix  # noqa: E402 - the library-shaped set, one definition
 
 #: The package index's default upload limit for one file (PyPI: 100 MB; more by request).
@@ -58,75 +63,127 @@ def sample(every_cccl: int, every_unit: int) -> tuple[list[str], list[str]]:
     return cccl, units
 
 
-def build(work: Path, names: list[str], sms: list[int], jobs: int) -> Path:
+def release_of(python: str) -> str:
+    code = "import importlib.metadata as m; print(m.version('cuda-cccl'))"
+    return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def build(work: Path, names: list[str], sms: list[int], jobs: int, python: str = sys.executable) -> Path:
+    """The sample built with ``python`` (aot from this checkout) into ``work/out`` (reused where up to date)."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "build_matrix.yaml").write_text(matrix())
     (work / "libset.cu").write_text(SOURCE)
     out = work / "out"
-    cmd = [sys.executable, "-m", "aot", "build", "--matrix", str(work / "build_matrix.yaml"), "--sm",
+    cmd = [python, "-m", "aot", "build", "--matrix", str(work / "build_matrix.yaml"), "--sm",
            ",".join(map(str, sms)), "--only", ",".join(names), "--jobs", str(jobs), "-q", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.monotonic()
-    subprocess.run(cmd, check=True)
-    print(f"built {len(names)} specs x {len(sms)} SMs in {time.monotonic() - t0:.0f} s (reused what was up to date)",
-          file=sys.stderr)
+    subprocess.run(cmd, check=True, env=env)
+    print(f"built {len(names)} specs x {len(sms)} SMs with {python} in {time.monotonic() - t0:.0f} s (reused what "
+          f"was up to date)", file=sys.stderr)
     return out
 
 
-def stored(data: bytes, name: str) -> int:
-    """Bytes a wheel spends on one member: deflate level 6 (or stored, if deflate does not help) + headers."""
-    c = zlib.compressobj(6, zlib.DEFLATED, -15)
-    packed = len(c.compress(data) + c.flush())
-    return min(packed, len(data)) + ZIP_OVERHEAD + 2 * len(name)
+def zipped(folder: Path, dest: Path, prefix: str = "mylib/artifacts/") -> dict[str, int]:
+    """``folder`` zipped as a wheel stores it; bytes per family (the path's first part) with the members'
+    headers, and the zip file's size."""
+    per: dict[str, int] = {}
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as z:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                z.write(p, prefix + p.relative_to(folder).as_posix())
+    with zipfile.ZipFile(dest) as z:
+        for i in z.infolist():
+            fam = i.filename[len(prefix):].split("/", 1)[0] if "/" in i.filename[len(prefix):] else "manifest"
+            per[fam] = per.get(fam, 0) + i.compress_size + ZIP_OVERHEAD + 2 * len(i.filename)
+    per["zip_file"] = dest.stat().st_size
+    return per
 
 
-def measure(out: Path, cccl: list[str], units: list[str], sms: list[int], releases: int) -> dict:
-    man = json.loads((out / "manifest.json").read_text())
-    arts = [a for a in man["artifacts"] if a["name"] in set(cccl) | set(units)]
-    prefix = "mylib/artifacts/"
-    per: dict[str, dict[str, int]] = {"cccl": {}, "nvrtc": {}}
-    raw = {"cccl": 0, "nvrtc": 0}
+FIRST_CALL = """
+import sys, time
+from pathlib import Path
+from aot.core.manifest import load_manifest
+from aot.core.format import read_file
+m = load_manifest(sys.argv[1])
+entry = next(a for a in m.artifacts if a["path"] == sys.argv[2])
+t0 = time.perf_counter()
+import lzma
+t1 = time.perf_counter()
+from aot.core.pack import read_member
+data = read_member(m, entry)
+t2 = time.perf_counter()
+same = read_file(Path(sys.argv[3]) / entry["path"], expect_size=entry["size"])
+t3 = time.perf_counter()
+assert data == same
+print((t2 - t0) * 1e3, (t1 - t0) * 1e3, (t3 - t2) * 1e3)
+"""
+
+
+def first_call(packed: Path, files: Path, releases: list[str]) -> dict:
+    """ms to read one CCCL blob out of its pack in a fresh process (``lzma`` imported, the pack read, decoded
+    up to the member), per (spec, SM), for the newest and the oldest release; of it, the ``lzma`` import; and
+    the same blob read as a file (its check, the sha256 against the manifest, is the same for both)."""
+    from aot.core.manifest import load_manifest
+    m = load_manifest(packed)
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    out: dict[str, list[float]] = {"newest": [], "oldest": [], "lzma_import": [], "file": []}
+    for a in m.artifacts:
+        rel = m.release_of(a)
+        which = "newest" if rel == releases[-1] else "oldest" if rel == releases[0] else None
+        if a["family"] != "cccl" or which is None:
+            continue
+        r = subprocess.run([sys.executable, "-c", FIRST_CALL, str(packed), a["path"], str(files)], env=env,
+                           check=True, capture_output=True, text=True)
+        unpack, lzma_import, plain = map(float, r.stdout.split())
+        out[which].append(unpack)
+        out["lzma_import"].append(lzma_import)
+        out["file"].append(plain)
+    from aot.core.pack import unpack_member
+    for a in m.artifacts:  # the decoding alone, in this (warm) process: what a quiet core pays
+        if a["family"] == "cccl":
+            data = (packed / a["pack"]).read_bytes()
+            t0 = time.perf_counter()
+            unpack_member(data, a["path"], a["size"])
+            ms = (time.perf_counter() - t0) * 1e3
+            out["warm_decode_all"] = out.get("warm_decode_all", []) + [ms]
+            if m.release_of(a) == releases[-1]:
+                out["warm_decode_newest"] = out.get("warm_decode_newest", []) + [ms]
+    return {k: {"median": round(statistics.median(v), 2), "max": round(max(v), 2), "n": len(v)}
+            for k, v in out.items() if v}
+
+
+def measure(work: Path, merged: Path, cccl: list[str], units: list[str], sms: list[int], built: list[str],
+            releases: int) -> dict:
+    from aot.package.bundle import write_package_folder
+    layouts = {}
+    for name, pack in (("files", False), ("packs", True)):
+        folder = work / name / "artifacts"
+        write_package_folder(merged, folder, {"sms": sms}, pack=pack)
+        layouts[name] = zipped(folder, work / f"{name}.zip")
+    man = json.loads((merged / "manifest.json").read_text())
     xz = {"cccl": 0, "nvrtc": 0}
-    digests: dict[str, int] = {}
-    undo_ms = []
-    for a in arts:
-        data = (out / a["path"]).read_bytes()
+    raw = {"cccl": 0, "nvrtc": 0}
+    for a in man["artifacts"]:
+        data = (merged / a["path"]).read_bytes()
         fam = "cccl" if a["family"] == "cccl" else "nvrtc"
-        key = str(a["sm"]) if a.get("payload_kind") != "ptx" else f"ptx{a['sm']}"
-        per[fam][key] = per[fam].get(key, 0) + stored(data, prefix + a["path"])
         raw[fam] += len(data)
-        packed = lzma.compress(data, preset=6)
-        xz[fam] += len(packed) + ZIP_OVERHEAD + 2 * len(prefix + a["path"])
-        t0 = time.perf_counter()
-        lzma.decompress(packed)
-        undo_ms.append((time.perf_counter() - t0) * 1e3)
-        digests[hashlib.sha256(data).hexdigest()] = len(data)
-    scale = {"cccl": CCCL_SPECS / len(cccl) if cccl else 0.0, "nvrtc": NVRTC_UNITS / len(units) if units else 0.0}
-    copies = {"cccl": releases, "nvrtc": 1}
-    sample_deflate = {f: sum(v.values()) for f, v in per.items()}
-    full = {f: sample_deflate[f] * scale[f] * copies[f] for f in per}
-    full_xz = {f: xz[f] * scale[f] * copies[f] for f in per}
-    # the manifest: one entry per artifact of the full inventory, compressed as its sample's share
-    man_bytes = len(zlib.compress((out / "manifest.json").read_bytes(), 6))
-    man_full = man_bytes * (sum(full.values()) / max(1, sum(sample_deflate.values())))
-    check = out.parent / "sample.zip"
-    with zipfile.ZipFile(check, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as z:
-        for a in arts:
-            z.write(out / a["path"], prefix + a["path"])
-    total = sum(full.values()) + man_full
+        xz[fam] += len(lzma.compress(data, preset=6)) + ZIP_OVERHEAD + 2 * len("mylib/artifacts/" + a["path"])
+    layouts["xz_per_file"] = dict(xz)
+    # the full inventory: sample x (full count / sample count); releases not built: copies of the built ones
+    scale = {"cccl": CCCL_SPECS / len(cccl) * releases / len(built), "nvrtc": NVRTC_UNITS / len(units)}
+    full = {}
+    for name, per in layouts.items():
+        fams = {f: round(per.get(f, 0) * scale[f]) for f in ("cccl", "nvrtc")}
+        full[name] = {**fams, "manifest": round(per.get("manifest", 0) * scale["cccl"]),
+                      "total": round(sum(fams.values()) + per.get("manifest", 0) * scale["cccl"])}
     return {
         "inventory": {"cccl_specs": CCCL_SPECS, "nvrtc_units": NVRTC_UNITS, "sms": sms, "cccl_releases": releases},
-        "sample": {"cccl_specs": cccl, "nvrtc_units": len(units), "artifacts": len(arts),
-                   "raw_bytes": raw, "deflate_bytes": sample_deflate, "zip_file_bytes": check.stat().st_size,
-                   "identical_files": len(arts) - len(digests)},
-        "per_sm_deflate_bytes": per,
-        "extrapolated": {"deflate_bytes": {**{f: round(v) for f, v in full.items()}, "manifest": round(man_full)},
-                         "total_bytes": round(total), "over_index_limit": total > INDEX_LIMIT,
-                         "xz_bytes": {f: round(v) for f, v in full_xz.items()},
-                         "xz_total_bytes": round(sum(full_xz.values()) + man_full),
-                         "per_release_cccl_bytes": round(full["cccl"] / max(1, releases)),
-                         "how": "sample x (full count / sample count); every release beyond the installed one "
-                                "counted as a blob of the same size (not built)"},
-        "xz_undo_ms": {"median": round(statistics.median(undo_ms), 3), "max": round(max(undo_ms), 3)},
+        "sample": {"cccl_specs": cccl, "nvrtc_units": len(units), "releases_built": built,
+                   "artifacts": len(man["artifacts"]), "raw_bytes": raw, "wheel_bytes": layouts},
+        "extrapolated": {**full, "index_limit": INDEX_LIMIT,
+                         "how": "sample x (full count / sample count); cuda-cccl releases carried beyond the ones "
+                                "built counted as copies of the built ones (files and packs alike)"},
     }
 
 
@@ -136,28 +193,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sm", default=None, help="SM list (default: every SM the installed NVRTC targets)")
     ap.add_argument("--cccl-every", type=int, default=7, help="build every Nth CCCL spec of the 35 (default 7: 5)")
     ap.add_argument("--units-every", type=int, default=15, help="build every Nth NVRTC unit of the 180 (15: 12)")
+    ap.add_argument("--release-python", action="append", default=[],
+                    help="an interpreter with another cuda-cccl (.ci/cccl_envs.sh): the sample is built under it too")
     ap.add_argument("--releases", type=int, default=4, help="cuda-cccl releases carried (1.1.0, 1.1.1, 1.2.0, 1.2.1)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--first-call", action=argparse.BooleanOptionalAction, default=True,
+                    help="time reading each CCCL blob out of its pack in fresh processes")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
+    from aot.build.merge import merge
+    from aot.core.manifest import release_order
     sms = [int(s) for s in a.sm.split(",")] if a.sm else supported_sms()
     cccl, units = sample(a.cccl_every, a.units_every)
-    out = build(a.work, cccl + units, sms, a.jobs)
-    doc = measure(out, cccl, units, sms, a.releases)
-    ex = doc["extrapolated"]
-    mb = 1e6
-    print(f"inventory: {CCCL_SPECS} CCCL specs x {a.releases} cuda-cccl releases + {NVRTC_UNITS} NVRTC units, "
-          f"SMs {','.join(map(str, sms))}")
-    print(f"sample built: {len(cccl)} CCCL specs, {len(units)} units; zip of the sample "
-          f"{doc['sample']['zip_file_bytes'] / mb:.2f} MB (per-member sum "
-          f"{sum(doc['sample']['deflate_bytes'].values()) / mb:.2f} MB)")
-    print(f"wheel (deflate, as wheels store it): CCCL {ex['deflate_bytes']['cccl'] / mb:.1f} MB "
-          f"({ex['per_release_cccl_bytes'] / mb:.1f} MB per release), NVRTC {ex['deflate_bytes']['nvrtc'] / mb:.1f} MB, "
-          f"total {ex['total_bytes'] / mb:.1f} MB: {'OVER' if ex['over_index_limit'] else 'under'} the index's "
-          f"{INDEX_LIMIT / mb:.0f} MB")
-    print(f"identical files in the sample: {doc['sample']['identical_files']}; xz per file: total "
-          f"{ex['xz_total_bytes'] / mb:.1f} MB, undoing one {doc['xz_undo_ms']['median']:.2f} ms median, "
-          f"{doc['xz_undo_ms']['max']:.2f} ms max")
+    sets = {release_of(sys.executable): build(a.work, cccl + units, sms, a.jobs)}
+    for py in a.release_python:
+        rel = release_of(py)
+        sets[rel] = build(a.work / f"cuda-cccl-{rel}", cccl + units, sms, a.jobs, python=py)
+    built = sorted(sets, key=release_order)
+    merged = a.work / "merged"
+    shutil.rmtree(merged, ignore_errors=True)
+    merge([sets[r] for r in reversed(built)], merged)
+    doc = measure(a.work, merged, cccl, units, sms, built, max(a.releases, len(built)))
+    if a.first_call:
+        doc["first_call_ms"] = first_call(a.work / "packs" / "artifacts", a.work / "files" / "artifacts", built)
+        doc["first_call_ms"]["load_average"] = [round(x, 1) for x in os.getloadavg()]  # the host's, as measured
+    ex, mb = doc["extrapolated"], 1e6
+    print(f"inventory: {CCCL_SPECS} CCCL specs x {doc['inventory']['cccl_releases']} cuda-cccl releases + "
+          f"{NVRTC_UNITS} NVRTC units, SMs {','.join(map(str, sms))}; built: {len(cccl)} CCCL specs and "
+          f"{len(units)} units under {', '.join(built)}")
+    for name in ("files", "xz_per_file", "packs"):
+        e = ex[name]
+        print(f"  {name:12s} CCCL {e['cccl'] / mb:6.1f} MB  NVRTC {e['nvrtc'] / mb:5.1f} MB  total "
+              f"{e['total'] / mb:6.1f} MB: {'OVER' if e['total'] > INDEX_LIMIT else 'under'} the index's "
+              f"{INDEX_LIMIT / mb:.0f} MB")
+    fc = doc.get("first_call_ms")
+    if fc:
+        print(f"first call (fresh process, one CCCL blob out of its pack): newest release {fc['newest']['median']} "
+              f"ms median ({fc['newest']['max']} max; lzma's import {fc['lzma_import']['median']} of it), oldest "
+              f"{fc.get('oldest', {}).get('median')} ms; as a file {fc['file']['median']} ms")
     if a.json:
         a.json.write_text(json.dumps(doc, indent=1) + "\n")
     return 0

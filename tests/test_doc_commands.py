@@ -100,9 +100,14 @@ COMMANDS: dict[tuple[str, str], tuple[str, str]] = {
                      "tests/fake_libcuda.c -ldl"): ("long", "the benchmark below needs LIBSET, a set built for hours"),
     ("docs/warm.md", "PYTHONPYCACHEPREFIX=/tmp/pyc python benchmarks/import_contention.py --artifacts LIBSET  --fake "
                      "/tmp/libcuda.so.1 --runs 20 --variants new,yield,pre"): ("long", "as the line above"),
-    ("docs/wheels.md", "python benchmarks/wheel_size.py --work .gpu/wheel-size --json "
+    ("docs/wheels.md", "bash .ci/cccl_envs.sh .gpu/cccl-envs 1.1.0 1.1.1 1.2.0"): (
+        "long", "one venv per cuda-cccl release from the index, for the line below"),
+    ("docs/wheels.md", "python benchmarks/wheel_size.py --work .gpu/wheel-size --release-python "
+                       ".gpu/cccl-envs/cccl-1.2.0/bin/python --release-python .gpu/cccl-envs/cccl-1.1.1/bin/python "
+                       "--release-python .gpu/cccl-envs/cccl-1.1.0/bin/python --json "
                        "benchmarks/results/wheel_size.json"): (
-        "long", "builds a sample of a library-shaped set for 12 SMs (tens of minutes on 2 cores)"),
+        "long", "builds a sample of a library-shaped set for 12 SMs under 4 cuda-cccl releases (20 minutes on 2 "
+                "cores)"),
 }
 #: docs/wheels.md's wheel of both CUDA majors: tests/test_two_majors.py runs the same steps (its cu12 set is that
 #: build, committed; the slow test rebuilds it in a CUDA 12 venv).

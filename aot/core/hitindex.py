@@ -47,6 +47,8 @@ def derive(doc: Mapping[str, Any], manifest_bytes: bytes) -> bytes | None:
         name, kind = e.get("name"), e.get("payload_kind")
         if e.get("family") != "nvrtc" or kind not in ("cubin", "ptx") or not isinstance(e.get("sm"), int):
             continue
+        if "pack" in e:  # in a pack (aot.core.pack): the manifest path unpacks it; the index names files only
+            continue
         try:
             spec = spec_from_definition(doc["specs"][name])
             if not isinstance(spec, NvrtcUnit) or spec.headers or spec.name_expressions() or \

@@ -392,6 +392,12 @@ def verify_files(m: Manifest) -> list[str]:
         from .legacy_manifest import entries
         legacy = entries(m.legacy)
     for a in [*m.artifacts, *legacy]:
+        if "pack" in a:  # inside a pack (aot.core.pack): unpacked and hashed like a file
+            from .pack import pack_problems
+            problem = pack_problems(m, a)
+            if problem:
+                problems.append(f"{a['path']}: {problem}")
+            continue
         p = m.path_of(a)
         try:
             st = p.stat()

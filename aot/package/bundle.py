@@ -107,7 +107,7 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     # a prebuilt set's own producer and releases decide the pins
     _raise_pin_problems(cfg, m.producer, require_pins, cccl, releases)
     info = describe(cfg, m, specs, sms, allow)
-    n, size = write_package_folder(Path(src), out, info, names=names)
+    n, size = write_package_folder(Path(src), out, info, names=names, pack=cfg.pack)
     return BundleResult(out, n, size, info, tuple(info["requires"]), built, cccl, tuple(releases or ()))
 
 
@@ -128,9 +128,11 @@ _OURS = {MANIFEST_NAME, INDEX_NAME, INFO_NAME, "build-report.json", ".aot-lock"}
 def foreign_files(out: Path) -> list[str]:
     """Paths (relative, sorted) under the package folder ``out`` that aot did not write: anything but
     ``manifest.json``, ``aot-package.json``, an ``aot build``'s report and lock, and ``*.aot`` files that
-    start with the artifact magic (symlinks and special files count as foreign). Empty if ``out`` is absent."""
+    start with the artifact magic (``*.aotpack``: the pack's; symlinks and special files count as foreign).
+    Empty if ``out`` is absent."""
     from ..core.format import MAGIC
     from ..core.legacy_manifest import MAGIC as LEGACY_MAGIC
+    from ..core.pack import PACK_MAGIC, PACK_SUFFIX
     if not out.is_dir() or out.is_symlink():
         return []
     found = []
@@ -143,10 +145,13 @@ def foreign_files(out: Path) -> list[str]:
                 found.append(rel)
             elif rel in _OURS or _major_own(rel):
                 continue
-            elif p.suffix == ".aot":
+            elif p.suffix in (".aot", PACK_SUFFIX):
                 with open(p, "rb") as f:
                     head = f.read(8)
-                if not head.startswith(MAGIC) and not (rel.startswith("cccl-legacy/") and head == LEGACY_MAGIC):
+                if p.suffix == ".aot" or rel.startswith("cccl-legacy/"):
+                    if not head.startswith(MAGIC) and not (rel.startswith("cccl-legacy/") and head == LEGACY_MAGIC):
+                        found.append(rel)
+                elif not head.startswith(PACK_MAGIC):
                     found.append(rel)
             else:
                 found.append(rel)
@@ -250,7 +255,7 @@ def source_date_epoch() -> int | None:
 
 
 def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
-                         names: set[str] | None = None) -> tuple[int, int]:
+                         names: set[str] | None = None, pack: Any = False) -> tuple[int, int]:
     """Copy ``src``'s manifest and the artifacts it names (only those of ``names``) into ``out``, plus
     ``aot-package.json``: into a sibling temporary folder first, then swapped in, so a reader never sees a
     half-written folder. Nothing else (reports, stray files) is copied, and an ``out`` holding files aot did
@@ -259,8 +264,9 @@ def write_package_folder(src: Path, out: Path, info: Mapping[str, Any],
     The swap is one ``renameat2(RENAME_EXCHANGE)`` where the system has it: killed at any instant, ``out``
     holds the old set or the new one. Elsewhere it is two renames (``out`` to ``.<out>.old-PID``, the new
     set to ``out``): an exception between them puts the old set back, and after a SIGKILL the next bundle
-    does (:func:`recover_swap`)."""
-    return write_swapped(out, lambda stage: fill_folder(stage, src, info, names))
+    does (:func:`recover_swap`). ``pack`` (``[tool.aot] pack``: ``"auto"``, true, false): the artifacts go
+    into packs (:mod:`aot.package.packing`) instead of files, each entry naming its pack."""
+    return write_swapped(out, lambda stage: fill_folder(stage, src, info, names, pack))
 
 
 def write_swapped(out: Path, fill: Callable[[Path], tuple[int, int]]) -> tuple[int, int]:

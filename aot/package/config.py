@@ -14,6 +14,7 @@ own AOT kernels writes.
     import-parents = false            # default: importing mypkg.kernels for the matrix skips mypkg/__init__.py
     cccl-legacy = ["reduce:int32:mypkg.ops.add:0"]  # optional: cuda.compute specs answered on cuda-cccl < 1.1
                                       # (built where the build environment has such a release; docs/build.md)
+    pack = "auto"                     # default: packs (aot.core.pack) only a set over 100 MB unpacked; true, false
 
 Validated like the matrix: every error names the pyproject.toml, the key and the problem, with a "did you
 mean" for near misses. The environment can override what a CI job changes per run: ``AOT_WHEEL_SM`` the
@@ -38,7 +39,7 @@ from ..core.fs import trust_problem
 from ..core.text import short
 
 KEYS = ("package", "matrix", "sm", "folder", "prebuilt", "merge", "allow-partial", "checks", "import-parents",
-        "cccl-legacy")
+        "cccl-legacy", "pack")
 CUDA_KEYS = ("cu12", "cu13")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Longest ``[tool.aot]`` string (paths, SM lists); a package or folder name part becomes a file name: 255.
@@ -74,6 +75,7 @@ class AotConfig:
     import_parents: bool = False         # run the parent packages' __init__ of modules the matrix names
     #: ``cccl-legacy``: cuda.compute specs (``family:dtype:fields``) answered on releases without serialize
     cccl_legacy: tuple[str, ...] = ()
+    pack: str | bool = "auto"            # artifacts into packs (aot.package.packing): "auto", True or False
 
     def sm_for(self, cuda_major: int) -> str:
         """The SM selection for one CUDA major (``AOT_WHEEL_SM`` wins)."""
@@ -224,6 +226,9 @@ def load_config(project: str | Path) -> AotConfig:
     if not isinstance(allow_partial, bool):
         raise fail("allow-partial", f"must be true or false, got {short(allow_partial)}")
     import_parents = _import_parents(tool, path)
+    pack = tool.get("pack", "auto")
+    if not (isinstance(pack, bool) or pack == "auto"):
+        raise fail("pack", f"must be \"auto\", true or false, got {short(pack)}")
     checks = tool.get("checks", {})
     if not isinstance(checks, dict):
         raise fail("checks", "must be a table {unit = \"package.module:function\"}")
@@ -244,7 +249,7 @@ def load_config(project: str | Path) -> AotConfig:
                      checks=dict(checks), dependencies=tuple(d for d in deps if isinstance(d, str)),
                      dynamic=tuple(d for d in dyn if isinstance(d, str)), import_parents=import_parents,
                      optional_dependencies=optional, merge=tuple(project / x for x in merge),
-                     cccl_legacy=tuple(legacy))
+                     cccl_legacy=tuple(legacy), pack=pack)
 
 
 def _import_parents(tool: Mapping[str, Any], pyproject: Path) -> bool:

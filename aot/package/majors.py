@@ -60,7 +60,7 @@ def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sm
         import json
         for m in majors:
             (stage / major_dir(m)).mkdir()
-            counts[m] = fill_folder(stage / major_dir(m), src / major_dir(m), infos[m], names)
+            counts[m] = fill_folder(stage / major_dir(m), src / major_dir(m), infos[m], names, cfg.pack)
         write_index(stage, infos)
         (stage / INFO_NAME).write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
         return sum(n for n, _ in counts.values()), sum(b for _, b in counts.values())

@@ -68,20 +68,25 @@ def describe(cfg: AotConfig, m: Any, specs: Sequence[Any], sms: Sequence[int], a
     return info
 
 
-def fill_folder(stage: Path, src: Path, info: Mapping[str, Any], names: set[str] | None = None) -> tuple[int, int]:
+def fill_folder(stage: Path, src: Path, info: Mapping[str, Any], names: set[str] | None = None,
+                pack: Any = False) -> tuple[int, int]:
     """Write ``src``'s manifest and the artifacts it names (only those of ``names``) into the new folder
-    ``stage``, plus ``aot-package.json`` (``info``); returns (artifacts, bytes)."""
+    ``stage``, plus ``aot-package.json`` (``info``); returns (artifacts, bytes). ``pack`` (``[tool.aot]
+    pack``): the artifacts go into packs (:mod:`aot.package.packing`) instead of files."""
     from ..core.manifest import write_manifest
     m = load_manifest(src)
-    entries: list[Mapping[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
+    entries: list[dict[str, Any]] = [dict(a) for a in m.artifacts if names is None or a["name"] in names]
     kept = {a["name"] for a in entries}
     specs = {k: v for k, v in m.specs.items() if k in kept}
-    total = 0
-    for a in entries:
-        dest = stage / a["path"]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(m.path_of(a), dest)
-        total += a["size"]
+    total = sum(a["size"] for a in entries)
+    from .packing import should_pack, write_packed
+    if should_pack(pack, entries):
+        write_packed(m, entries, stage)
+    else:
+        for a in entries:
+            dest = stage / a["path"]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(m.path_of(a), dest)
     extra: dict[str, Any] = {"sms": list(info.get("sms", []))}
     if m.legacy:  # cccl-legacy answers (cuda-cccl < 1.1): every one the set lists, whatever ``names``
         from ..build.legacy_set import FIELD, copy_answers, entries as answers, to_json

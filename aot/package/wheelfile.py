@@ -77,7 +77,7 @@ def add_artifacts(whl: Path, out_dir: Path, stage: Path, prefix: str, tag: str, 
         info_dir = next(i.filename.split("/")[0] for i in infos if i.filename.endswith(".dist-info/WHEEL")
                         and i.filename.count("/") == 1)
         clash = [i.filename for i in infos if i.filename.startswith(prefix + "/")]
-        foreign = [n for n in clash if not (n.rsplit("/", 1)[-1] in _OURS or n.endswith(".aot"))]
+        foreign = [n for n in clash if not (n.rsplit("/", 1)[-1] in _OURS or n.endswith((".aot", ".aotpack")))]
         if foreign:
             raise UsageError(f"the wheel setuptools built already holds {', '.join(foreign[:3])}: {prefix}/ is the "
                              f"folder aot fills; move those files, or set [tool.aot] folder to another name")

@@ -39,9 +39,13 @@ def verify_integrity(root: str | Path) -> tuple[int, list[str]]:
         if entry["path"] in bad_paths:
             continue
         try:
-            art = fmt.read(m.path_of(entry))
+            if "pack" in entry:  # inside a pack (aot.core.pack): its path names the member
+                from ..core.pack import read_member
+                art = fmt.decode(read_member(m, entry))
+            else:
+                art = fmt.read(m.path_of(entry))
         except ArtifactError as e:
-            problems.append(str(e))
+            problems.append(str(e) if "pack" not in entry else f"{entry['path']}: {e}")
             continue
         h = art.header
         for key, hkey in (("name", "name"), ("family", "family"), ("sm", "sm"), ("payload_kind", "payload_kind"),

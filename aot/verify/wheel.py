@@ -35,7 +35,7 @@ def artifact_folders(names: list[str]) -> list[str]:
     for n in names:
         if n.endswith("/" + MANIFEST_NAME) and ".dist-info/" not in n:
             found.add(n[: -len(MANIFEST_NAME)])
-        elif _MARK in n and n.endswith(".aot"):
+        elif _MARK in n and n.endswith((".aot", ".aotpack")):
             found.add(n.split(_MARK, 1)[0] + _MARK)
     outer = [f for f in found if not any(f != g and f.startswith(g) for g in found)]
     return sorted(outer)

@@ -19,7 +19,11 @@ def check_packaged(manifest: Manifest | None, spec: Spec, entry: Mapping[str, An
     sha256 as the manifest says), the header (against the entry and the payload), the content key (against
     the spec's definition) and the producer versions. No CUDA: a warmup runs this while cuda.compute
     imports. ArtifactError says why not."""
-    data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
+    if "pack" in entry:  # a packed store (aot.core.pack): lzma is imported only for a packed artifact
+        from ...core.pack import read_member
+        data = read_member(manifest, entry)
+    else:
+        data = fmt.read_file(path, expect_size=entry["size"])  # a regular file, bounded, never blocks
     import hashlib
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ArtifactError("file differs from its manifest entry (size or sha256)")
