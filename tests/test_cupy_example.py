@@ -137,5 +137,7 @@ def test_the_ci_examples_job_builds_every_example_package():
     import yaml
     job = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]["examples"]
     listed = job["strategy"]["matrix"]["example"]
-    assert sorted(listed) == sorted(p.parent.name for p in (ROOT / "examples").glob("*/pyproject.toml"))
+    from isolated_env import BUILT_ELSEWHERE  # built in a job of their own (their build stack excludes aot's cu13)
+    assert sorted(listed) == sorted(p.parent.name for p in (ROOT / "examples").glob("*/pyproject.toml")
+                                    if p.parent.name not in BUILT_ELSEWHERE)
     assert any("cupy_mypkg" in s.get("run", "") for s in job["steps"] if "cupy-mypkg" in s.get("if", ""))

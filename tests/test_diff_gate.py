@@ -403,9 +403,9 @@ def test_jit_only_attaches_no_numba_or_cupy_kernel(small_build, tmp_path, monkey
     (pkg / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     calls = []
-    monkeypatch.setattr(numba_attach, "attach_numba", lambda reg: calls.append("numba"))
+    monkeypatch.setattr(numba_attach, "attach_numba", lambda reg, **kw: calls.append("numba"))
     monkeypatch.setattr(numba_lazy, "defer", lambda reg: calls.append("numba") or True)  # numba-cuda imported: later
-    monkeypatch.setattr(cupy_attach, "attach_cupy", lambda reg: calls.append("cupy"))
+    monkeypatch.setattr(cupy_attach, "attach_cupy", lambda reg, **kw: calls.append("cupy"))
     aot.Registry.from_package("jit_only_pkg")
     assert calls == ["numba", "cupy"]
     monkeypatch.setenv("AOT_JIT_ONLY", "1")

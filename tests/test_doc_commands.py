@@ -145,7 +145,7 @@ COMMANDS.update({
     ("docs/build.md", "python -m aot.build.cccl_legacy_build --sm 90 --out cccl-0.6.0 reduce:int32:plus:0 "
                       "radix_sort:uint32:ascending"): (
         "long", "needs an environment with cuda-cccl 0.6.0 (tests/test_cccl_legacy.py's slow test builds under it)"),
-    ("docs/build.md", "python -m aot.build.cccl_legacy_build --out merged --merge cccl-0.6.0 cccl-0.7.0"): (
+    ("docs/build.md", "python -m aot merge --out merged cccl-0.6.0 cccl-0.7.0 cccl-1.2.1"): (
         "long", "needs the sets of the line above, one per release"),
     ("docs/triton.md", "python benchmarks/triton_per_python.py 90"): (
         "long", "compiles Triton kernels for SM 90, once under each Python whose results it compares"),
