@@ -119,6 +119,10 @@ def numba(package: str) -> tuple[bool, str]:
         try:
             importlib.import_module(package)
             kernels = importlib.import_module(f"{package}.kernels")
+            # numba-cuda imported before the registry: the attach waits for the first compile (issue 42); a
+            # driverless check compiles nothing, so it attaches what waits, as that first compile would
+            from aot.runtime.adapters.numba_lazy import attach_pending
+            attach_pending()
         except Exception as e:  # noqa: BLE001 - the stack's own numba-cuda may not import: one line says so
             return False, f"import failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     attached = [n for n in dir(kernels) if type(getattr(getattr(kernels, n), "_cache", None)).__name__
