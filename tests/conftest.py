@@ -219,6 +219,20 @@ def small_build_copy(small_build, tmp_path) -> Path:
     return dst
 
 
+@pytest.fixture
+def jit_stub(monkeypatch):
+    """The loader's last resort, stubbed: records calls, returns (b"blob", "jit", None)."""
+    import aot.runtime.jit.jit
+    calls = []
+
+    def stub(spec, sm, errors, warn):
+        calls.append((spec.name, sm))
+        return b"blob", "jit", None
+
+    monkeypatch.setattr(aot.runtime.jit.jit, "cccl_from_cache_or_jit", stub)
+    return calls
+
+
 # ------------------------------------------------------------------------------------------ gpu artifacts
 #: The full artifact set GPU tests run over: built on a driverless host and carried to the GPU machine
 #: (``.ci/gpu_checks.sh`` sets it; default ``.gpu/default``).

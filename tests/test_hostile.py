@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-import aot.runtime.jit.jit
 from aot.core import format as fmt
 from aot.core.fs import TMP_PREFIX
 from aot.cli.main import main
@@ -62,19 +61,6 @@ def artifact_set(root: Path, build_out: Path, files: list[tuple[str, bytes, dict
     write_manifest_doc(root, {**doc, "artifacts": entries,
                               "specs": {n: doc["specs"][n] for n in {e["name"] for e in entries}}})
     return root
-
-
-@pytest.fixture
-def jit_stub(monkeypatch):
-    """The loader's last resort, stubbed: records calls, returns (b"blob", "jit", None)."""
-    calls = []
-
-    def stub(spec, sm, errors, warn):
-        calls.append((spec.name, sm))
-        return b"blob", "jit", None
-
-    monkeypatch.setattr(aot.runtime.jit.jit, "cccl_from_cache_or_jit", stub)
-    return calls
 
 
 # ============================================================================================ path safety

@@ -36,18 +36,6 @@ def packed(src: Path, out: Path) -> Path:
     return out
 
 
-@pytest.fixture
-def jit_stub(monkeypatch):
-    calls = []
-
-    def stub(spec, sm, errors, warn):
-        calls.append((spec.name, sm))
-        return b"blob", "jit", None
-
-    monkeypatch.setattr(aot.runtime.jit.jit, "cccl_from_cache_or_jit", stub)
-    return calls
-
-
 def aot_warnings(caught) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, AotWarning)]
 
