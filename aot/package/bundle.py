@@ -146,13 +146,12 @@ def foreign_files(out: Path) -> list[str]:
             elif rel in _OURS or _major_own(rel):
                 continue
             elif p.suffix in (".aot", PACK_SUFFIX):
+                ours: tuple[bytes, ...] = (MAGIC,) if p.suffix == ".aot" else (PACK_MAGIC,)
+                if p.suffix == ".aot" and rel.startswith("cccl-legacy/"):
+                    ours += (LEGACY_MAGIC,)  # a cccl-legacy answer (aot.core.legacy_manifest)
                 with open(p, "rb") as f:
-                    head = f.read(8)
-                if p.suffix == ".aot" or rel.startswith("cccl-legacy/"):
-                    if not head.startswith(MAGIC) and not (rel.startswith("cccl-legacy/") and head == LEGACY_MAGIC):
+                    if f.read(len(MAGIC)) not in ours:  # every magic is 8 bytes
                         found.append(rel)
-                elif not head.startswith(PACK_MAGIC):
-                    found.append(rel)
             else:
                 found.append(rel)
     return sorted(found)

@@ -120,6 +120,19 @@ def _wrap_compile(original: Any) -> Any:
     return compile_
 
 
+def _stale(registry: Any) -> str | None:
+    """Why a set another CuPy key schema built serves nothing (:mod:`aot.core.keyschemas`): every key differs,
+    though no kernel changed. Said once, as what it is; ``None`` for a set of this schema (or one that does not
+    say)."""
+    from ...core.keyschemas import mismatch
+    stale = mismatch(registry.manifest.key_schemas, "cupy")
+    if not stale:
+        return None
+    why = f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them"
+    registry._warn(why)
+    return why
+
+
 def _table() -> dict[str, tuple[Any, Any, Any]]:
     """aot key -> (registry, spec, manifest entry) over every attached registry, read on the first miss."""
     table = _state["table"]
@@ -129,10 +142,7 @@ def _table() -> dict[str, tuple[Any, Any, Any]]:
         for registry in _state["registries"]:
             if registry.manifest is None:  # attached lazily: an unreadable manifest warned as it was read
                 continue
-            from ...core.keyschemas import mismatch
-            stale = mismatch(registry.manifest.key_schemas, "cupy")
-            if stale:  # attached lazily (at import): the set another key schema built is said at the first miss
-                registry._warn(f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them")
+            if _stale(registry):  # attached lazily (at import): a set another key schema built, said at the first miss
                 continue
             for n in registry.names():
                 s = registry.spec(n)
@@ -258,11 +268,8 @@ def attach_cupy(registry: Any, *, lazy: bool = False) -> dict[str, str]:
         names = [n for n in registry.names() if isinstance(registry.spec(n), CupyKernel)]
         if not names or registry.manifest is None:
             return {}
-        from ...core.keyschemas import mismatch
-        stale = mismatch(registry.manifest.key_schemas, "cupy")
-        if stale:  # every key differs, though no kernel changed: said once, as what it is
-            why = f"aot: {registry.root}: CuPy kernels were {stale}; CuPy compiles them"
-            registry._warn(why)
+        why = _stale(registry)
+        if why:
             return {n: why for n in names}
     with _lock:
         if registry not in _state["registries"]:
