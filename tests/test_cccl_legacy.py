@@ -287,3 +287,30 @@ def test_an_include_dir_digest_leaves_out_python_bytecode(inc_dir):
     (inc_dir / "b.h").write_text("#define B 1\n")
     L.dir_digest.cache_clear()
     assert L.dir_digest(str(inc_dir)) != before
+
+
+def test_the_build_compiles_operators_as_numba_does_on_a_device_of_the_target(tmp_path):
+    """cuda-cccl < 1.1 compiles each operator with ``numba.cuda.compile(..., output="ltoir")`` and no ``cc``:
+    numba-cuda takes it from its current device (0.26 adds "a" from 9.0 on: an H200 compiles compute_90a). The
+    build once forced ``cc=(9, 0)`` instead: on the H200 every link then missed (the operator's LTO-IR, 2936
+    bytes built, 2940 there). The build gives numba's context the target's device and leaves compile alone."""
+    code = textwrap.dedent('''
+        import sys
+        from pathlib import Path
+        import numba.cuda
+        from numba import types
+        from aot.build import cccl_legacy_build as b
+        before = numba.cuda.compile
+        b._stand_in_driver(Path(sys.argv[1]))
+        b._target_cc(90)
+        from numba.cuda.cudadrv import devices
+        def add(x, y):
+            return x + y
+        sig = types.int32(types.int32, types.int32)
+        got = numba.cuda.compile(add, sig, output="ltoir")[0]
+        print(numba.cuda.compile is before, devices.get_context().device.compute_capability,
+              got != numba.cuda.compile(add, sig, output="ltoir", cc=(8, 0))[0])
+    ''')
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert r.stdout.split() == ["True", "(9,", "0)", "True"], (r.stdout, r.stderr[-1000:])

@@ -6,7 +6,7 @@ loaded before cuda.compute's C library. On a host without a driver the stand-in 
 release's build then fails at ``cuLibraryLoadData`` (no device), after the compile and the link it is here
 for: a spec counts as built when both were recorded. The device's compute capability, which the release
 reads from the current device, is the target SM's (cuda.compute's ``CudaDevice``, its cache's ``Device``,
-and numba's ``compile`` of the operators' LTO-IR).
+and numba's current device, which its ``compile`` of the operators' LTO-IR asks).
 """
 
 from __future__ import annotations
@@ -54,18 +54,17 @@ def _stand_in_driver(tmp: Path) -> None:
 
 def _target_cc(sm: int) -> None:
     """Make the release build for ``sm`` whatever (or whether) the device is."""
-    import numba.cuda
-
     import cuda.compute._caching as caching
     import cuda.compute._cccl_interop as interop
     dev = type("TargetDevice", (), {"compute_capability": (sm // 10, sm % 10)})
     interop.CudaDevice = caching.Device = lambda *a, **k: dev()
-    compile_ = numba.cuda.compile
-
-    def compile_for_target(*a, **k):
-        k.setdefault("cc", (sm // 10, sm % 10))
-        return compile_(*a, **k)
-    numba.cuda.compile = compile_for_target
+    # these releases compile each operator with ``numba.cuda.compile(..., output="ltoir")`` and no ``cc``: numba-cuda
+    # then asks its current context's device (0.26: ``CUDACodeLibrary._ensure_cc``, which adds "a" from 9.0 on,
+    # so an H200 gets compute_90a). Its context is given the target's device here, and numba's own rule runs:
+    # forcing ``cc=(9, 0)`` instead gave compute_90 bytes no device process compiles (every link then missed)
+    from numba.cuda.cudadrv import devices
+    context = type("TargetContext", (), {"device": dev()})()
+    devices.get_context = lambda *a, **k: context
     # operators compiled to content-named bytes, as the serving process compiles them (cccl_legacy_activate)
     from ..runtime.adapters.cccl_legacy_activate import canonical_operator_names
     canonical_operator_names()

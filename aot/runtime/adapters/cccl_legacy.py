@@ -112,37 +112,52 @@ def dir_digest(path: str) -> str:
     root = Path(path).resolve()
     if not any(root == r or r in root.parents for r in trusted_roots()):
         raise Refused(f"include directory {path} is outside the installed cuda-cccl / CUDA packages")
-    h = hashlib.sha256(b"aot-include-dir-2\0")
+    files = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for f in sorted(filenames):
-            p = Path(dirpath, f)
-            if not p.is_file():
-                continue
-            rel = p.relative_to(root).as_posix().encode()
-            h.update(struct.pack("<Q", len(rel)) + rel)
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+        files += [p for p in (Path(dirpath, f) for f in sorted(filenames)) if p.is_file()]
+    h = hashlib.sha256(b"aot-include-dir-2\0")
+    for p, digest in zip(files, sha256_many(files)):
+        rel = p.relative_to(root).as_posix().encode()
+        h.update(struct.pack("<Q", len(rel)) + rel)
+        h.update(digest)
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
-def file_digest(path: str) -> str:
+def _sha256(path: Path) -> bytes:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+            h.update(block)  # releases the GIL for blocks over 2 KiB: the pool's threads hash side by side
+    return h.digest()
+
+
+def sha256_many(paths: list[Path]) -> list[bytes]:
+    """Each file's sha256, in order, hashed by up to eight threads: the key needs about 300 MB of compilers
+    and headers hashed once per process, which one thread took 0.6-2 s for (longer than a library's imports,
+    so the first call waited); reading and hashing release the GIL."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    workers = max(1, min(8, cpus, len(paths)))
+    if workers == 1:
+        return [_sha256(p) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aot-cccl-legacy-hash") as pool:
+        return list(pool.map(_sha256, paths, chunksize=max(1, len(paths) // (workers * 4))))
 
 
 def compiler_identity(real: dict[str, str]) -> bytes:
     """The content of the compiler libraries answering here (NVRTC with its builtins, nvJitLink)."""
-    parts = []
+    named: list[tuple[str, Path]] = []
     for lib in sorted(real):
         path = Path(real[lib])
-        parts.append(f"{lib}={file_digest(str(path))}")
+        named.append((lib, path))
         if lib == "nvrtc":
-            parts += [f"{b.name}={file_digest(str(b))}" for b in sorted(path.parent.glob("libnvrtc-builtins*.so*"))]
-    return "\n".join(parts).encode()
+            named += [(b.name, b) for b in sorted(path.parent.glob("libnvrtc-builtins*.so*"))]
+    digests = sha256_many([p for _, p in named])
+    return "\n".join(f"{name}={d.hex()}" for (name, _), d in zip(named, digests)).encode()
 
 
 def include_dirs_to_prefetch(major: int = 13) -> list[Path]:
