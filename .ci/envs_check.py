@@ -107,9 +107,9 @@ def legacy(package: str, driver: str) -> tuple[bool, str]:
     counts, n = out["counts"], out["specs"]
     if not counts:
         return False, f"not served: the shims did not load ({n} specs)"
-    (ch, cm), (lh, lm) = counts["nvrtc"], counts["nvJitLink"]
-    return (cm == lm == 0 and ch == lh == n), f"served ({n} specs: {ch} compiles, {lh} links answered; " \
-                                               f"{cm + lm} compiled)"
+    (ch, cm), (lh, lm), (oh, om) = counts["nvrtc"], counts["nvJitLink"], counts.get("numba", (0, 0))
+    return (cm == lm == om == 0 and ch == lh == oh == n), f"served ({n} specs: {ch} compiles, {lh} links, " \
+                                                          f"{oh} operators answered; {cm + lm + om} compiled)"
 
 
 def numba(package: str) -> tuple[bool, str]:

@@ -197,8 +197,9 @@ def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_pat
     specs = ["reduce:int32:plus:0", "unary_transform:float32:negate"]
     r = subprocess.run([py, "-m", "aot.build.cccl_legacy_build", "--sm", "90", "--out", str(out), *specs],
                        capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0 and r.stdout.count("2 answers") == 2, r.stderr[-2000:]
-    assert len(list((out / "cccl-legacy" / "cuda-cccl-0.6.0").glob("*.aot"))) == 4
+    # a compile, a link and the operator's LTO-IR per spec
+    assert r.returncode == 0 and r.stdout.count("3 answers") == 2, r.stderr[-2000:]
+    assert len(list((out / "cccl-legacy" / "cuda-cccl-0.6.0").glob("*.aot"))) == 6
     serve = textwrap.dedent('''
         import sys, json
         from pathlib import Path
@@ -206,6 +207,8 @@ def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_pat
         from aot.build import cccl_legacy_build as b
         tmp = Path(sys.argv[2]); b._stand_in_driver(tmp)
         sh = cccl_legacy.install(Path(sys.argv[1]), "0.6.0", tmp)
+        from aot.runtime.adapters import cccl_legacy_ops
+        cccl_legacy_ops.bind(sh)
         b._target_cc(90)
         # the other order than the build's: operators are named and mangled from content, not from counters
         for spec in ("unary_transform:float32:negate", "reduce:int32:plus:0", "reduce:int64:plus:0"):
@@ -216,8 +219,8 @@ def test_a_reduce_built_under_cuda_cccl_060_is_served_in_a_fresh_process(tmp_pat
     r = subprocess.run([py, "-c", serve, str(out), str(tmp_path / "shims")], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    # both built specs served (compile and link), the int64 reduce never built: compiled for real
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"nvrtc": [2, 1], "nvJitLink": [2, 1]}
+    # both built specs served (compile, link, operator), the int64 reduce never built: compiled for real
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"nvrtc": [2, 1], "nvJitLink": [2, 1], "numba": [2, 1]}
 
 
 def test_a_real_nvrtc_loaded_first_refuses_rather_than_serving_nothing(tmp_path):

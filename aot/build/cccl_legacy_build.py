@@ -18,7 +18,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from ..runtime.adapters import cccl_legacy
+from ..runtime.adapters import cccl_legacy, cccl_legacy_ops
 
 #: The operators a spec may name by word (Python callables, compiled by numba like a library's own lambdas);
 #: anything with a dot is ``package.module.function``: the library's own operator, imported from its module,
@@ -141,6 +141,8 @@ def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, i
         _stand_in_driver(Path(tmp))
         shims = cccl_legacy.Shims(cccl_legacy.build_shims(major, Path(tmp)), cccl_legacy.real_libs(major),
                                   record=lambda k, i, o: got.append((k, i, o, current[0])))
+        # the operators' LTO-IR numba compiles, recorded under the key the serving process computes
+        cccl_legacy_ops.bind(shims, lambda k, o: got.append((k, cccl_legacy_ops.OP_TAG, o, current[0])))
         _target_cc(sm)
         counts = {}
         for spec in specs:
@@ -151,7 +153,8 @@ def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, i
         raise RuntimeError("aot: inputs the key cannot cover: " + "; ".join(sorted(set(shims.refusals))))
     files = []
     for key, inputs, answer, spec in got:
-        kind = "nvrtc" if inputs[8:8 + len(cccl_legacy.NVRTC_TAG)] == cccl_legacy.NVRTC_TAG else "nvjitlink"
+        kind = ("numba-ltoir" if inputs == cccl_legacy_ops.OP_TAG else
+                "nvrtc" if inputs[8:8 + len(cccl_legacy.NVRTC_TAG)] == cccl_legacy.NVRTC_TAG else "nvjitlink")
         files.append((key, kind, spec, cccl_legacy.encode_entry(key, kind, cuda_cccl, answer)))
     legacy_set.add_answers(out, cuda_cccl, legacy_set.producer(), sm, specs, files)
     return counts

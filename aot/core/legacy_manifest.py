@@ -29,7 +29,7 @@ FIELD = "cccl_legacy"
 #: The first bytes of an answer file (:func:`aot.runtime.adapters.cccl_legacy.encode_entry`).
 MAGIC = b"AOTLGCY\0"
 FOLDER = "cccl-legacy"
-KINDS = ("nvrtc", "nvjitlink")
+KINDS = ("nvrtc", "nvjitlink", "numba-ltoir")
 MAX_RELEASES = 64
 MAX_ANSWERS = 100_000
 MAX_SPECS = 10_000

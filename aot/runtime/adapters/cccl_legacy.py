@@ -26,6 +26,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .cccl_legacy_files import include_dirs_to_prefetch, nvvm_files, sha256_many
+
 #: Options naming an include directory (NVRTC spells both).
 _INCLUDE_PREFIXES = ("-I", "--include-path=")
 NVRTC_TAG, NVJITLINK_TAG = b"aot-nvrtc-1", b"aot-nvjitlink-1"
@@ -124,30 +126,6 @@ def dir_digest(path: str) -> str:
     return h.hexdigest()
 
 
-def _sha256(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)  # releases the GIL for blocks over 2 KiB: the pool's threads hash side by side
-    return h.digest()
-
-
-def sha256_many(paths: list[Path]) -> list[bytes]:
-    """Each file's sha256, in order, hashed by up to eight threads: the key needs about 300 MB of compilers
-    and headers hashed once per process, which one thread took 0.6-2 s for (longer than a library's imports,
-    so the first call waited); reading and hashing release the GIL."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    workers = max(1, min(8, cpus, len(paths)))
-    if workers == 1:
-        return [_sha256(p) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aot-cccl-legacy-hash") as pool:
-        return list(pool.map(_sha256, paths, chunksize=max(1, len(paths) // (workers * 4))))
-
-
 def compiler_identity(real: dict[str, str]) -> bytes:
     """The content of the compiler libraries answering here (NVRTC with its builtins, nvJitLink)."""
     named: list[tuple[str, Path]] = []
@@ -158,18 +136,6 @@ def compiler_identity(real: dict[str, str]) -> bytes:
             named += [(b.name, b) for b in sorted(path.parent.glob("libnvrtc-builtins*.so*"))]
     digests = sha256_many([p for _, p in named])
     return "\n".join(f"{name}={d.hex()}" for (name, _), d in zip(named, digests)).encode()
-
-
-def include_dirs_to_prefetch(major: int = 13) -> list[Path]:
-    """The include directories cuda.compute's builds name: cuda-cccl's headers and the CUDA wheels'."""
-    dirs = []
-    for mod, sub in (("cuda.cccl", ("headers", "include")), ("nvidia", (f"cu{major}", "include"))):
-        try:
-            m = __import__(mod, fromlist=["_"])
-        except ImportError:
-            continue
-        dirs += [Path(p, *sub) for p in getattr(m, "__path__", []) if Path(p, *sub).is_dir()]
-    return dirs
 
 
 def _canonical_nvrtc(buf: bytes) -> bytes:
@@ -220,6 +186,7 @@ class Shims:
         # Hashing the compilers and the include directories (about 300 MB, seconds on a slow host) starts now,
         # beside the rest of the import and numba's compile of the operators; a lookup waits for it.
         self._identity: bytes | None = None
+        self._nvvm: dict[str, bytes] = {}
         self._warm_error: BaseException | None = None
         self._warm = threading.Thread(target=self._prefetch, args=(real,), name="aot-cccl-legacy-hash", daemon=True)
         self._warm.start()
@@ -256,11 +223,17 @@ class Shims:
             _ctypes.dlclose(h._handle)
 
     def counts(self) -> dict[str, tuple[int, int]]:
-        """lib -> (hits, misses)."""
-        return {k: (int(h.aot_shim_hits()), int(h.aot_shim_misses())) for k, h in self.libs.items()}
+        """lib -> (hits, misses); ``numba``: the operators' LTO-IR (served, compiled: :mod:`.cccl_legacy_ops`)."""
+        from . import cccl_legacy_ops
+        got = {k: (int(h.aot_shim_hits()), int(h.aot_shim_misses())) for k, h in self.libs.items()}
+        if any(cccl_legacy_ops.counts()):
+            got["numba"] = cccl_legacy_ops.counts()
+        return got
 
     def _prefetch(self, real: dict[str, str]) -> None:
         try:
+            nvvm = nvvm_files()
+            self._nvvm = {str(p): d for p, d in zip(nvvm, sha256_many(nvvm))}
             self._identity = compiler_identity(real)
             for d in include_dirs_to_prefetch():
                 try:
@@ -269,6 +242,31 @@ class Shims:
                     pass
         except BaseException as e:  # noqa: BLE001 - kept for the first lookup, which then refuses
             self._warm_error = e
+
+    @property
+    def nvvm_identity(self) -> dict[str, bytes]:
+        """realpath -> sha256 of the NVVM library and libdevice of the CUDA wheels here (waited for)."""
+        self._warm.join()
+        return self._nvvm
+
+    def answer(self, key: str) -> bytes | None:
+        """The table's answer for ``key``, read and checked once (None: not there, or not ours)."""
+        buf = self._buffer(key)
+        return None if buf is None else buf.raw
+
+    def _buffer(self, key: str) -> ctypes.Array | None:
+        ans = self._answers.get(key)
+        if ans is None:
+            value = self.table.get(key)
+            if value is None:
+                return None
+            payload = read_answer(value, key, self.release) if isinstance(value, Path) else value
+            if payload is None:
+                del self.table[key]
+                return None
+            # kept alive for the process: a shim copies it, but only after its callback returns
+            ans = self._answers[key] = ctypes.create_string_buffer(payload, len(payload))
+        return ans
 
     @property
     def identity(self) -> bytes:
@@ -288,18 +286,11 @@ class Shims:
     def _lookup(self, ptr, n, out, out_len) -> int:
         try:
             key = self._key(ptr, n)
-            if key is None or key not in self.table:
+            ans = None if key is None else self._buffer(key)
+            if ans is None:
                 return 0
-            ans = self._answers.get(key)
-            if ans is None:  # kept alive for the process: the shim copies it, but only after this returns
-                value = self.table[key]
-                payload = read_answer(value, key, self.release) if isinstance(value, Path) else value
-                if payload is None:
-                    del self.table[key]
-                    return 0
-                ans = self._answers[key] = ctypes.create_string_buffer(payload, len(payload))
             out[0] = ctypes.addressof(ans)
-            out_len[0] = len(ans.raw)
+            out_len[0] = len(ans)
             return 1
         except Exception:  # a callback must not raise into C: a miss compiles for real
             return 0

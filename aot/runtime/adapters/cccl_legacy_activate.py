@@ -114,6 +114,8 @@ def _start(release: str, table: dict[str, bytes | Path]) -> object:
         if shims is None:
             raise RuntimeError("cuda.compute's C library is loaded already; the legacy shims must come first")
         canonical_operator_names()
+        from . import cccl_legacy_ops
+        cccl_legacy_ops.bind(shims)
         _active = shims
     except Exception as e:  # noqa: BLE001 - whatever fails here (no compiler for the shims, no real NVRTC, a
         # library loaded first), `import cuda.compute` must still work: one warning, and cuda.compute JITs
@@ -150,6 +152,8 @@ def _patch() -> None:
 
     import numba.cuda
     from cccl_patches import wrapper_names
+
+    from . import cccl_legacy_ops
     wrapper_names.install("counter")
     compile_ = numba.cuda.compile
     if getattr(compile_, "_aot_legacy", False):
@@ -165,8 +169,8 @@ def _patch() -> None:
         with lock:  # numba compiles under its own global lock; this one guards the counter swap
             saved = FunctionIdentity._unique_ids
             FunctionIdentity._unique_ids = itertools.count(start)
-            try:
-                return compile_(pyfunc, *args, **kwargs)
+            try:  # the packaged LTO-IR where the table has its key (cccl_legacy_ops), else numba's
+                return cccl_legacy_ops.compile_or_serve(compile_, pyfunc, args, kwargs)
             finally:
                 FunctionIdentity._unique_ids = saved
 
