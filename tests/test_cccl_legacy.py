@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from aot.runtime.adapters import cccl_legacy as L
+from aot.runtime.adapters import cccl_legacy_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,10 +55,10 @@ def inc_dir(tmp_path, monkeypatch):
     d = tmp_path / "trusted" / "include"
     d.mkdir(parents=True)
     (d / "a.h").write_text("#define A 1\n")
-    monkeypatch.setattr(L, "trusted_roots", lambda: (tmp_path / "trusted",))
-    L.dir_digest.cache_clear()
+    monkeypatch.setattr(cccl_legacy_files, "trusted_roots", lambda: (tmp_path / "trusted",))
+    cccl_legacy_files._DIR_DIGESTS.clear()
     yield d
-    L.dir_digest.cache_clear()
+    cccl_legacy_files._DIR_DIGESTS.clear()
 
 
 def test_the_key_covers_every_input_and_include_dirs_by_content(inc_dir, tmp_path):
@@ -78,7 +79,7 @@ def test_the_key_covers_every_input_and_include_dirs_by_content(inc_dir, tmp_pat
     moved = dict(base, opts=[b"-arch=sm_90", b"-dlto", f"--include-path={other}".encode()])
     assert L.key_of(_nvrtc_record(**moved), ident) == key
     (inc_dir / "a.h").write_text("#define A 2\n")
-    L.dir_digest.cache_clear()
+    cccl_legacy_files._DIR_DIGESTS.clear()
     assert L.key_of(_nvrtc_record(**base), ident) != key
 
 
@@ -285,10 +286,10 @@ def test_an_include_dir_digest_leaves_out_python_bytecode(inc_dir):
     before = L.dir_digest(str(inc_dir))
     (inc_dir / "__pycache__").mkdir()
     (inc_dir / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\xa7\r\r\n install-specific")
-    L.dir_digest.cache_clear()
+    cccl_legacy_files._DIR_DIGESTS.clear()
     assert L.dir_digest(str(inc_dir)) == before
     (inc_dir / "b.h").write_text("#define B 1\n")
-    L.dir_digest.cache_clear()
+    cccl_legacy_files._DIR_DIGESTS.clear()
     assert L.dir_digest(str(inc_dir)) != before
 
 
@@ -317,3 +318,32 @@ def test_the_build_compiles_operators_as_numba_does_on_a_device_of_the_target(tm
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert r.stdout.split() == ["True", "(9,", "0)", "True"], (r.stdout, r.stderr[-1000:])
+
+
+def test_the_prefetch_thread_only_reads_files(monkeypatch):
+    """The shims' prefetch hashes in a thread beside the library's imports: a thread that imported cuda.cccl there
+    while the main thread imported cuda.compute through aot's hook deadlocked on their module locks (the slow
+    wheel test hung). What it needs is found in the calling thread; the thread imports nothing."""
+    import builtins
+    import threading
+
+    real = L.real_libs(13)
+    plan = cccl_legacy_files.prefetch_plan(real)
+    assert plan[1] and plan[2], plan  # the compilers and the include directories of this install
+    worker: list[threading.Thread] = []
+    seen: list[str] = []
+    real_import = builtins.__import__
+
+    def spy(name, *args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            seen.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", spy)
+    cccl_legacy_files._DIR_DIGESTS.clear()
+    worker.append(threading.Thread(target=cccl_legacy_files.prefetch_digests, args=(real, plan)))
+    worker[0].start()
+    worker[0].join()
+    monkeypatch.undo()
+    assert seen == []
+    assert set(cccl_legacy_files._DIR_DIGESTS) == set(plan[2])

@@ -17,7 +17,6 @@ compiler libraries answering here. Anything the key cannot see refuses (None): t
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import struct
@@ -26,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .cccl_legacy_files import include_dirs_to_prefetch, nvvm_files, sha256_many
+from .cccl_legacy_files import Refused, dir_digest, prefetch_digests, prefetch_plan
 
 #: Options naming an include directory (NVRTC spells both).
 _INCLUDE_PREFIXES = ("-I", "--include-path=")
@@ -37,10 +36,6 @@ LOOKUP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes
                           ctypes.POINTER(ctypes.c_size_t))
 RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
 RECORD = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
-
-
-class Refused(ValueError):
-    """The inputs hold something the key cannot cover: the compile is not served (nor recorded)."""
 
 
 def fields(buf: bytes) -> Iterator[bytes]:
@@ -85,57 +80,6 @@ def _include_dir(opt: str) -> str | None:
         if opt.startswith(prefix) and len(opt) > len(prefix):
             return opt[len(prefix):]
     return None
-
-
-def trusted_roots() -> tuple[Path, ...]:
-    """Where an include directory may be: the installed cuda-cccl and NVIDIA packages, the CUDA toolkit."""
-    roots = []
-    for mod in ("cuda.cccl", "nvidia"):
-        m = sys.modules.get(mod)
-        if m is None:
-            try:
-                m = __import__(mod, fromlist=["_"])
-            except ImportError:
-                continue
-        roots += [Path(p).resolve() for p in getattr(m, "__path__", [])]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            roots.append(Path(os.environ[var]).resolve())
-    return tuple(roots)
-
-
-@functools.lru_cache(maxsize=None)
-def dir_digest(path: str) -> str:
-    """sha256 over every file under ``path`` (relative name and content, sorted; links as their targets'
-    content): what the compiler could include from there. Once per process per directory. ``__pycache__``
-    folders are left out: cuda-cccl's header folder is a Python package, and its bytecode (written by pip at
-    install, or by Python at the first import, with that install's file times) differs in every install
-    (measured: a wheel built in one venv missed every compile in another with the same wheels)."""
-    root = Path(path).resolve()
-    if not any(root == r or r in root.parents for r in trusted_roots()):
-        raise Refused(f"include directory {path} is outside the installed cuda-cccl / CUDA packages")
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        files += [p for p in (Path(dirpath, f) for f in sorted(filenames)) if p.is_file()]
-    h = hashlib.sha256(b"aot-include-dir-2\0")
-    for p, digest in zip(files, sha256_many(files)):
-        rel = p.relative_to(root).as_posix().encode()
-        h.update(struct.pack("<Q", len(rel)) + rel)
-        h.update(digest)
-    return h.hexdigest()
-
-
-def compiler_identity(real: dict[str, str]) -> bytes:
-    """The content of the compiler libraries answering here (NVRTC with its builtins, nvJitLink)."""
-    named: list[tuple[str, Path]] = []
-    for lib in sorted(real):
-        path = Path(real[lib])
-        named.append((lib, path))
-        if lib == "nvrtc":
-            named += [(b.name, b) for b in sorted(path.parent.glob("libnvrtc-builtins*.so*"))]
-    digests = sha256_many([p for _, p in named])
-    return "\n".join(f"{name}={d.hex()}" for (name, _), d in zip(named, digests)).encode()
 
 
 def _canonical_nvrtc(buf: bytes) -> bytes:
@@ -188,7 +132,8 @@ class Shims:
         self._identity: bytes | None = None
         self._nvvm: dict[str, bytes] = {}
         self._warm_error: BaseException | None = None
-        self._warm = threading.Thread(target=self._prefetch, args=(real,), name="aot-cccl-legacy-hash", daemon=True)
+        self._warm = threading.Thread(target=self._prefetch, args=(real, prefetch_plan(real)),
+                                      name="aot-cccl-legacy-hash", daemon=True)
         self._warm.start()
         self.refusals: list[str] = []
         self._record = record
@@ -230,16 +175,9 @@ class Shims:
             got["numba"] = cccl_legacy_ops.counts()
         return got
 
-    def _prefetch(self, real: dict[str, str]) -> None:
-        try:
-            nvvm = nvvm_files()
-            self._nvvm = {str(p): d for p, d in zip(nvvm, sha256_many(nvvm))}
-            self._identity = compiler_identity(real)
-            for d in include_dirs_to_prefetch():
-                try:
-                    dir_digest(str(d))
-                except Refused:
-                    pass
+    def _prefetch(self, real: dict[str, str], plan: tuple[list[str], list[str], list[str]]) -> None:
+        try:  # reads and hashes files only: a thread that imported here deadlocked with the main thread's imports
+            self._identity, self._nvvm = prefetch_digests(real, plan)
         except BaseException as e:  # noqa: BLE001 - kept for the first lookup, which then refuses
             self._warm_error = e
 

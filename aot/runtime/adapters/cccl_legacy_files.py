@@ -9,42 +9,87 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
+import sys
+import threading
 from pathlib import Path
+from typing import Sequence
 
 
-def _sha256(path: Path) -> bytes:
+class Refused(ValueError):
+    """The inputs hold something the key cannot cover: the compile is not served (nor recorded)."""
+
+
+def package_paths(name: str) -> list[str]:
+    """The folders of package ``name`` (``cuda.cccl``, ``nvidia``), found without running its code: the prefetch
+    thread must import nothing (a thread importing ``cuda.cccl`` while the main thread imports ``cuda.compute``
+    through aot's import hook deadlocked on their module locks)."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return list(getattr(mod, "__path__", []))
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def trusted_roots() -> tuple[Path, ...]:
+    """Where an include directory may be: the installed cuda-cccl and NVIDIA packages, the CUDA toolkit."""
+    roots = [Path(p).resolve() for mod in ("cuda.cccl", "nvidia") for p in package_paths(mod)]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]).resolve())
+    return tuple(roots)
+
+
+def _sha256(path: str | Path) -> bytes:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)  # releases the GIL for blocks over 2 KiB: the pool's threads hash side by side
+    with open(path, "rb", buffering=0) as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)  # releases the GIL for blocks over 2 KiB: the threads hash side by side
     return h.digest()
 
 
-def sha256_many(paths: list[Path]) -> list[bytes]:
-    """Each file's sha256, in order, hashed by up to eight threads: the key needs about 300 MB of compilers
-    and headers hashed once per process, which one thread took 0.6-2 s for (longer than a library's imports,
-    so the first call waited); reading and hashing release the GIL."""
+def sha256_many(paths: Sequence[str | Path]) -> list[bytes]:
+    """Each file's sha256, in order, hashed by up to 16 threads that each take the next file not yet taken
+    (name the largest first: they start at once, and the small ones fill in beside them). The key needs about
+    360 MB of compilers and headers (about 4,000 files) hashed once per process, beside the library's imports:
+    phase by phase on one thread it outlasted them (on the H200 the first call waited 0.3-0.5 s for it)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    workers = max(1, min(8, cpus, len(paths)))
+    workers = max(1, min(16, cpus, len(paths)))
+    out: list[bytes] = [b""] * len(paths)
     if workers == 1:
         return [_sha256(p) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aot-cccl-legacy-hash") as pool:
-        return list(pool.map(_sha256, paths, chunksize=max(1, len(paths) // (workers * 4))))
+    todo = iter(range(len(paths)))  # next() on it is one step under the GIL: each index is taken once
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in todo:
+                out[i] = _sha256(paths[i])
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread, below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, name="aot-cccl-legacy-hash", daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
 
 
 def nvvm_files(major: int = 13) -> list[Path]:
     """The NVVM library and libdevice of the CUDA wheels (resolved): what numba-cuda compiles operators with
     where it finds them there (:mod:`.cccl_legacy_ops` serves an operator only where it would load these)."""
-    try:
-        import nvidia
-    except ImportError:
-        return []
     found: set[Path] = set()
-    for base in getattr(nvidia, "__path__", []):
+    for base in package_paths("nvidia"):
         root = Path(base, f"cu{major}")
         for pattern in ("lib/libnvvm.so*", "nvvm/lib64/libnvvm.so*", "nvvm/libdevice/libdevice*.bc"):
             found |= {p.resolve() for p in root.glob(pattern) if p.is_file()}
@@ -55,9 +100,95 @@ def include_dirs_to_prefetch(major: int = 13) -> list[Path]:
     """The include directories cuda.compute's builds name: cuda-cccl's headers and the CUDA wheels'."""
     dirs = []
     for mod, sub in (("cuda.cccl", ("headers", "include")), ("nvidia", (f"cu{major}", "include"))):
-        try:
-            m = __import__(mod, fromlist=["_"])
-        except ImportError:
-            continue
-        dirs += [Path(p, *sub) for p in getattr(m, "__path__", []) if Path(p, *sub).is_dir()]
+        dirs += [Path(p, *sub) for p in package_paths(mod) if Path(p, *sub).is_dir()]
     return dirs
+
+
+def dir_digest(path: str) -> str:
+    """sha256 over every file under ``path`` (relative name and content, sorted; links as their targets'
+    content): what the compiler could include from there. Once per process per directory, whatever the
+    spelling of its path, usually from the shims' prefetch. ``__pycache__`` folders are left out: cuda-cccl's
+    header folder is a Python package, and its bytecode (written by pip at install, or by Python at the first
+    import, with that install's file times) differs in every install (measured: a wheel built in one venv
+    missed every compile in another with the same wheels)."""
+    root = _trusted_dir(path)
+    got = _DIR_DIGESTS.get(root)
+    if got is None:
+        names = _dir_files(root)
+        got = _DIR_DIGESTS[root] = _combine(names, sha256_many([os.path.join(root, n) for n in names]))
+    return got
+
+
+_DIR_DIGESTS: dict[str, str] = {}  # resolved directory -> its digest, for the process
+
+
+def _trusted_dir(path: str) -> str:
+    root = Path(path).resolve()
+    if not any(root == r or r in root.parents for r in trusted_roots()):
+        raise Refused(f"include directory {path} is outside the installed cuda-cccl / CUDA packages")
+    return str(root)
+
+
+def _dir_files(root: str) -> list[str]:
+    """Relative names of the files under ``root`` in the digest's order (plain strings: pathlib's
+    ``relative_to`` cost 0.2 ms a file on the H200)."""
+    names: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        rel_dir = dirpath[len(root):].lstrip("/")
+        names += [f"{rel_dir}/{f}" if rel_dir else f for f in sorted(filenames)
+                  if os.path.isfile(os.path.join(dirpath, f))]
+    return names
+
+
+def _combine(names: list[str], digests: list[bytes]) -> str:
+    h = hashlib.sha256(b"aot-include-dir-2\0")
+    for rel, digest in zip(names, digests):
+        name = rel.encode()
+        h.update(struct.pack("<Q", len(name)) + name)
+        h.update(digest)
+    return h.hexdigest()
+
+
+def _compiler_files(real: dict[str, str]) -> list[tuple[str, Path]]:
+    named: list[tuple[str, Path]] = []
+    for lib in sorted(real):
+        path = Path(real[lib])
+        named.append((lib, path))
+        if lib == "nvrtc":
+            named += [(b.name, b) for b in sorted(path.parent.glob("libnvrtc-builtins*.so*"))]
+    return named
+
+
+def compiler_identity(real: dict[str, str], digests: dict[str, bytes] | None = None) -> bytes:
+    """The content of the compiler libraries answering here (NVRTC with its builtins, nvJitLink);
+    ``digests``: path -> sha256 hashed already."""
+    named = _compiler_files(real)
+    if digests is None:
+        digests = dict(zip((str(p) for _, p in named), sha256_many([p for _, p in named])))
+    return "\n".join(f"{name}={digests[str(p)].hex()}" for name, p in named).encode()
+
+
+def prefetch_plan(real: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """What the prefetch hashes (NVVM's files, the compilers', the trusted include directories), found in the
+    calling thread: the prefetch thread then only reads files."""
+    dirs = []
+    for d in include_dirs_to_prefetch():
+        try:
+            dirs.append(_trusted_dir(str(d)))
+        except Refused:
+            continue
+    return [str(p) for p in nvvm_files()], [str(p) for _, p in _compiler_files(real)], dirs
+
+
+def prefetch_digests(real: dict[str, str], plan: tuple[list[str], list[str], list[str]]) -> \
+        tuple[bytes, dict[str, bytes]]:
+    """The compilers' identity and NVVM's digests, the include directories' digests kept for the process: every
+    file of ``plan`` (:func:`prefetch_plan`) hashed in one pool, the largest (the compilers, NVVM) first."""
+    nvvm, compilers, roots = plan
+    dirs = [(root, _dir_files(root)) for root in roots]
+    paths = [*nvvm, *compilers, *(os.path.join(root, n) for root, names in dirs for n in names)]
+    digests = dict(zip(paths, sha256_many(paths)))
+    for root, names in dirs:
+        _DIR_DIGESTS.setdefault(root, _combine(names, [digests[os.path.join(root, n)] for n in names]))
+    return compiler_identity(real, digests), {p: digests[p] for p in nvvm}
