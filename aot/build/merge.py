@@ -184,7 +184,7 @@ def blob_path(name: str, release: str, sm: int) -> str:
 
 
 def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                on_copy: Callable[[int, int], None]) -> dict:
+                on_copy: Callable[[int, int], None], schemas: tuple[dict[str, int] | None, list[str]]) -> dict:
     """CuPy-only inputs (:mod:`aot.build.merge_cupy`): shards checked per stack (per producer), specs alike."""
     from .merge_cupy import merge_stacks
     by_stack: dict[str, list[Manifest]] = {}
@@ -199,7 +199,7 @@ def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path
             specs[name] = definition
     for group in by_stack.values():
         _check_shards_complete(group)
-    return merge_stacks(manifests, shards, out, on_copy, specs)
+    return merge_stacks(manifests, shards, out, on_copy, specs, schemas)
 
 
 def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
@@ -212,15 +212,16 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
-    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)  # before anything is written
     from . import legacy_set, merge_cupy
+    from .merge_schemas import input_schemas
+    schemas = input_schemas(manifests, shards)  # its conflicts listed with the others, before anything is written
     legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
     # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
     n_inputs = len(shards)
     keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [len(manifests) - 1]
     manifests, shards = [manifests[i] for i in keep], [shards[i] for i in keep]
     if merge_cupy.cupy_only(manifests) and not legacy:  # CuPy sets of several stacks: one artifact per CuPy key
-        return _merge_cupy(manifests, shards, out, on_copy)
+        return _merge_cupy(manifests, shards, out, on_copy, schemas)
     for m in manifests:
         _check_releases(m)
     producers = _producers(manifests, shards)
@@ -263,9 +264,12 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                          entry["path"], rel, prev.release)
             entries[entry["path"]] = here
     conflicts += legacy_conflicts
-    if conflicts:
-        raise ArtifactError(f"merge: {len(conflicts)} artifact(s) conflict, one output path with different bytes "
-                            f"(never resolved by a release claim): " + "; ".join(conflicts))
+    if conflicts or schemas[1]:
+        said = [keyschemas.said(schemas[1])] if schemas[1] else []
+        if conflicts:
+            said.append(f"{len(conflicts)} artifact(s) conflict, one output path with different bytes (never "
+                        f"resolved by a release claim): " + "; ".join(conflicts))
+        raise ArtifactError("merge: " + "; ".join(said))
     out.mkdir(parents=True, exist_ok=True)
     targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
     remove_manifest(out)
@@ -278,8 +282,8 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
             atomic_write(dst, src.read_bytes())
     on_copy(len(entries), len(entries))
     extra: dict = {"sms": sorted(sms)}
-    if schemas is not None:
-        extra["key_schemas"] = schemas
+    if schemas[0] is not None:
+        extra["key_schemas"] = schemas[0]
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     if legacy:

@@ -94,11 +94,13 @@ def _key(m: Manifest, a: Mapping[str, Any], i: int) -> tuple[str, str]:
 
 
 def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                 on_copy: Callable[[int, int], None], specs: Mapping[str, Any]) -> dict:
+                 on_copy: Callable[[int, int], None], specs: Mapping[str, Any],
+                 schemas: tuple[dict[str, int] | None, Sequence[str]]) -> dict:
     """Merge CuPy-only sets (see the module's docstring); ``specs``: the inputs' definitions, already checked
-    to agree. Returns the summary :func:`aot.build.merge.merge` returns."""
+    to agree; ``schemas``: the merged set's ``key_schemas`` and the inputs' conflicts over them
+    (:func:`aot.build.merge_schemas.input_schemas`), listed with the CuPy conflicts. Returns the summary
+    :func:`aot.build.merge.merge` returns."""
     producer = _producer(manifests, shards)
-    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)
     found: dict[tuple[str, int, str], tuple[dict, Manifest, str, str]] = {}
     conflicts: list[str] = []
     for m in manifests:
@@ -115,9 +117,12 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
                 conflicts.append(f"{a['name']} sm_{a['sm']} (CuPy key {key[:16]}) in {prev[1].root} and {m.root}")
             else:
                 prev[0]["cupy_stacks"] += [s for s in stacks if s not in prev[0]["cupy_stacks"]]
-    if conflicts:
-        raise ArtifactError(f"merge: {len(conflicts)} CuPy artifact(s) conflict, other bytes under one CuPy key "
-                            f"(one input, two builds: merge one of them): " + "; ".join(conflicts))
+    if conflicts or schemas[1]:
+        said = [keyschemas.said(schemas[1])] if schemas[1] else []
+        if conflicts:
+            said.append(f"{len(conflicts)} CuPy artifact(s) conflict, other bytes under one CuPy key (one input, two "
+                        f"builds: merge one of them): " + "; ".join(conflicts))
+        raise ArtifactError("merge: " + "; ".join(said))
     per_item: dict[tuple[str, int], int] = {}
     for name, sm, _ in found:
         per_item[(name, sm)] = per_item.get((name, sm), 0) + 1
@@ -138,8 +143,8 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
     on_copy(len(targets), len(targets))
     sms = sorted({sm for m in manifests for sm in (m.sms or ())})
     extra: dict = {"sms": sms}
-    if schemas is not None:
-        extra["key_schemas"] = schemas
+    if schemas[0] is not None:
+        extra["key_schemas"] = schemas[0]
     write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
     return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
             "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}

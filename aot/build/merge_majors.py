@@ -4,6 +4,8 @@
 Nothing crosses majors: each major's inputs are merged by :func:`aot.build.merge.merge`'s own rules (shards,
 cuda-cccl releases, CuPy stacks) into ``out/cu<major>``; the index is written last, so an interrupted merge leaves
 no index naming a missing set. An input may itself be a set of several majors (its majors' sets join theirs).
+What every major shares is the aot that serves it: the inputs of all majors must agree on aot's key schemas
+(:mod:`aot.build.merge_schemas`), every input that differs listed before any major's set is written.
 Inputs are untrusted: the major an input's producer names must be a CUDA major number (it names a folder).
 """
 
@@ -13,9 +15,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..core.errors import ArtifactError
+from ..core.keyschemas import said
 from ..core.majorset import major_dir, read_index, write_index
 from ..core.manifest import MANIFEST_NAME, load_manifest, remove_manifest
 from ..core.text import short
+from .merge_schemas import input_schemas
 
 
 def _major_of(d: Path) -> int:
@@ -44,12 +48,24 @@ def by_major(inputs: Sequence[Path]) -> dict[int, list[Path]] | None:
     return groups if indexed or len(groups) > 1 else None
 
 
+def _check_schemas(groups: dict[int, list[Path]]) -> None:
+    """Every input of every major made by the same key schemas (:mod:`aot.core.keyschemas`), checked before any
+    major's set is written (each major's merge checks its own inputs only when it runs, after the majors before
+    it are written). Across majors too: one wheel's sets are served by one aot, and a major made by another
+    schema would serve nothing of its set."""
+    dirs = [d for _, ds in sorted(groups.items()) for d in ds]
+    _, conflicts = input_schemas([load_manifest(d) for d in dirs], dirs)
+    if conflicts:
+        raise ArtifactError(f"merge: {said(conflicts)}")
+
+
 def merge_majors(groups: dict[int, list[Path]], out: Path, on_copy: Callable[[int, int], None],
                  merge_one: Callable[[Sequence[Path], Path, Callable[[int, int], None]], dict]) -> dict:
     """Merge each major's inputs into ``out/cu<major>`` with ``merge_one``, then write the index."""
     for m in groups:  # every write stays in --out: a major's folder that is a link (to elsewhere) is refused
         if (out / major_dir(m)).is_symlink() or ((out / major_dir(m)).exists() and not (out / major_dir(m)).is_dir()):
             raise ArtifactError(f"merge: {out / major_dir(m)} is a link or a file, not a folder of --out")
+    _check_schemas(groups)
     remove_manifest(out)  # an index (or an older set's manifest) goes first, and comes back last
     done = {m: merge_one(dirs, out / major_dir(m), on_copy) for m, dirs in sorted(groups.items())}
     write_index(out, done)
