@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from .text import short
+
 
 #: Schema name -> the version this aot computes. Each module that makes the key reads its version here.
 SCHEMAS: Mapping[str, int] = {
@@ -84,12 +86,13 @@ def merged(recorded: Sequence[Mapping[str, int] | None], where: Sequence[Any]) -
         for name, version in sorted((r or {}).items()):
             seen = first.setdefault(name, (version, w))
             if seen[0] != version:
-                differ.append(f"{WORDS.get(name, name)} v{version}, {seen[1]} by v{seen[0]}")
+                differ.append(f"{WORDS.get(name) or 'schema ' + short(name)} v{version}, {seen[1]} by v{seen[0]}")
         if differ:
-            conflicts.append(f"{w} by {', '.join(differ)} (rebuild the older with this aot)")
-    if not recorded or any(r is None for r in recorded):
+            conflicts.append(f"{w} by {', '.join(differ)} (rebuild them with this aot)")
+    every = [r for r in recorded if r is not None]
+    if not every or len(every) < len(recorded):
         return None, conflicts
-    return {k: v for k, v in recorded[0].items() if all(k in r for r in recorded if r is not None)}, conflicts
+    return {k: v for k, v in every[0].items() if all(k in r for r in every)}, conflicts
 
 
 def said(conflicts: Sequence[str]) -> str:
