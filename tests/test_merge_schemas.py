@@ -147,6 +147,28 @@ def test_differing_schemas_in_one_major_stop_the_merge_before_any_major_is_writt
     assert _written(tmp_path / "out") == []
 
 
+def test_every_majors_conflicts_are_listed_before_any_major_is_written(tmp_path):
+    """Not only the schemas: two CuPy inputs of cu12 with other bytes under one key, and two of cu13, are both
+    said, and no major's set is written (cu12's was, before cu13's inputs were checked)."""
+    sets = [_cupy_set(tmp_path / f"{m}{i}", "c" * 64, producer=p, spec=dataclasses.replace(SPEC, source=src))
+            for m, p in (("cu12-", P12), ("cu13-", P13)) for i, src in enumerate((SOURCE, SOURCE + "//\n"))]
+    for d, pay in zip(sets, (b"x", b"y", b"x", b"y")):  # one key, other bytes: a conflict in each major
+        entry = json.loads((d / "manifest.json").read_text())["artifacts"][0]
+        old = fmt.read(d / entry["path"])
+        data = fmt.encode({**old.header, "payload_sha256": hashlib.sha256(pay).hexdigest(), "payload_size": 1}, pay)
+        (d / entry["path"]).write_bytes(data)
+        doc = json.loads((d / "manifest.json").read_text())
+        doc["artifacts"][0].update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        (d / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError) as e:
+        merge(sets, tmp_path / "out")
+    assert "cu12" in str(e.value) and "cu13" in str(e.value) and str(e.value).count("CuPy key cccccccc") == 2, e.value
+    assert _written(tmp_path / "out") == []
+    with pytest.raises(ArtifactError, match="^merge: cu13: 1 CuPy artifact"):  # cu12's set is not written either
+        merge(sets[1:], tmp_path / "out")
+    assert _written(tmp_path / "out") == []
+
+
 def test_majors_built_by_different_schemas_are_a_conflict(tmp_path):
     """One wheel's majors are served by one aot: a major built by another schema would serve nothing."""
     c12 = _cupy_set(tmp_path / "c12", "c" * 64, {**NOW, "cupy_key": 1}, producer=P12)

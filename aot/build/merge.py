@@ -15,8 +15,9 @@ CUDA headers) and keep one artifact per CuPy key: :mod:`aot.build.merge_cupy`.
 
 Inputs are untrusted: a release they name must be a version (it becomes part of output paths), and every
 output path is checked inside ``out`` before anything is written. Refused too: outputs that define a spec
-differently, and other bytes at one output path (every such conflict in one line, never resolved by a release
-claim). The merged manifest is written last, like a build's, so an interrupted merge leaves no
+differently, other bytes at one output path, and inputs made by different key schemas (every such conflict in
+one line, never resolved by a release claim; :mod:`aot.build.merge_schemas`). A merge is checked whole before it
+writes (:data:`Write`). The merged manifest is written last, like a build's, so an interrupted merge leaves no
 manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
 byte for byte. Builds under different CUDA majors are never mixed: each major's merge is a set of its own, side
 by side under an index (:mod:`aot.build.merge_majors`).
@@ -41,6 +42,9 @@ log = get_logger(__name__)
 
 #: Producer fields in which builds of different cuda-cccl releases may differ (each release brings its own).
 MAY_DIFFER = frozenset({"cuda_cccl", "cuda_core"})
+#: A merge checked whole (every conflict listed, every output path checked), not yet written: ``write(on_copy)``
+#: writes it and returns its summary. A merge of several CUDA majors checks each major's before writing any.
+Write = Callable[[Callable[[int, int], None]], dict]
 
 
 def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
@@ -86,7 +90,7 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
         groups = by_major([Path(s) for s in shards]) if shards else None
         if groups is not None:  # builds under several CUDA majors: one set per major (aot.core.majorset)
             return merge_majors(groups, out, on_copy, _merge)
-        return _merge(shards, out, on_copy)
+        return _merge(shards, out)(on_copy)
 
 
 def _release(m: Manifest) -> str:
@@ -184,9 +188,9 @@ def blob_path(name: str, release: str, sm: int) -> str:
 
 
 def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                on_copy: Callable[[int, int], None], schemas: tuple[dict[str, int] | None, list[str]]) -> dict:
+                schemas: tuple[dict[str, int] | None, list[str]]) -> Write:
     """CuPy-only inputs (:mod:`aot.build.merge_cupy`): shards checked per stack (per producer), specs alike."""
-    from .merge_cupy import merge_stacks
+    from .merge_cupy import prepare_stacks
     by_stack: dict[str, list[Manifest]] = {}
     specs: dict = {}
     for m in manifests:
@@ -199,10 +203,11 @@ def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path
             specs[name] = definition
     for group in by_stack.values():
         _check_shards_complete(group)
-    return merge_stacks(manifests, shards, out, on_copy, specs, schemas)
+    return prepare_stacks(manifests, shards, out, specs, schemas)
 
 
-def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
+def _merge(shards: Sequence[Path], out: Path) -> Write:
+    """Check the merge of ``shards`` into ``out``, writing nothing; the step that writes it (:data:`Write`)."""
     if not shards:
         raise UsageError("merge: name at least one shard directory")
     manifests: list[Manifest] = []
@@ -221,7 +226,7 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
     keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [len(manifests) - 1]
     manifests, shards = [manifests[i] for i in keep], [shards[i] for i in keep]
     if merge_cupy.cupy_only(manifests) and not legacy:  # CuPy sets of several stacks: one artifact per CuPy key
-        return _merge_cupy(manifests, shards, out, on_copy, schemas)
+        return _merge_cupy(manifests, shards, out, schemas)
     for m in manifests:
         _check_releases(m)
     producers = _producers(manifests, shards)
@@ -270,17 +275,9 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
             said.append(f"{len(conflicts)} artifact(s) conflict, one output path with different bytes (never "
                         f"resolved by a release claim): " + "; ".join(conflicts))
         raise ArtifactError("merge: " + "; ".join(said))
-    out.mkdir(parents=True, exist_ok=True)
     targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
-    remove_manifest(out)
-    legacy_set.copy_answers(legacy_files, out)
-    for i, (path, source) in enumerate(entries.items()):
-        on_copy(i, len(entries))
-        src, dst = source.manifest.root / source.src_path, targets[path]
-        if src.resolve() != dst.resolve():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst, src.read_bytes())
-    on_copy(len(entries), len(entries))
+    for path in legacy_files:
+        safe_join(out, path)
     extra: dict = {"sms": sorted(sms)}
     if schemas[0] is not None:
         extra["key_schemas"] = schemas[0]
@@ -288,7 +285,20 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     if legacy:
         extra[legacy_set.FIELD] = legacy_set.to_json(legacy)
-    write_manifest(out, producer=producers[newest], specs=specs,
-                   artifacts=[s.entry for s in entries.values()], extra=extra)
-    return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
-            "shards": n_inputs, "cuda_cccl": list(producers), "cccl_legacy": sorted(legacy)}
+
+    def write(on_copy: Callable[[int, int], None]) -> dict:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_manifest(out)
+        legacy_set.copy_answers(legacy_files, out)
+        for i, (path, source) in enumerate(entries.items()):
+            on_copy(i, len(entries))
+            src, dst = source.manifest.root / source.src_path, targets[path]
+            if src.resolve() != dst.resolve():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(dst, src.read_bytes())
+        on_copy(len(entries), len(entries))
+        write_manifest(out, producer=producers[newest], specs=specs,
+                       artifacts=[s.entry for s in entries.values()], extra=extra)
+        return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
+                "shards": n_inputs, "cuda_cccl": list(producers), "cccl_legacy": sorted(legacy)}
+    return write

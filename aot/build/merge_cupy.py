@@ -93,13 +93,14 @@ def _key(m: Manifest, a: Mapping[str, Any], i: int) -> tuple[str, str]:
     return str(key), str(header["payload_sha256"])
 
 
-def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                 on_copy: Callable[[int, int], None], specs: Mapping[str, Any],
-                 schemas: tuple[dict[str, int] | None, Sequence[str]]) -> dict:
-    """Merge CuPy-only sets (see the module's docstring); ``specs``: the inputs' definitions, already checked
-    to agree; ``schemas``: the merged set's ``key_schemas`` and the inputs' conflicts over them
-    (:func:`aot.build.merge_schemas.input_schemas`), listed with the CuPy conflicts. Returns the summary
-    :func:`aot.build.merge.merge` returns."""
+def prepare_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path, specs: Mapping[str, Any],
+                   schemas: tuple[dict[str, int] | None, Sequence[str]]
+                   ) -> Callable[[Callable[[int, int], None]], dict]:
+    """Check the merge of CuPy-only sets into ``out`` (see the module's docstring), writing nothing; the step that
+    writes it (:data:`aot.build.merge.Write`: it returns the summary :func:`aot.build.merge.merge` returns).
+    ``specs``: the inputs' definitions, already checked to agree; ``schemas``: the merged set's ``key_schemas``
+    and the inputs' conflicts over them (:func:`aot.build.merge_schemas.input_schemas`), listed with the CuPy
+    conflicts."""
     producer = _producer(manifests, shards)
     found: dict[tuple[str, int, str], tuple[dict, Manifest, str, str]] = {}
     conflicts: list[str] = []
@@ -131,20 +132,23 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
         entry["path"] = cupy_path(name, key, sm) if per_item[(name, sm)] > 1 else plain_path(name, sm)
         entry["cupy_stacks"] = sorted(entry["cupy_stacks"], key=lambda s: json.dumps(s, sort_keys=True))
         targets[entry["path"]] = (entry, m, src)
-    out.mkdir(parents=True, exist_ok=True)
     dests = {path: safe_join(out, path) for path in targets}  # every write stays in --out, checked before any
-    remove_manifest(out)
-    for n, (path, (_entry, m, src)) in enumerate(targets.items()):
-        on_copy(n, len(targets))
-        source, dst = m.root / src, dests[path]
-        if source.resolve() != dst.resolve():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst, source.read_bytes())
-    on_copy(len(targets), len(targets))
     sms = sorted({sm for m in manifests for sm in (m.sms or ())})
     extra: dict = {"sms": sms}
     if schemas[0] is not None:
         extra["key_schemas"] = schemas[0]
-    write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
-    return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
-            "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}
+
+    def write(on_copy: Callable[[int, int], None]) -> dict:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_manifest(out)
+        for n, (path, (_entry, m, src)) in enumerate(targets.items()):
+            on_copy(n, len(targets))
+            source, dst = m.root / src, dests[path]
+            if source.resolve() != dst.resolve():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(dst, source.read_bytes())
+        on_copy(len(targets), len(targets))
+        write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
+        return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
+                "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}
+    return write
