@@ -119,6 +119,23 @@ def test_a_packed_bundle_keeps_them(tmp_path):
     assert got.key_schemas == NOW and all("pack" in a for a in got.artifacts) and verify_files(got) == []
 
 
+def test_a_packed_set_merges_like_its_files(tmp_path):
+    """A bundled folder whose artifacts are packed (a wheel's) is a merge input like a build's: its entries read
+    from their packs, the merged set plain files. It crashed with a FileNotFoundError after writing part of the
+    set (the generic path) or was refused as unreadable (CuPy stacks)."""
+    from aot.package.pkginfo import fill_folder
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    fill_folder(packed, _cupy_set(tmp_path / "a", "a" * 64), {"sms": [90]}, None, pack=True)
+    b = _cupy_set(tmp_path / "b", "b" * 64)
+    for inputs, out in (([packed, b], "stacks"), ([packed, _legacy_set(tmp_path / "legacy")], "generic"),
+                        ([packed, _cupy_set(tmp_path / "c12", "c" * 64, producer=P12)], "majors")):
+        merge(inputs, tmp_path / out)
+        got = load_manifest(tmp_path / out, major="13")
+        assert verify_files(got) == [] and not any("pack" in a for a in got.artifacts), out
+        assert "a" * 64 in {a["cupy_key"] for a in got.artifacts} and got.key_schemas == NOW, out
+
+
 # ------------------------------------------------------------------------------ conflicts: all listed, nothing written
 def test_every_input_whose_schemas_differ_is_listed_before_anything_is_written(tmp_path):
     a = _cupy_set(tmp_path / "a", "a" * 64)

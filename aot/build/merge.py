@@ -16,7 +16,7 @@ CUDA headers) and keep one artifact per CuPy key: :mod:`aot.build.merge_cupy`.
 Inputs are untrusted: a release they name must be a version (it becomes part of output paths), and every
 output path is checked inside ``out`` before anything is written. Refused too: outputs that define a spec
 differently, other bytes at one output path, and inputs made by different key schemas (every such conflict in
-one line, never resolved by a release claim; :mod:`aot.build.merge_schemas`). A merge is checked whole before it
+one line, never resolved by a release claim; :mod:`aot.build.merge_inputs`). A merge is checked whole before it
 writes (:data:`Write`). The merged manifest is written last, like a build's, so an interrupted merge leaves no
 manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
 byte for byte. Builds under different CUDA majors are never mixed: each major's merge is a set of its own, side
@@ -28,15 +28,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from ..core import format as fmt
 from ..core import keyschemas
-from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import (MANIFEST_NAME, Manifest, is_release, load_manifest, release_order, remove_manifest,
                              safe_join, verify_files, write_manifest)
 from ..core.spec import NvrtcUnit
 from ..core.text import short
+from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of, input_schemas
 
 log = get_logger(__name__)
 
@@ -139,7 +138,7 @@ class _Source(NamedTuple):
     """One input's artifact for an output path: its (merged) entry, its manifest, its path there, its release."""
     entry: dict
     manifest: Manifest
-    src_path: str
+    src: Mapping[str, Any]
     release: str
 
 
@@ -175,7 +174,7 @@ def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
 def _unstamped(source: _Source, with_key: bool) -> dict:
     """The artifact's header without the release stamp (and the content key, unless ``with_key``); the
     header carries the payload's sha256, which :func:`aot.core.format.read` checked against the payload."""
-    header = dict(fmt.read(source.manifest.root / source.src_path).header)
+    header = header_of(source.manifest, source.src)
     header["producer"] = {k: v for k, v in header["producer"].items() if k != "cuda_cccl"}
     if not with_key:
         header.pop("content_key", None)
@@ -218,7 +217,6 @@ def _merge(shards: Sequence[Path], out: Path) -> Write:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
     from . import legacy_set, merge_cupy
-    from .merge_schemas import input_schemas
     schemas = input_schemas(manifests, shards)  # its conflicts listed with the others, before anything is written
     legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
     # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
@@ -252,13 +250,13 @@ def _merge(shards: Sequence[Path], out: Path) -> Write:
                 raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
             specs[name] = definition
         for a in m.artifacts:
-            entry = dict(a)
+            entry = {k: v for k, v in a.items() if k not in WHERE_FIELDS}
             rel = m.release_of(a) or _release(m)
             if several:
                 entry["cuda_cccl"] = rel
                 if a["family"] == "cccl":
                     entry["path"] = blob_path(a["name"], rel, a["sm"])
-            here = _Source(entry, m, a["path"], rel)
+            here = _Source(entry, m, a, rel)
             prev = entries.get(entry["path"])
             if prev is not None and prev.entry["sha256"] != entry["sha256"]:
                 why = _conflict(prev, here)
@@ -292,10 +290,7 @@ def _merge(shards: Sequence[Path], out: Path) -> Write:
         legacy_set.copy_answers(legacy_files, out)
         for i, (path, source) in enumerate(entries.items()):
             on_copy(i, len(entries))
-            src, dst = source.manifest.root / source.src_path, targets[path]
-            if src.resolve() != dst.resolve():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(dst, src.read_bytes())
+            copy_artifact(source.manifest, source.src, targets[path])
         on_copy(len(entries), len(entries))
         write_manifest(out, producer=producers[newest], specs=specs,
                        artifacts=[s.entry for s in entries.values()], extra=extra)

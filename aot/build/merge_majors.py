@@ -6,7 +6,7 @@ cuda-cccl releases, CuPy stacks) into ``out/cu<major>``. Every major's merge is 
 before any major's set is written (a conflict among the cu13 inputs left the cu12 set written behind it); the
 index is written last, so an interrupted merge leaves no index naming a missing set. An input may itself be a
 set of several majors (its majors' sets join theirs). What every major shares is the aot that serves it: the
-inputs of all majors must agree on aot's key schemas (:mod:`aot.build.merge_schemas`).
+inputs of all majors must agree on aot's key schemas (:mod:`aot.build.merge_inputs`).
 Inputs are untrusted: the major an input's producer names must be a CUDA major number (it names a folder).
 """
 
@@ -20,7 +20,7 @@ from ..core.keyschemas import said
 from ..core.majorset import major_dir, read_index, write_index
 from ..core.manifest import MANIFEST_NAME, load_manifest, remove_manifest
 from ..core.text import short
-from .merge_schemas import input_schemas
+from .merge_inputs import input_schemas
 
 
 def _major_of(d: Path) -> int:
