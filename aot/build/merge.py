@@ -135,7 +135,7 @@ def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[st
 
 
 class _Source(NamedTuple):
-    """One input's artifact for an output path: its (merged) entry, its manifest, its path there, its release."""
+    """One input's artifact for an output path: its (merged) entry, its manifest, its entry there, its release."""
     entry: dict
     manifest: Manifest
     src: Mapping[str, Any]
@@ -173,7 +173,7 @@ def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
 
 def _unstamped(source: _Source, with_key: bool) -> dict:
     """The artifact's header without the release stamp (and the content key, unless ``with_key``); the
-    header carries the payload's sha256, which :func:`aot.core.format.read` checked against the payload."""
+    header carries the payload's sha256, which :func:`aot.build.merge_inputs.header_of` checked against the payload."""
     header = header_of(source.manifest, source.src)
     header["producer"] = {k: v for k, v in header["producer"].items() if k != "cuda_cccl"}
     if not with_key:
