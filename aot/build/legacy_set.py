@@ -72,7 +72,10 @@ def _write(out: Path, have: Manifest | None, section: Mapping[str, LegacyRelease
     extra: dict[str, Any] = {FIELD: to_json(section)}
     if have is None:
         prod = {k: v for k, v in made_by.items() if k not in ("numba", "numba_cuda", "python")}
-        write_manifest(out, producer=prod, specs={}, artifacts=[], extra={**extra, "sms": []})
+        # the schemas of the aot that wrote it, as a build records them: a merge with it keeps the set's
+        from ..core.keyschemas import SCHEMAS
+        write_manifest(out, producer=prod, specs={}, artifacts=[], extra={**extra, "sms": [],
+                                                                          "key_schemas": dict(SCHEMAS)})
         return
     import json
     doc = json.loads((out / MANIFEST_NAME).read_text())  # checked by load_manifest above; keeps every field

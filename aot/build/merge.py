@@ -15,8 +15,9 @@ CUDA headers) and keep one artifact per CuPy key: :mod:`aot.build.merge_cupy`.
 
 Inputs are untrusted: a release they name must be a version (it becomes part of output paths), and every
 output path is checked inside ``out`` before anything is written. Refused too: outputs that define a spec
-differently, and other bytes at one output path (every such conflict in one line, never resolved by a release
-claim). The merged manifest is written last, like a build's, so an interrupted merge leaves no
+differently, other bytes at one output path, and inputs made by different key schemas (every such conflict in
+one line, never resolved by a release claim; :mod:`aot.build.merge_inputs`). A merge is checked whole before it
+writes (:data:`Write`). The merged manifest is written last, like a build's, so an interrupted merge leaves no
 manifest naming missing files. A merge of one release's shards equals an unsharded build of the same items
 byte for byte. Builds under different CUDA majors are never mixed: each major's merge is a set of its own, side
 by side under an index (:mod:`aot.build.merge_majors`).
@@ -27,20 +28,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from ..core import format as fmt
 from ..core import keyschemas
-from ..core.fs import atomic_write
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import (MANIFEST_NAME, Manifest, is_release, load_manifest, release_order, remove_manifest,
                              safe_join, verify_files, write_manifest)
 from ..core.spec import NvrtcUnit
 from ..core.text import short
+from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of, input_schemas
 
 log = get_logger(__name__)
 
 #: Producer fields in which builds of different cuda-cccl releases may differ (each release brings its own).
 MAY_DIFFER = frozenset({"cuda_cccl", "cuda_core"})
+#: A merge checked whole (every conflict listed, every output path checked), not yet written: ``write(on_copy)``
+#: writes it and returns its summary. A merge of several CUDA majors checks each major's before writing any.
+Write = Callable[[Callable[[int, int], None]], dict]
 
 
 def _check_shards_complete(manifests: Sequence[Manifest]) -> None:
@@ -86,7 +89,7 @@ def merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]
         groups = by_major([Path(s) for s in shards]) if shards else None
         if groups is not None:  # builds under several CUDA majors: one set per major (aot.core.majorset)
             return merge_majors(groups, out, on_copy, _merge)
-        return _merge(shards, out, on_copy)
+        return _merge(shards, out)(on_copy)
 
 
 def _release(m: Manifest) -> str:
@@ -132,10 +135,10 @@ def _producers(manifests: Sequence[Manifest], shards: Sequence[Path]) -> dict[st
 
 
 class _Source(NamedTuple):
-    """One input's artifact for an output path: its (merged) entry, its manifest, its path there, its release."""
+    """One input's artifact for an output path: its (merged) entry, its manifest, its entry there, its release."""
     entry: dict
     manifest: Manifest
-    src_path: str
+    src: Mapping[str, Any]
     release: str
 
 
@@ -170,8 +173,8 @@ def _keys(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
 
 def _unstamped(source: _Source, with_key: bool) -> dict:
     """The artifact's header without the release stamp (and the content key, unless ``with_key``); the
-    header carries the payload's sha256, which :func:`aot.core.format.read` checked against the payload."""
-    header = dict(fmt.read(source.manifest.root / source.src_path).header)
+    header carries the payload's sha256, which :func:`aot.build.merge_inputs.header_of` checked against the payload."""
+    header = header_of(source.manifest, source.src)
     header["producer"] = {k: v for k, v in header["producer"].items() if k != "cuda_cccl"}
     if not with_key:
         header.pop("content_key", None)
@@ -184,9 +187,9 @@ def blob_path(name: str, release: str, sm: int) -> str:
 
 
 def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                on_copy: Callable[[int, int], None]) -> dict:
+                schemas: tuple[dict[str, int] | None, list[str]]) -> Write:
     """CuPy-only inputs (:mod:`aot.build.merge_cupy`): shards checked per stack (per producer), specs alike."""
-    from .merge_cupy import merge_stacks
+    from .merge_cupy import prepare_stacks
     by_stack: dict[str, list[Manifest]] = {}
     specs: dict = {}
     for m in manifests:
@@ -199,10 +202,11 @@ def _merge_cupy(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path
             specs[name] = definition
     for group in by_stack.values():
         _check_shards_complete(group)
-    return merge_stacks(manifests, shards, out, on_copy, specs)
+    return prepare_stacks(manifests, shards, out, specs, schemas)
 
 
-def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None]) -> dict:
+def _merge(shards: Sequence[Path], out: Path) -> Write:
+    """Check the merge of ``shards`` into ``out``, writing nothing; the step that writes it (:data:`Write`)."""
     if not shards:
         raise UsageError("merge: name at least one shard directory")
     manifests: list[Manifest] = []
@@ -212,15 +216,15 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
         if problems:
             raise ArtifactError(f"{d}: shard is damaged: {problems[0]}")
         manifests.append(m)
-    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)  # before anything is written
     from . import legacy_set, merge_cupy
+    schemas = input_schemas(manifests, shards)  # its conflicts listed with the others, before anything is written
     legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
     # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
     n_inputs = len(shards)
     keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [len(manifests) - 1]
     manifests, shards = [manifests[i] for i in keep], [shards[i] for i in keep]
     if merge_cupy.cupy_only(manifests) and not legacy:  # CuPy sets of several stacks: one artifact per CuPy key
-        return _merge_cupy(manifests, shards, out, on_copy)
+        return _merge_cupy(manifests, shards, out, schemas)
     for m in manifests:
         _check_releases(m)
     producers = _producers(manifests, shards)
@@ -246,13 +250,13 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                 raise ArtifactError(f"{m.root}: spec {name!r} is defined differently than in another shard")
             specs[name] = definition
         for a in m.artifacts:
-            entry = dict(a)
+            entry = {k: v for k, v in a.items() if k not in WHERE_FIELDS}
             rel = m.release_of(a) or _release(m)
             if several:
                 entry["cuda_cccl"] = rel
                 if a["family"] == "cccl":
                     entry["path"] = blob_path(a["name"], rel, a["sm"])
-            here = _Source(entry, m, a["path"], rel)
+            here = _Source(entry, m, a, rel)
             prev = entries.get(entry["path"])
             if prev is not None and prev.entry["sha256"] != entry["sha256"]:
                 why = _conflict(prev, here)
@@ -263,28 +267,33 @@ def _merge(shards: Sequence[Path], out: Path, on_copy: Callable[[int, int], None
                          entry["path"], rel, prev.release)
             entries[entry["path"]] = here
     conflicts += legacy_conflicts
-    if conflicts:
-        raise ArtifactError(f"merge: {len(conflicts)} artifact(s) conflict, one output path with different bytes "
-                            f"(never resolved by a release claim): " + "; ".join(conflicts))
-    out.mkdir(parents=True, exist_ok=True)
+    if conflicts or schemas[1]:
+        said = [keyschemas.said(schemas[1])] if schemas[1] else []
+        if conflicts:
+            said.append(f"{len(conflicts)} artifact(s) conflict, one output path with different bytes (never "
+                        f"resolved by a release claim): " + "; ".join(conflicts))
+        raise ArtifactError("merge: " + "; ".join(said))
     targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
-    remove_manifest(out)
-    legacy_set.copy_answers(legacy_files, out)
-    for i, (path, source) in enumerate(entries.items()):
-        on_copy(i, len(entries))
-        src, dst = source.manifest.root / source.src_path, targets[path]
-        if src.resolve() != dst.resolve():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst, src.read_bytes())
-    on_copy(len(entries), len(entries))
+    for path in legacy_files:
+        safe_join(out, path)
     extra: dict = {"sms": sorted(sms)}
-    if schemas is not None:
-        extra["key_schemas"] = schemas
+    if schemas[0] is not None:
+        extra["key_schemas"] = schemas[0]
     if several:
         extra["producers"] = {rel: dict(p) for rel, p in producers.items()}
     if legacy:
         extra[legacy_set.FIELD] = legacy_set.to_json(legacy)
-    write_manifest(out, producer=producers[newest], specs=specs,
-                   artifacts=[s.entry for s in entries.values()], extra=extra)
-    return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
-            "shards": n_inputs, "cuda_cccl": list(producers), "cccl_legacy": sorted(legacy)}
+
+    def write(on_copy: Callable[[int, int], None]) -> dict:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_manifest(out)
+        legacy_set.copy_answers(legacy_files, out)
+        for i, (path, source) in enumerate(entries.items()):
+            on_copy(i, len(entries))
+            copy_artifact(source.manifest, source.src, targets[path])
+        on_copy(len(entries), len(entries))
+        write_manifest(out, producer=producers[newest], specs=specs,
+                       artifacts=[s.entry for s in entries.values()], extra=extra)
+        return {"artifacts": len(entries), "bytes": sum(s.entry["size"] for s in entries.values()),
+                "shards": n_inputs, "cuda_cccl": list(producers), "cccl_legacy": sorted(legacy)}
+    return write

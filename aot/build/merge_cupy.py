@@ -29,10 +29,10 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core import format as fmt
 from ..core import keyschemas
 from ..core.errors import ArtifactError
-from ..core.fs import atomic_write
 from ..core.manifest import Manifest, remove_manifest, safe_join, write_manifest
 from ..core.spec import _NOT_IN_KEY
 from ..core.text import short
+from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of
 
 #: Producer fields CuPy sets of different stacks may differ in: those a CuPy content key leaves out.
 STACK_MAY_DIFFER = _NOT_IN_KEY["cupy"]
@@ -87,19 +87,22 @@ def _key(m: Manifest, a: Mapping[str, Any], i: int) -> tuple[str, str]:
     key = a.get("cupy_key")
     if not fmt.is_sha256_hex(key):
         raise ArtifactError(f"{where}: field 'cupy_key' is {short(key)}, not a sha256")
-    header = fmt.read(m.path_of(a)).header
+    header = header_of(m, a)
     if header.get("cupy_key") != key or header.get("name") != a["name"] or header.get("sm") != a["sm"]:
         raise ArtifactError(f"{where}: its artifact's header names another CuPy key, spec or SM than the entry")
     return str(key), str(header["payload_sha256"])
 
 
-def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path,
-                 on_copy: Callable[[int, int], None], specs: Mapping[str, Any]) -> dict:
-    """Merge CuPy-only sets (see the module's docstring); ``specs``: the inputs' definitions, already checked
-    to agree. Returns the summary :func:`aot.build.merge.merge` returns."""
+def prepare_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Path, specs: Mapping[str, Any],
+                   schemas: tuple[dict[str, int] | None, Sequence[str]]
+                   ) -> Callable[[Callable[[int, int], None]], dict]:
+    """Check the merge of CuPy-only sets into ``out`` (see the module's docstring), writing nothing; the step that
+    writes it (:data:`aot.build.merge.Write`: it returns the summary :func:`aot.build.merge.merge` returns).
+    ``specs``: the inputs' definitions, already checked to agree; ``schemas``: the merged set's ``key_schemas``
+    and the inputs' conflicts over them (:func:`aot.build.merge_inputs.input_schemas`), listed with the CuPy
+    conflicts."""
     producer = _producer(manifests, shards)
-    schemas = keyschemas.common([m.key_schemas for m in manifests], shards)
-    found: dict[tuple[str, int, str], tuple[dict, Manifest, str, str]] = {}
+    found: dict[tuple[str, int, str], tuple[dict, Manifest, Mapping[str, Any], str]] = {}
     conflicts: list[str] = []
     for m in manifests:
         for i, a in enumerate(m.artifacts):
@@ -108,38 +111,41 @@ def merge_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: Pat
             ident = (a["name"], a["sm"], key)
             prev = found.get(ident)
             if prev is None:
-                entry = {k: v for k, v in a.items() if k not in ("cuda_cccl", "cupy_stacks")}
+                entry = {k: v for k, v in a.items() if k not in ("cuda_cccl", "cupy_stacks", *WHERE_FIELDS)}
                 entry["cupy_stacks"] = stacks
-                found[ident] = (entry, m, a["path"], payload)
+                found[ident] = (entry, m, a, payload)
             elif prev[3] != payload:
                 conflicts.append(f"{a['name']} sm_{a['sm']} (CuPy key {key[:16]}) in {prev[1].root} and {m.root}")
             else:
                 prev[0]["cupy_stacks"] += [s for s in stacks if s not in prev[0]["cupy_stacks"]]
-    if conflicts:
-        raise ArtifactError(f"merge: {len(conflicts)} CuPy artifact(s) conflict, other bytes under one CuPy key "
-                            f"(one input, two builds: merge one of them): " + "; ".join(conflicts))
+    if conflicts or schemas[1]:
+        said = [keyschemas.said(schemas[1])] if schemas[1] else []
+        if conflicts:
+            said.append(f"{len(conflicts)} CuPy artifact(s) conflict, other bytes under one CuPy key (one input, two "
+                        f"builds: merge one of them): " + "; ".join(conflicts))
+        raise ArtifactError("merge: " + "; ".join(said))
     per_item: dict[tuple[str, int], int] = {}
     for name, sm, _ in found:
         per_item[(name, sm)] = per_item.get((name, sm), 0) + 1
-    targets: dict[str, tuple[dict, Manifest, str]] = {}
+    targets: dict[str, tuple[dict, Manifest, Mapping[str, Any]]] = {}
     for (name, sm, key), (entry, m, src, _) in sorted(found.items()):
         entry["path"] = cupy_path(name, key, sm) if per_item[(name, sm)] > 1 else plain_path(name, sm)
         entry["cupy_stacks"] = sorted(entry["cupy_stacks"], key=lambda s: json.dumps(s, sort_keys=True))
         targets[entry["path"]] = (entry, m, src)
-    out.mkdir(parents=True, exist_ok=True)
     dests = {path: safe_join(out, path) for path in targets}  # every write stays in --out, checked before any
-    remove_manifest(out)
-    for n, (path, (_entry, m, src)) in enumerate(targets.items()):
-        on_copy(n, len(targets))
-        source, dst = m.root / src, dests[path]
-        if source.resolve() != dst.resolve():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(dst, source.read_bytes())
-    on_copy(len(targets), len(targets))
     sms = sorted({sm for m in manifests for sm in (m.sms or ())})
     extra: dict = {"sms": sms}
-    if schemas is not None:
-        extra["key_schemas"] = schemas
-    write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
-    return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
-            "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}
+    if schemas[0] is not None:
+        extra["key_schemas"] = schemas[0]
+
+    def write(on_copy: Callable[[int, int], None]) -> dict:
+        out.mkdir(parents=True, exist_ok=True)
+        remove_manifest(out)
+        for n, (path, (_entry, m, src)) in enumerate(targets.items()):
+            on_copy(n, len(targets))
+            copy_artifact(m, src, dests[path])
+        on_copy(len(targets), len(targets))
+        write_manifest(out, producer=producer, specs=specs, artifacts=[t[0] for t in targets.values()], extra=extra)
+        return {"artifacts": len(targets), "bytes": sum(t[0]["size"] for t in targets.values()),
+                "shards": len(shards), "cuda_cccl": [], "cupy_keys": len(found)}
+    return write

@@ -1,5 +1,5 @@
-"""Field checks the family validators share (:mod:`aot.core.numbaspec`, :mod:`aot.core.cupyspec`): the same
-field is refused in the same words whichever family's spec holds it.
+"""Field checks the family validators share (:mod:`aot.core.numbaspec`, :mod:`aot.core.cupyspec`,
+:mod:`aot.core.tritonspec`): the same field is refused in the same words whichever family's spec holds it.
 
 Pure Python and bounded like :mod:`aot.core.text`; each raises :class:`~aot.core.text.SpecError` naming the field.
 """

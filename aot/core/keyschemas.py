@@ -13,20 +13,31 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .errors import ArtifactError
+from .text import short
+
 
 #: Schema name -> the version this aot computes. Each module that makes the key reads its version here.
 SCHEMAS: Mapping[str, int] = {
-    "numba_digest": 3,   # aot.runtime.adapters.numba_digest: what numba-cuda freezes into a kernel
-    "cupy_key": 2,       # aot.runtime.adapters.cupy_key: the content of one CuPy compile
-    "nvrtc_headers": 1,  # aot.runtime.adapters.hdrkey: the headers an NVRTC unit includes, as installed
-    "item_key": 2,       # aot.core.spec.item_key of NVRTC units, numba and CuPy kernels (1 is still accepted)
+    "numba_digest": 3,    # aot.runtime.adapters.numba_digest: what numba-cuda freezes into a kernel
+    "cupy_key": 2,        # aot.runtime.adapters.cupy_key: the content of one CuPy compile
+    "nvrtc_headers": 1,   # aot.runtime.adapters.hdrkey: the headers an NVRTC unit includes, as installed
+    "item_key": 2,        # aot.core.spec.item_key of NVRTC units, numba and CuPy kernels (1 is still accepted)
+    "triton_digest": 1,   # aot.runtime.adapters.triton_digest: what Triton compiles into a kernel
+    "triton_aot_key": 1,  # aot.runtime.adapters.triton_pykey: a Triton key without the build's CPython
 }
-#: What each family's artifacts are found or checked by at a library's call, in the words of the warning.
-FAMILY_SCHEMAS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "numba": (("numba_digest", "numba kernel digest"),),
-    "cupy": (("cupy_key", "CuPy compile key"),),
-    "nvrtc": (("nvrtc_headers", "NVRTC header digest"),),
+#: Each schema in the words a warning or a merge conflict says it.
+WORDS: Mapping[str, str] = {
+    "numba_digest": "numba kernel digest", "cupy_key": "CuPy compile key", "nvrtc_headers": "NVRTC header digest",
+    "item_key": "item key", "triton_digest": "Triton kernel digest", "triton_aot_key": "Triton key across CPythons",
+}
+#: The schemas each family's artifacts are found or checked by at a library's call: one that differs and the
+#: family serves nothing of the set. Not ``triton_aot_key``: a set another one made still serves under Triton's
+#: own key (the build's CPython), and its other keys cannot equal this aot's (the schema is hashed in).
+FAMILY_SCHEMAS: Mapping[str, tuple[str, ...]] = {
+    "numba": ("numba_digest",),
+    "cupy": ("cupy_key",),
+    "nvrtc": ("nvrtc_headers",),
+    "triton": ("triton_digest",),
 }
 #: Bounds on the field as read from a manifest (untrusted input).
 MAX_SCHEMAS = 64
@@ -50,23 +61,41 @@ def mismatch(recorded: Mapping[str, int] | None, family: str) -> str | None:
     absent (an older manifest) or a schema it does not name leaves the keys to be compared as they are."""
     if recorded is None:
         return None
-    for name, words in FAMILY_SCHEMAS.get(family, ()):
+    for name in FAMILY_SCHEMAS.get(family, ()):
         built = recorded.get(name)
         if built is not None and built != SCHEMAS[name]:
-            return f"built by {words} v{built}, this aot computes v{SCHEMAS[name]}: rebuild the set"
+            return f"built by {WORDS[name]} v{built}, this aot computes v{SCHEMAS[name]}: rebuild the set"
     return None
 
 
-def common(recorded: Sequence[Mapping[str, int] | None], where: Sequence[Any]) -> dict[str, int] | None:
-    """The ``key_schemas`` of a set made from sets that record ``recorded`` (``aot merge``, in the order of
-    their folders ``where``): theirs where all agree; ``None`` (not recorded: keys compared as they are) where
-    one does not say. Sets that say different versions cannot be one set: :class:`ArtifactError` naming the
-    first two that differ."""
-    first = recorded[0] if recorded else None
-    if first is None or any(r is None for r in recorded):
-        return None
-    for r, w in zip(recorded[1:], where[1:], strict=True):
-        if r != first:
-            raise ArtifactError(f"merge: {where[0]} and {w} were built by different aot key schemas "
-                                f"({dict(first)} vs {dict(r or {})}): rebuild the older with this aot")
-    return dict(first)
+def merged(recorded: Sequence[Mapping[str, int] | None], where: Sequence[Any]) -> tuple[dict[str, int] | None,
+                                                                                       list[str]]:
+    """The ``key_schemas`` of a set made from sets that record ``recorded`` (``aot merge``: their folders
+    ``where``, in order), and every conflict among them, one line per input that differs from the first input
+    naming that schema (the caller lists them with its other conflicts, before writing anything).
+
+    The merged set names a schema where every input names it (all at one version, else that is a conflict): a
+    schema only some name (an older aot's set, made before the schema was listed) is left unsaid, its keys
+    compared as they are, never claimed for entries another aot made. An input without the field (older still)
+    leaves the whole field unsaid. ``None`` in ``recorded`` is such an input; a caller leaves out an input whose
+    entries no listed schema keys (a set of cccl-legacy answers only, written before it recorded the field)."""
+    first: dict[str, tuple[int, Any]] = {}
+    conflicts: list[str] = []
+    for r, w in zip(recorded, where, strict=True):
+        differ = []
+        for name, version in sorted((r or {}).items()):
+            seen = first.setdefault(name, (version, w))
+            if seen[0] != version:
+                differ.append(f"{WORDS.get(name) or 'schema ' + short(name)} v{version}, {seen[1]} by v{seen[0]}")
+        if differ:
+            conflicts.append(f"{w} by {', '.join(differ)} (rebuild them with this aot)")
+    every = [r for r in recorded if r is not None]
+    if not every or len(every) < len(recorded):
+        return None, conflicts
+    return {k: v for k, v in every[0].items() if all(k in r for r in every)}, conflicts
+
+
+def said(conflicts: Sequence[str]) -> str:
+    """:func:`merged`'s conflicts as one clause of a merge's error line."""
+    return f"{len(conflicts)} input(s) built by different aot key schemas: " + "; ".join(conflicts)
+

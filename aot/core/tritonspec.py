@@ -28,7 +28,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from .oplang import code_ref_problem
+from .fieldcheck import kernel_ref
 from .spec import TritonKernel
 from .text import MAX_LIST_LEN, SpecError, _text_problem, hint, short
 
@@ -149,14 +149,6 @@ def check_options(options: Any) -> dict[str, Any]:
     return out
 
 
-def check_kernel_ref(ref: Any) -> str:
-    """``pkg.mod:kernel``: the ``@triton.jit`` function's module and name."""
-    problem = code_ref_problem(ref) if isinstance(ref, str) else "must be a string 'package.module:kernel'"
-    if problem:
-        raise SpecError(problem.replace("function", "kernel"), "kernel")
-    return ref.strip()
-
-
 def check_variant(d: Mapping[str, Any]) -> dict[str, Any]:
     """One specialisation's fields, checked (``divisible_by_16`` absent: ``None``, every pointer)."""
     sig = check_signature(d.get("signature", {}))
@@ -172,7 +164,7 @@ def check_entry(d: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     for key in d:
         if key not in MATRIX_KEYS:
             raise SpecError(f"unknown field{hint(key, MATRIX_KEYS)}; allowed: {', '.join(MATRIX_KEYS)}", str(key))
-    ref = check_kernel_ref(d.get("kernel"))
+    ref = kernel_ref(d.get("kernel"))
     if "signature" not in d and "specializations" not in d:
         raise SpecError("missing required field: the kernel's runtime arguments and their types", "signature")
     base = {k: d[k] for k in VARIANT_KEYS if k in d}
@@ -210,7 +202,7 @@ def check_triton(d: Mapping[str, Any], name: str) -> TritonKernel:
     v = check_variant(d)
     if v["divisible_by_16"] is None:
         raise SpecError("a definition lists divisible_by_16", "divisible_by_16")
-    return TritonKernel(name=name, kernel=check_kernel_ref(d.get("kernel")), signature=v["signature"],
+    return TritonKernel(name=name, kernel=kernel_ref(d.get("kernel")), signature=v["signature"],
                         constexprs=v["constexprs"], divisible_by_16=v["divisible_by_16"], equal_to_1=v["equal_to_1"],
                         options=v["options"], digest=d["digest"])
 

@@ -99,7 +99,8 @@ def bundle(cfg: AotConfig, out: Path | None = None, *, prebuilt: Path | None = N
     from ..core.majorset import read_index
     if read_index(src) is not None:  # one set per CUDA major (aot merge of builds under each): each checked
         from .majors import bundle_majors
-        return bundle_majors(cfg, Path(src), out, specs, sms, allow, require_pins, built, write_swapped)
+        return bundle_majors(cfg, Path(src), out, specs, sms, allow, require_pins, built, write_swapped,
+                             merged=bool(extra_sets))
     m = load_manifest(src)
     if extra_sets:  # CuPy sets recorded under another CuPy release: its generated code is other specs, carried too
         names |= {a["name"] for a in m.artifacts if a["family"] == "cupy"}

@@ -36,15 +36,19 @@ def _sms(cfg: AotConfig, major: int, sms: list[int], here: bool) -> list[int]:
 
 
 def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sms: list[int], allow: bool,
-                  require_pins: bool, built: bool, write: Callable[[Path, Callable], tuple[int, int]]
-                  ) -> BundleResult:
+                  require_pins: bool, built: bool, write: Callable[[Path, Callable], tuple[int, int]],
+                  merged: bool = False) -> BundleResult:
     """Check and write the set of several majors at ``src`` into the package folder ``out`` (``sms``: the bundle's
-    SM list, for the build host's major), swapped in by ``write`` (:func:`aot.package.bundle.write_swapped`)."""
+    SM list, for the build host's major), swapped in by ``write`` (:func:`aot.package.bundle.write_swapped`).
+    ``merged``: sets were merged in (``[tool.aot] merge``); each major carries the CuPy specs of its set that the
+    matrix does not name, as :func:`aot.package.bundle.bundle` does for a set of one major (CuPy's generated code
+    under another CuPy release is other specs)."""
     majors = read_index(src) or ()
-    names = {s.name for s in specs}
     here = installed_major()
     sets = {m: load_manifest(src / major_dir(m)) for m in majors}
-    parts = {m: (s.producer, *carried_cccl(s, names)) for m, s in sets.items()}
+    names = {m: {sp.name for sp in specs} | ({a["name"] for a in s.artifacts if a["family"] == "cupy"} if merged
+                                             else set()) for m, s in sets.items()}
+    parts = {m: (s.producer, *carried_cccl(s, names[m])) for m, s in sets.items()}
     if "dependencies" not in cfg.dynamic:  # the hooks check what the backend computed themselves
         problems = pin_conflicts_majors(cfg.dependencies, parts, require=require_pins,
                                         optional=cfg.optional_dependencies)
@@ -60,7 +64,7 @@ def bundle_majors(cfg: AotConfig, src: Path, out: Path, specs: Sequence[Any], sm
         import json
         for m in majors:
             (stage / major_dir(m)).mkdir()
-            counts[m] = fill_folder(stage / major_dir(m), src / major_dir(m), infos[m], names, cfg.pack)
+            counts[m] = fill_folder(stage / major_dir(m), src / major_dir(m), infos[m], names[m], cfg.pack)
         write_index(stage, infos)
         (stage / INFO_NAME).write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
         return sum(n for n, _ in counts.values()), sum(b for _, b in counts.values())

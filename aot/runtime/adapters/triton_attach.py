@@ -34,6 +34,7 @@ import threading
 from typing import Any, Iterable
 
 from ...core.errors import AotError
+from ...core.keyschemas import mismatch
 from ...core.log import get_logger
 from ...core.opref import inside
 from .numba_digest import Memo
@@ -83,6 +84,11 @@ def attach_triton(registry: Any, names: Iterable[str] | None = None) -> dict[str
              and (wanted is None or s.name in wanted)]
     if not specs or registry.manifest is None:
         return {}
+    stale = mismatch(registry.manifest.key_schemas, "triton")
+    if stale:  # every digest differs, though no kernel changed: said once, as what it is; nothing imported
+        why = f"aot: {registry.root}: Triton kernels were {stale}; Triton compiles them"
+        registry._warn(why)
+        return {s.name: why for s in specs}
     result: dict[str, str] = {}
     installed = installed_version()
     by_kernel: dict[str, list[Any]] = {}

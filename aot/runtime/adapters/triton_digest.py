@@ -30,10 +30,12 @@ import types as pytypes
 from typing import Any
 
 from ...core.errors import AotError
+from ...core.keyschemas import SCHEMAS
 from .numba_digest import Memo
 
-#: The schema of the digest: another walk is another digest.
-SCHEMA = b"aot-triton-digest-v1\0"
+#: The schema of the digest: another walk is another digest (its version: :data:`aot.core.keyschemas.SCHEMAS`,
+#: recorded in each manifest; a set another version made is said as such at attach).
+SCHEMA = f"aot-triton-digest-v{SCHEMAS['triton_digest']}\0".encode()
 #: Modules whose objects are keyed by qualified name: Triton (its build is in the spec) and Python's own.
 _BY_NAME = frozenset({"triton", "math", "cmath", "operator", "_operator", "builtins", "copy"})
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)

@@ -27,8 +27,10 @@ import re
 import threading
 from typing import Any
 
-#: The schema of aot's key: another derivation is another key.
-SCHEMA = "aot-triton-pykey-v1"
+from ...core.keyschemas import SCHEMAS
+
+#: The schema of aot's key: another derivation is another key (its version: :data:`aot.core.keyschemas.SCHEMAS`).
+SCHEMA = f"aot-triton-pykey-v{SCHEMAS['triton_aot_key']}"
 #: Triton keys noted per process (the kernels launched); the oldest are dropped beyond it.
 MAX_NOTED = 4096
 _HEX64 = re.compile(r"[0-9a-f]{64}")
