@@ -93,3 +93,17 @@ def test_a_crafted_index_is_one_warning_and_nothing_served(site, monkeypatch, ca
     with caplog.at_level(logging.WARNING, logger="aot"):
         assert A.package_table(site["art"], REL) == {}  # an index inside an index: never followed
     assert any("a set of CUDA majors 13" in r.getMessage() for r in caplog.records)
+
+
+def test_from_packages_family_step_reaches_the_installed_majors_answers(site, monkeypatch):
+    """``Registry.from_package``'s family attach (:mod:`aot.runtime.loader.families`, a package whose folder is
+    not ``artifacts`` has only this step): before, it looked for ``cccl-legacy/`` at the set's top only."""
+    from aot.runtime.loader import families
+    _as_major(monkeypatch, "13")
+    started = []
+    monkeypatch.setattr(A, "_start", lambda release, table: started.append((release, sorted(table))) or "shims")
+    monkeypatch.setattr(A, "release_without_serialize", lambda: REL)
+    monkeypatch.setattr(A, "_active", None)
+    monkeypatch.setattr(families, "_cccl_without_serialize", lambda: True)
+    families.attach_families(None, str(site["art"]), numba=False, cupy=False, triton=False)
+    assert started == [(REL, site["keys"]["13"])]
