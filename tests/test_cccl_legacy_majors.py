@@ -107,3 +107,15 @@ def test_from_packages_family_step_reaches_the_installed_majors_answers(site, mo
     monkeypatch.setattr(families, "_cccl_without_serialize", lambda: True)
     families.attach_families(None, str(site["art"]), numba=False, cupy=False, triton=False)
     assert started == [(REL, site["keys"]["13"])]
+
+
+def test_a_majors_package_folder_calls_its_answers_its_own(site):
+    """The bundle replaces the package folder only where aot wrote every file in it (``foreign_files``); before,
+    the answers under ``cu13/cccl-legacy/`` counted as foreign, so the next bundle of such a wheel stopped."""
+    from aot.package.bundle import foreign_files
+    art = site["art"]
+    assert foreign_files(art) == []
+    (art / "cu13" / "cccl-legacy" / f"cuda-cccl-{REL}" / "mine.aot").write_bytes(b"not ours")
+    (art / "cu13" / "nvrtc").mkdir()
+    (art / "cu13" / "nvrtc" / "x.aot").write_bytes(b"AOTLGCY\0 an answer's magic outside cccl-legacy/")
+    assert foreign_files(art) == [f"cu13/cccl-legacy/cuda-cccl-{REL}/mine.aot", "cu13/nvrtc/x.aot"]
