@@ -39,13 +39,16 @@ def source() -> Path:
     return Path(cccl_patches.__file__).with_name("nvrtc_seed.c")
 
 
+def _packaged() -> Path:
+    import cccl_patches
+    return Path(cccl_patches.__file__).with_name("lib") / NAME
+
+
 def library() -> Path:
     """The seeding library: the installed package's, else one compiled from :func:`source` (ToolchainError)."""
-    import cccl_patches
     from .toolchain import _cached_stub_dir, _open_library, _private_stub_dir
-    packaged = Path(cccl_patches.__file__).with_name("lib") / NAME
-    if packaged.is_file():
-        return packaged
+    if _packaged().is_file():
+        return _packaged()
     digest = "seed-" + hashlib.sha256(source().read_bytes()).hexdigest()[:16]
     where = _cached_stub_dir(digest)
     if where is not None and (where / NAME).is_file():
@@ -93,9 +96,15 @@ def load() -> ctypes.CDLL | None:
     if any(m.startswith("cuda.compute._bindings") or m.startswith("cuda.compute.cu1") for m in sys.modules):
         log.warning("aot: cuda.compute's C library is loaded already; its NVRTC compiles are not seeded")
         return None
+    from .toolchain import _open_library
     try:
         path = library()
-        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        fd = _open_library(path, trusted_location=path == _packaged())  # checked, then loaded through that fd
+        try:
+            proc = f"/proc/self/fd/{fd}"
+            lib = ctypes.CDLL(proc if os.path.exists(proc) else str(path), mode=ctypes.RTLD_GLOBAL)
+        finally:
+            os.close(fd)
         lib.aot_nvrtc_seeded.restype = ctypes.c_ulong
         return lib
     except (ToolchainError, OSError) as e:
