@@ -99,12 +99,10 @@ def load() -> ctypes.CDLL | None:
     from .toolchain import _open_library
     try:
         path = library()
-        fd = _open_library(path, trusted_location=path == _packaged())  # checked, then loaded through that fd
-        try:
-            proc = f"/proc/self/fd/{fd}"
-            lib = ctypes.CDLL(proc if os.path.exists(proc) else str(path), mode=ctypes.RTLD_GLOBAL)
-        finally:
-            os.close(fd)
+        # checked (ours, in a folder of ours), then loaded by its path: through /proc/self/fd/N, as the stand-in
+        # libcuda is, dlopen would hand back that library, loaded under the same name with an fd number reused
+        os.close(_open_library(path, trusted_location=path == _packaged()))
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
         lib.aot_nvrtc_seeded.restype = ctypes.c_ulong
         return lib
     except (ToolchainError, OSError) as e:
