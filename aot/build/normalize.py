@@ -13,9 +13,9 @@ cuda-cccl 1.1.x's C library names its translation unit's anonymous namespace
 (``_GLOBAL__N__00000000_13_device_reduce_e994a141_145096`` in a 1.1.0 reduce blob; 1.2.x's have none):
 the same shape, normalized the same way.
 
-Residual: the PID's digit count is kept. Two builds are byte-identical when their worker PIDs have the
-same number of digits (the common case on one machine); otherwise only the length of those zero runs
-differs.
+Residual: the PID's digit count is kept (a blob's size followed it). Build workers therefore seed cuda.compute's
+NVRTC programs (:mod:`aot.build.nvrtc_seed`): their names then carry no nonce or PID, and this finds nothing to
+zero; it still zeroes programs compiled without the seed (the seeding library missing).
 """
 
 from __future__ import annotations

@@ -143,6 +143,8 @@ def _worker_init(stub_path: str | None, parent_pid: int, import_parents: bool = 
     # that error on its one line, and a user's builds leave nothing behind in /tmp.
     os.environ.setdefault("NUMBA_CUDA_MLIR_ICE_FULL_TB", "1")
     worker_setup(stub_path)
+    from .nvrtc_seed import load
+    load()  # before cuda.compute: no NVRTC program it compiles is named after this worker's PID (nvrtc_seed)
     os.chdir(WORKER_CWD)  # after the set-up: a relative $AOT_STUB_LIBCUDA was opened from the caller's folder
     global _IMPORT_PARENTS
     _IMPORT_PARENTS = import_parents

@@ -281,7 +281,8 @@ def load_manifest(root: str | os.PathLike, *, skip_bad_specs: bool = False, reso
 
     A set of several CUDA majors (:mod:`aot.core.majorset`) is read as the set of ``major`` (the loader: the
     installed one, asked only here); without the installed major's set, another's definitions with no
-    artifact. ``major=None``: such a set is an error saying so (a tool reads each major's set itself).
+    artifact (and no cccl-legacy answer). ``major=None``: such a set is an error saying so (a tool reads each
+    major's set itself).
     """
     root = Path(root)
     path = root / MANIFEST_NAME
@@ -367,7 +368,8 @@ def _load_major(root: Path, majors: tuple[int, ...], major: str | Callable[[], s
                             f"them ({', '.join(str(root / major_dir(m)) for m in majors)})")
     sub, served = pick(root, majors, major() if callable(major) else major)
     m = load_manifest(sub, skip_bad_specs=skip_bad_specs, resolve_paths=resolve_paths)  # major=None: not nested
-    return m if served else replace(m, artifacts=())
+    # another major's set: its definitions only; its artifacts and cccl-legacy answers came from another toolchain
+    return m if served else replace(m, artifacts=(), legacy={})
 
 
 def _check_producers(path: Path, producers: Any, producer: Mapping[str, Any]) -> dict[str, dict]:

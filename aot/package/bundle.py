@@ -148,7 +148,7 @@ def foreign_files(out: Path) -> list[str]:
                 continue
             elif p.suffix in (".aot", PACK_SUFFIX):
                 ours: tuple[bytes, ...] = (MAGIC,) if p.suffix == ".aot" else (PACK_MAGIC,)
-                if p.suffix == ".aot" and rel.startswith("cccl-legacy/"):
+                if p.suffix == ".aot" and _in_set(rel).startswith("cccl-legacy/"):
                     ours += (LEGACY_MAGIC,)  # a cccl-legacy answer (aot.core.legacy_manifest)
                 with open(p, "rb") as f:
                     if f.read(len(MAGIC)) not in ours:  # every magic is 8 bytes
@@ -160,8 +160,14 @@ def foreign_files(out: Path) -> list[str]:
 
 def _major_own(rel: str) -> bool:
     """``cu13/manifest.json``, ``cu13/aot-package.json``: a major's set in a set of several (core.majorset)."""
+    name = _in_set(rel)
+    return name != rel and name in _OURS
+
+
+def _in_set(rel: str) -> str:
+    """``rel`` inside its ordinary set: a major's folder (``cu13/``, core.majorset) left off, else ``rel``."""
     top, _, name = rel.partition("/")
-    return top[:2] == "cu" and top[2:].isdigit() and name in _OURS
+    return name if name and top[:2] == "cu" and top[2:].isascii() and top[2:].isdigit() else rel
 
 
 def refuse_foreign_files(out: Path) -> None:

@@ -2,7 +2,8 @@
 
 Called by the import hook (:mod:`aot.runtime.loader.import_hook`) before anything loads NVRTC: only where
 the installed cuda-cccl has no ``serialize`` (< 1.1.0) and an installed package carries answers for that
-release (``<package>/artifacts/cccl-legacy/cuda-cccl-<release>/``) are the shims loaded; everywhere else this
+release (``<package>/artifacts/cccl-legacy/cuda-cccl-<release>/``, or in a wheel built for several CUDA majors
+the installed major's ``<package>/artifacts/cu13/cccl-legacy/...``) are the shims loaded; everywhere else this
 costs one metadata read. The library's code is unchanged: cuda.compute's C library binds to the shims and
 every build it runs asks them first.
 """
@@ -15,6 +16,9 @@ import logging
 import sys
 from importlib import metadata
 from pathlib import Path
+
+from ...core import majorset
+from ...core.legacy_manifest import FOLDER
 
 log = logging.getLogger("aot")
 #: The first cuda-cccl release whose cuda.compute serializes (its blobs are served the usual way).
@@ -36,8 +40,12 @@ def release_without_serialize() -> str | None:
 
 
 def package_roots(release: str) -> list[Path]:
-    """Every installed package's ``artifacts/`` that carries answers for ``release`` (sys.path order)."""
+    """Every installed package's ``artifacts/`` that carries answers for ``release`` (sys.path order): at its top,
+    or, in a set of several CUDA majors (:mod:`aot.core.majorset`), in the installed major's set. One ``stat``
+    per package, two where the first finds nothing; an index is read (bounded) only beside that major's answers."""
     roots = []
+    folder = Path(FOLDER) / f"cuda-cccl-{release}"
+    major: str | None = None  # cuda-bindings' major, read once and only where the top has no answers
     for entry in sys.path:
         base = Path(entry or ".")
         try:
@@ -45,19 +53,40 @@ def package_roots(release: str) -> list[Path]:
         except OSError:
             continue
         for child in children:
-            if (child / "artifacts" / "cccl-legacy" / f"cuda-cccl-{release}").is_dir():
-                roots.append(child / "artifacts")
+            art = child / "artifacts"
+            if (art / folder).is_dir():
+                roots.append(art)
+                continue
+            if major is None:
+                major = majorset.installed_major()
+            if major.isdigit() and (art / majorset.major_dir(int(major)) / folder).is_dir() \
+                    and _serves_major(art, major):
+                roots.append(art)
     return roots
+
+
+def _serves_major(art: Path, major: str) -> bool:
+    """Whether ``art`` is a set of several majors whose index names ``major`` (read by the loader's own reader,
+    bounded; a bad index is one warning and no answers)."""
+    from ...core.errors import ArtifactError
+    try:
+        majors = majorset.read_index(art)
+    except ArtifactError as e:
+        log.warning("aot: %s; its cuda.compute builds JIT-compile", e)
+        return False
+    return majors is not None and majorset.pick(art, majors, major)[1]
 
 
 def package_table(root: Path, release: str) -> dict[str, bytes | Path]:
     """key -> answer file, as the manifest of the set at ``root`` lists them for ``release`` (parsed with
-    bounds: :mod:`aot.core.legacy_manifest`). A manifest that does not parse is one warning and no answers;
-    each answer file is checked where it is first read (:func:`aot.runtime.adapters.cccl_legacy.read_answer`)."""
+    bounds: :mod:`aot.core.legacy_manifest`); in a set of several CUDA majors, the installed major's set's, as
+    the loader reads it for every family (:func:`aot.core.manifest.load_manifest`; none where the index has no
+    set for that major). A manifest that does not parse is one warning and no answers; each answer file is
+    checked where it is first read (:func:`aot.runtime.adapters.cccl_legacy.read_answer`)."""
     from ...core.errors import ArtifactError
     from ...core.manifest import load_manifest
     try:
-        m = load_manifest(root, skip_bad_specs=True, resolve_paths=False)
+        m = load_manifest(root, skip_bad_specs=True, resolve_paths=False, major=majorset.installed_major)
     except (ArtifactError, OSError) as e:
         log.warning("aot: %s; its cuda.compute builds JIT-compile", e)
         return {}

@@ -27,7 +27,7 @@ def attach_families(reg: Any, root: str, *, numba: bool, cupy: bool, triton: boo
     if cupy and _holds(root, "cupy"):
         from ..adapters.cupy_attach import attach_cupy  # CuPy: only for a package that ships its kernels
         attach_cupy(reg, lazy=True)  # the manifest is read at CuPy's first cache miss, not at import (issue 42)
-    if os.path.isdir(os.path.join(root, "cccl-legacy")) and _cccl_without_serialize():
+    if _holds(root, "cccl-legacy") and _cccl_without_serialize():  # a set of several majors: its cu<major>/
         from ..adapters.cccl_legacy_activate import activate_package  # cuda-cccl < 1.1: compiles answered
         activate_package(root)
     if triton and _holds(root, "triton"):
