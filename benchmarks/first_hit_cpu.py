@@ -29,6 +29,7 @@ compileall -q aot``): a module without valid bytecode is compiled inside the clo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 WAYS = ("own", "program_cache", "by_source")
 
@@ -155,24 +157,40 @@ def relative(files: list[str], site: Path) -> list[str]:
     return out
 
 
+DEFAULTS = {"package": "adopt_mypkg", "source": "adopt_mypkg.kernels:SAXPY", "flags": "adopt_mypkg.kernels:OPTIONS",
+            "kernel": "saxpy", "arch": "sm_90", "options": {"std": "c++17", "define_macro": "BLOCK=256"}}
+
+
+@contextlib.contextmanager
+def environment(site: Path, dists: int, **cfg) -> Iterator[tuple[dict, dict]]:
+    """(the children's environment, their configuration) with ``dists`` fake distributions and a private aot cache
+    and own cache, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="aot-first-hit-") as tmp:
+        fake_dists(Path(tmp) / "dists", dists)
+        base = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(site), base, str(Path(tmp) / "dists"))
+                                                           if p),
+               "AOT_CACHE_DIR": str(Path(tmp) / "aot-cache")}
+        yield env, {**DEFAULTS, **cfg, "own_cache": str(Path(tmp) / "own-cache"), "count": False, "profile": None}
+
+
+def counted(site: Path, way: str, env: dict, cfg: dict) -> dict:
+    """One instrumented first operation of ``way`` (the module doc says what it counts), its files relative to
+    ``site`` and their bytes."""
+    r = one(dict(cfg, way=way, count=True), env)
+    r["files"] = relative(r["files"], site)
+    r["bytes_read"] = sum((site / f).stat().st_size for f in r["files"] if (site / f).is_file())
+    return r
+
+
 def measure(a: argparse.Namespace) -> dict:
     """``{"rows": [...], "counted": {way: the instrumented run}}``."""
     site = a.site.resolve()
-    with tempfile.TemporaryDirectory(prefix="aot-first-hit-") as tmp:
-        dists = Path(tmp) / "dists"
-        fake_dists(dists, a.dists)
-        base = os.environ.get("PYTHONPATH", "")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(site), base, str(dists)) if p),
-               "AOT_CACHE_DIR": str(Path(tmp) / "aot-cache")}
-        cfg = {"package": a.package, "source": a.source, "flags": a.flags, "kernel": a.kernel, "arch": a.arch,
-               "options": json.loads(a.options), "own_cache": str(Path(tmp) / "own-cache"), "count": False,
-               "profile": None}
+    cfg = {k: getattr(a, k) for k in ("package", "source", "flags", "kernel", "arch")}
+    with environment(site, a.dists, **cfg, options=json.loads(a.options)) as (env, cfg):
         for way in a.ways:  # uncounted: warms the own cache, the page cache and (where writable) bytecode
             one(dict(cfg, way=way), env)
-        counted = {way: one(dict(cfg, way=way, count=True), env) for way in a.ways}
-        for r in counted.values():
-            r["files"] = relative(r["files"], site)
-            r["bytes_read"] = sum((site / f).stat().st_size for f in r["files"] if (site / f).is_file())
+        counted_runs = {way: counted(site, way, env, cfg) for way in a.ways}
         if a.profile is not None:
             one(dict(cfg, way="program_cache", profile=str(a.profile.resolve())), env)
         got: dict[str, list[dict]] = {w: [] for w in a.ways}
@@ -184,25 +202,25 @@ def measure(a: argparse.Namespace) -> dict:
     rows = []
     for way, rs in got.items():
         cpu, wall = statistics.median(r["cpu_ms"] for r in rs), statistics.median(r["wall_ms"] for r in rs)
-        c = counted[way]
+        c = counted_runs[way]
         rows.append({"way": way, "cpu_ms": round(cpu, 3), "added_cpu_ms": round(cpu - own, 3),
                      "wall_ms": round(wall, 3), "added_wall_ms": round(wall - own_wall, 3), "runs": a.runs,
                      "aot_modules": len(c["aot_modules"]), "from_source": len(c["compiled"]),
                      "metadata_scans": c["metadata_scans"], "files": len(c["files"]), "bytes_read": c["bytes_read"],
                      "threads": c["threads"], "where": c["where"] if way != "by_source" else str(c["where"])})
-    return {"rows": rows, "counted": counted}
+    return {"rows": rows, "counted": counted_runs}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--site", type=Path, required=True)
-    ap.add_argument("--package", default="adopt_mypkg")
-    ap.add_argument("--source", default="adopt_mypkg.kernels:SAXPY", help="MODULE:ATTR, the library's source text")
-    ap.add_argument("--flags", default="adopt_mypkg.kernels:OPTIONS", help="MODULE:ATTR, its NVRTC flags (by_source)")
-    ap.add_argument("--options", default='{"std": "c++17", "define_macro": "BLOCK=256"}',
+    ap.add_argument("--package", default=DEFAULTS["package"])
+    ap.add_argument("--source", default=DEFAULTS["source"], help="MODULE:ATTR, the library's source text")
+    ap.add_argument("--flags", default=DEFAULTS["flags"], help="MODULE:ATTR, its NVRTC flags (by_source)")
+    ap.add_argument("--options", default=json.dumps(DEFAULTS["options"]),
                     help="JSON: the ProgramOptions keywords of its own compile (besides arch)")
-    ap.add_argument("--kernel", default="saxpy")
-    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--kernel", default=DEFAULTS["kernel"])
+    ap.add_argument("--arch", default=DEFAULTS["arch"])
     ap.add_argument("--ways", default=",".join(WAYS), type=lambda s: tuple(s.split(",")))
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--dists", type=int, default=230, help="fake distributions on sys.path (default 230)")
