@@ -12,7 +12,7 @@ synchronisation (steady per-launch microseconds). Three ways, interleaved:
 * ``program_cache``: the same compile with ``cache=aot.program_cache("adopt_mypkg")`` (the packaged image);
 * ``by_source``: ``aot.by_source("adopt_mypkg").kernels(src, ["saxpy"], OPTIONS)``.
 
-    python benchmarks/first_op.py --site SITE [--runs 15] [--launches 2000] [--json FILE] [--profile DIR]
+    python benchmarks/first_op.py --site SITE [--runs 15] [--launches 2000] [--json FILE] [--profile FILE]
     python benchmarks/first_op.py --site SITE --cpu [--runs 15]      # no GPU: the lookups alone
 
 ``--cpu`` (a driverless host): nothing is opened or launched; ``own`` and ``program_cache`` time the compile call
@@ -21,7 +21,11 @@ with the cache (cuda.core keys it and the cache answers: no device needed), ``by
 modules the first operation imported (``imports``): what a library pays for on its first call.
 
 SITE holds adopt_mypkg as its wheel installs it (``pip install --no-deps --target SITE adopt_mypkg-*.whl``;
-.ci/gpu/prepare.sh builds the wheel into .whl/). aot itself comes from ``PYTHONPATH`` or the environment. Prints
+.ci/gpu/prepare.sh builds the wheel into .whl/). aot itself comes from ``PYTHONPATH`` or the environment, compiled
+to bytecode as pip installs it (``python -m compileall -q aot`` for a checkout): a first operation that compiled an
+aot module from source is refused (``--allow-source`` times it anyway): Python's compiler would take most of the
+time (issue 42, on the CPU host: a first hit's 11 aot modules cost 16 ms of CPU without bytecode, 4.5 ms with it). ``--profile FILE``: one more run of
+``program_cache`` and of ``by_source`` under cProfile, the top 40 by cumulative time of each into FILE. Prints
 per way the median first-operation milliseconds, the difference to ``own`` and the ratio, and the steady
 per-launch microseconds and their ratio to ``own``.
 """
@@ -42,6 +46,13 @@ WAYS = ("own", "program_cache", "by_source")
 CPU_CHILD = r"""
 import json, sys, time
 way, cache_dir = sys.argv[1], sys.argv[2]
+from importlib.machinery import SourceFileLoader
+compiled = []  # aot modules Python compiled from source inside the clock (no valid bytecode): not aot's own cost
+_to_code = SourceFileLoader.source_to_code
+def _counted_to_code(self, data, path, *a, **k):
+    compiled.append(str(path))
+    return _to_code(self, data, path, *a, **k)
+SourceFileLoader.source_to_code = _counted_to_code
 import numpy as np
 from cuda.core import Program, ProgramOptions
 from cuda.core.utils import FileStreamProgramCache
@@ -58,12 +69,20 @@ else:
     where = dict(cache.counts) if way == "program_cache" else None
 t1 = time.perf_counter()
 new = sorted(m for m in set(sys.modules) - before if m.startswith("aot.") or m in ("logging", "yaml", "rich"))
-print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": 1.0, "where": where, "imports": new}))
+print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": 1.0, "where": where, "imports": new,
+                  "from_source": [p for p in compiled if "/aot/" in p]}))
 """
 
 CHILD = r"""
 import json, sys, time
 way, cache_dir, launches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from importlib.machinery import SourceFileLoader
+compiled = []  # aot modules Python compiled from source inside the clock (no valid bytecode): not aot's own cost
+_to_code = SourceFileLoader.source_to_code
+def _counted_to_code(self, data, path, *a, **k):
+    compiled.append(str(path))
+    return _to_code(self, data, path, *a, **k)
+SourceFileLoader.source_to_code = _counted_to_code
 import numpy as np
 from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
 from cuda.core.utils import FileStreamProgramCache
@@ -81,7 +100,7 @@ cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
 args = (np.float32(2.0), x, y, np.int32(n))
 stream.sync()
 prof = None
-if len(sys.argv) > 4:  # --profile: where the first operation's time goes (cProfile, cumulative)
+if len(sys.argv) > 4:  # --profile: where the first operation's time goes (cProfile, cumulative, top 40)
     import cProfile
     prof = cProfile.Profile()
     prof.enable()
@@ -96,11 +115,12 @@ launch(stream, cfg, kernel, *args)
 stream.sync()
 t1 = time.perf_counter()
 if prof is not None:
-    import io, pstats
     prof.disable()
+    import io, pstats
     text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(60)
-    open(sys.argv[4], "w").write(text.getvalue())
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    with open(sys.argv[4], "a") as f:  # every way profiled goes into the one file
+        f.write(f"==== {way}: first operation {(t1 - t0) * 1e3:.3f} ms under cProfile\n{text.getvalue()}\n")
 for _ in range(launches):
     launch(stream, cfg, kernel, *args)
 stream.sync()
@@ -112,7 +132,7 @@ elif way == "by_source":
     where = aot.by_source("adopt_mypkg").source_of(SAXPY, ["saxpy"], OPTIONS)[1]
 new = sorted(m for m in set(sys.modules) - before if m.startswith("aot.") or m in ("logging", "yaml", "rich"))
 print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": (t2 - t1) / max(launches, 1) * 1e6, "where": where,
-                  "imports": new}))
+                  "imports": new, "from_source": [p for p in compiled if "/aot/" in p]}))
 """
 
 
@@ -133,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--cpu", action="store_true", help="no GPU: time the lookups alone (see the module doc)")
-    ap.add_argument("--profile", type=Path, help="a folder: one more run per way, its first operation under "
-                    "cProfile, written to WAY.txt there (not counted)")
+    ap.add_argument("--profile", type=Path, help="a file: one more run of program_cache and of by_source, each "
+                    "first operation under cProfile, the top 40 by cumulative time of both written there (not counted)")
+    ap.add_argument("--allow-source", action="store_true", help="time even where aot's modules have no bytecode")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aot-first-op-") as tmp:
         base = os.environ.get("PYTHONPATH", "")
@@ -148,13 +169,18 @@ def main(argv: list[str] | None = None) -> int:
             if way == "by_source" and first["where"] != ("saxpy" if a.cpu else "packaged"):
                 raise SystemExit(f"by_source served from {first['where']}, not the package")
         if a.profile is not None and not a.cpu:
-            a.profile.mkdir(parents=True, exist_ok=True)
-            for way in WAYS:
-                one(way, own_cache, 10, env, a.profile / f"{way}.txt")
+            a.profile.unlink(missing_ok=True)
+            for way in WAYS[1:]:
+                one(way, own_cache, 10, env, a.profile)
         got: dict[str, list[dict]] = {w: [] for w in WAYS}
         for _ in range(a.runs):
             for way in WAYS:
                 got[way].append(one(way, own_cache, a.launches, env, cpu=a.cpu))
+    source = sorted({p for rs in got.values() for r in rs for p in r.get("from_source", ())})
+    if source and not a.allow_source:  # each costs 1-2 ms inside the clock: Python's compiler, not aot
+        raise SystemExit(f"the timed processes compiled {len(source)} aot modules from source ({source[0]}, ...): "
+                         f"no bytecode, as a pip install has; run 'python -m compileall -q aot' first "
+                         f"(or --allow-source)")
     med = {w: (statistics.median(r["first_ms"] for r in rs), statistics.median(r["launch_us"] for r in rs))
            for w, rs in got.items()}
     own_first, own_launch = med["own"]
