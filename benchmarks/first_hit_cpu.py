@@ -13,9 +13,10 @@ there reads every one of them), then the clock around one first operation:
 One instrumented run per way counts what the first operation costs in things, not milliseconds (so a test can hold
 it under any load): the aot modules it imports, the modules Python compiled from source for it (no valid bytecode:
 ``src``; an installed aot has none), metadata scans
-(``importlib.metadata`` ``Distribution.discover``), files opened and their bytes, threads started. Then ``--runs``
-timed runs, interleaved: the median thread CPU time and wall time of the first operation, and what each way adds
-over ``own``.
+(``importlib.metadata`` ``Distribution.discover``), files opened and their bytes, threads started, and the objects
+it leaves for the garbage collector (each brings the next collection closer). Then ``--runs`` timed runs,
+interleaved, each after a ``gc.collect()``: the median thread CPU time and wall time of the first operation, the
+collections inside the clock, and what each way adds over ``own``.
 
     python benchmarks/first_hit_cpu.py --site SITE [--runs 15] [--dists 230] [--json FILE] [--profile FILE]
 
@@ -100,6 +101,18 @@ prof = None
 if cfg["profile"]:
     import cProfile
     prof = cProfile.Profile()
+import gc
+gc.collect()  # the process's garbage paid before the clock, every way alike (benchmarks/first_op.py says why)
+collections = []
+def gc_watch(phase, info):
+    if phase == "start":
+        collections.append([info["generation"], time.perf_counter()])
+    elif collections:
+        collections[-1][1] = (time.perf_counter() - collections[-1][1]) * 1e3
+gc.callbacks.append(gc_watch)
+if counts is not None:  # the objects the first operation leaves behind for the collector: none collected meanwhile
+    gc.disable()
+    tracked = len(gc.get_objects())
 before = set(sys.modules)
 if prof is not None:
     prof.enable()
@@ -112,6 +125,10 @@ else:
     Program(SRC, "c++", ProgramOptions(arch=cfg["arch"], **cfg["options"])).compile("cubin", cache=cache)
     where = dict(cache.counts) if way == "program_cache" else None
 c1, t1 = time.thread_time(), time.perf_counter()
+gc.callbacks.remove(gc_watch)
+if counts is not None:
+    counts["objects"] = len(gc.get_objects()) - tracked
+    gc.enable()
 if prof is not None:
     prof.disable()
     import io, pstats
@@ -121,7 +138,8 @@ if prof is not None:
         f.write(f"{way}: first operation {(t1 - t0) * 1e3:.3f} ms wall under cProfile\n" + text.getvalue())
 new = sorted(set(sys.modules) - before)
 aot_new = [m for m in new if m == "aot" or m.startswith("aot.")]
-out = {"cpu_ms": (c1 - c0) * 1e3, "wall_ms": (t1 - t0) * 1e3, "where": where, "aot_modules": aot_new,
+out = {"cpu_ms": (c1 - c0) * 1e3, "wall_ms": (t1 - t0) * 1e3, "gc_ms": sum(ms for _, ms in collections),
+       "where": where, "aot_modules": aot_new,
        "other_modules": [m for m in new if m not in aot_new], "stubbed": stubbed}
 if counts is not None:
     out.update(counts)
@@ -204,6 +222,7 @@ def measure(a: argparse.Namespace) -> dict:
         cpu, wall = statistics.median(r["cpu_ms"] for r in rs), statistics.median(r["wall_ms"] for r in rs)
         c = counted_runs[way]
         rows.append({"way": way, "cpu_ms": round(cpu, 3), "added_cpu_ms": round(cpu - own, 3),
+                     "gc_ms": round(statistics.median(r["gc_ms"] for r in rs), 3), "objects": c["objects"],
                      "wall_ms": round(wall, 3), "added_wall_ms": round(wall - own_wall, 3), "runs": a.runs,
                      "aot_modules": len(c["aot_modules"]), "from_source": len(c["compiled"]),
                      "metadata_scans": c["metadata_scans"], "files": len(c["files"]), "bytes_read": c["bytes_read"],
@@ -228,12 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=Path, help="cProfile top 40 (cumulative) of one program_cache first operation")
     a = ap.parse_args(argv)
     result = measure(a)
-    print(f"{'way':<14} {'cpu ms':>8} {'added':>8} {'wall ms':>8} {'added':>8} {'aot mods':>8} {'src':>4} "
-          f"{'md scans':>8} {'files':>5} {'bytes':>7} {'threads':>7}")
+    print(f"{'way':<14} {'cpu ms':>8} {'added':>8} {'wall ms':>8} {'added':>8} {'gc ms':>6} {'aot mods':>8} {'src':>4} "
+          f"{'md scans':>8} {'files':>5} {'bytes':>7} {'threads':>7} {'objects':>7}")
     for r in result["rows"]:
         print(f"{r['way']:<14} {r['cpu_ms']:>8.3f} {r['added_cpu_ms']:>+8.3f} {r['wall_ms']:>8.3f} "
-              f"{r['added_wall_ms']:>+8.3f} {r['aot_modules']:>8} {r['from_source']:>4} {r['metadata_scans']:>8} "
-              f"{r['files']:>5} {r['bytes_read']:>7} {r['threads']:>7}")
+              f"{r['added_wall_ms']:>+8.3f} {r['gc_ms']:>6.2f} {r['aot_modules']:>8} {r['from_source']:>4} "
+              f"{r['metadata_scans']:>8} {r['files']:>5} {r['bytes_read']:>7} {r['threads']:>7} {r['objects']:>7}")
     for way, c in result["counted"].items():
         print(f"{way}: imported {', '.join(c['aot_modules']) or 'no aot module'}; opened {', '.join(c['files']) or '-'}")
     if a.json:
