@@ -162,3 +162,18 @@ def test_a_damaged_pack_is_one_warning_and_no_hit(built, tmp_path):
 def test_the_index_knows_the_pack_suffix():
     from aot.core import hitindex, pack
     assert hitindex.PACKED == pack.PACK_SUFFIX
+
+
+@pytest.mark.parametrize("field, value", [("size", True), ("sm", -90), ("sha256", "A" * 64), ("content_key", "0" * 63),
+                                          ("progkey", "g" * 64), ("source_key", 1), ("path", "nvrtc/../x.aot"),
+                                          ("progkey_nvrtc", 13.0)])
+def test_a_malformed_index_entry_is_one_warning_and_the_manifest_serves(built, tmp_path, field, value):
+    """Every field a first hit reads is checked when the index is read (the checks were made cheaper, issue 42)."""
+    root = _site(built, tmp_path, pack=False) / "adopt_mypkg" / "artifacts"
+    path = root / "hit-index.json"
+    doc = json.loads(path.read_bytes())
+    doc["entries"][0][field] = value
+    path.write_text(json.dumps(doc))
+    counts, said = _compile(root)
+    assert counts == {"packaged": 1, "user": 0, "miss": 0}
+    assert len(said) == 1 and "is malformed" in said[0], said

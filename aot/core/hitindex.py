@@ -34,7 +34,7 @@ READ_VERSIONS = (1, 2)
 MAX_INDEX_LEN = 16 * 1024 * 1024
 #: ProgramOptions fields whose bytes name aot's file, not the library's (aot.runtime.adapters.progkey).
 _NOT_SAME_BYTES = ("lineinfo", "debug")
-_HEX = frozenset("0123456789abcdef")
+_HEX = "0123456789abcdef"
 #: :data:`aot.core.pack.PACK_SUFFIX`, without importing that module on a first hit.
 PACKED = ".aotpack"
 
@@ -107,28 +107,28 @@ def load(root: str, read: Any) -> tuple[dict[str, dict[str, Any]], list[dict[str
     units, entries = doc.get("units"), doc.get("entries")
     if not (isinstance(units, dict) and isinstance(entries, list)):
         raise Stale(f"{path}: no units or entries")
-    for name, u in units.items():
-        if not (isinstance(u, dict) and isinstance(u.get("source"), str) and isinstance(u.get("options"), dict)
-                and isinstance(u.get("kernels"), list) and all(isinstance(k, str) for k in u["kernels"])
-                and isinstance(u.get("program_cache"), bool)):
+    for name, u in units.items():  # every field read later, checked here (unrolled: a large set's index has thousands)
+        if not (isinstance(u, dict) and type(u.get("source")) is str and type(u.get("options")) is dict
+                and type(u.get("kernels")) is list and all(type(k) is str for k in u["kernels"])
+                and type(u.get("program_cache")) is bool):
             raise Stale(f"{path}: unit {name!r:.80} is malformed")
     for e in entries:
-        if not (isinstance(e, dict) and e.get("name") in units and _rel_path(e.get("path"))
+        if not (type(e) is dict and e.get("name") in units and _rel_path(e.get("path"))
                 and ("pack" not in e or (version > 1 and _rel_path(e["pack"], PACKED)))
                 and _count(e.get("size")) and _count(e.get("sm")) and e.get("payload_kind") in ("cubin", "ptx")
-                and all(_hex(e.get(k)) for k in ("sha256", "content_key"))
-                and all(k not in e or _hex(e[k]) for k in ("progkey", "source_key"))
-                and isinstance(e.get("progkey_nvrtc", ""), str)):
+                and _hex(e.get("sha256")) and _hex(e.get("content_key"))
+                and ("progkey" not in e or _hex(e["progkey"])) and ("source_key" not in e or _hex(e["source_key"]))
+                and type(e.get("progkey_nvrtc", "")) is str):
             raise Stale(f"{path}: entry {str(e.get('path') if isinstance(e, dict) else e)!r:.120} is malformed")
     return units, entries
 
 
 def _hex(v: Any) -> bool:
-    return isinstance(v, str) and len(v) == 64 and set(v) <= _HEX
+    return type(v) is str and len(v) == 64 and not v.strip(_HEX)
 
 
 def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v
+    return type(v) is int and 0 <= v
 
 
 def _rel_path(v: Any, suffix: str = ".aot") -> bool:
