@@ -44,6 +44,8 @@ done
 [ -f "$NL/site/numba_launch_pkg/artifacts/manifest.json" ] || { echo "first_op: no $NL (see the header)"; exit 2; }
 "$PY" -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}" >"$logs/pip.log" 2>&1 \
   || { cat "$logs/pip.log"; exit 1; }
+echo "first_op: PYTHONDONTWRITEBYTECODE='${PYTHONDONTWRITEBYTECODE:-}'; aot bytecode before compileall:" \
+  "$(find "$here/aot" -name '*.pyc' 2>/dev/null | wc -l) files" >>"$logs/pip.log"
 "$PY" -m compileall -q "$here/aot" >>"$logs/pip.log" 2>&1 || { echo "first_op: compileall aot failed"; exit 1; }
 export PYTHONPATH=$here
 art=$site/adopt_mypkg/artifacts
