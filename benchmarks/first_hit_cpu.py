@@ -12,16 +12,17 @@ there reads every one of them), then the clock around one first operation:
 
 One instrumented run per way counts what the first operation costs in things, not milliseconds (so a test can hold
 it under any load): the aot modules it imports, the modules Python compiled from source for it (no valid bytecode:
-``src``; an installed aot has none), metadata scans
-(``importlib.metadata`` ``Distribution.discover``), files opened and their bytes, threads started, and the objects
-it leaves for the garbage collector (each brings the next collection closer). Then ``--runs`` timed runs,
+``src``; an installed aot has none), metadata scans (``importlib.metadata`` ``Distribution.discover``), files opened
+and their bytes, threads started, and the objects it leaves for the garbage collector (each brings the next
+collection closer). Then ``--runs`` timed runs,
 interleaved, each after a ``gc.collect()``: the median thread CPU time and wall time of the first operation, the
 collections inside the clock, and what each way adds over ``own``.
 
     python benchmarks/first_hit_cpu.py --site SITE [--runs 15] [--dists 230] [--json FILE] [--profile FILE]
 
 SITE holds the package as its wheel installs it (default adopt_mypkg: ``pip install --no-deps --target SITE
-adopt_mypkg-*.whl``, or ``aot bundle`` of examples/adopt-mypkg into a copy of its package folder). ``--profile``:
+adopt_mypkg-*.whl``; or, without a wheel, ``cp -r examples/adopt-mypkg/adopt_mypkg SITE/`` and ``python -m aot bundle
+--project examples/adopt-mypkg --out SITE/adopt_mypkg/artifacts --sm 90 --work /tmp/aot-work``). ``--profile``:
 one more ``program_cache`` run under cProfile, the top 40 by cumulative time written to FILE. aot comes from
 ``PYTHONPATH`` or the environment; compile its modules to bytecode first, as pip installs them (``python -m
 compileall -q aot``): a module without valid bytecode is compiled inside the clock, 1-2 ms each.
