@@ -314,7 +314,7 @@ FIRST_HIT = textwrap.dedent("""
 
 #: What a library's first ``Program.compile(cache=aot.program_cache(...))`` hit imports, after ``import aot``
 #: (issue 42): the first-hit index's reader, the artifact codec, the CUDA-major check; no manifest, spec, rule,
-#: form or logging module.
+#: form or logging module, and no thread machinery (:mod:`aot.runtime.loader.threads`: a warmup's).
 FIRST_HIT_CLOSURE = [
     "aot.core.format",
     "aot.core.hitindex",
@@ -325,7 +325,6 @@ FIRST_HIT_CLOSURE = [
     "aot.runtime.loader.driver",
     "aot.runtime.loader.firsthit",
     "aot.runtime.loader.registry",
-    "aot.runtime.loader.threads",
 ]
 
 

@@ -20,8 +20,7 @@ from test_numba import _build, make_project  # noqa: E402
 #: helpers, the logger) and the hook; not the manifest, the specs, the attach, the digest.
 # loader.families: the adapters a shipped set needs
 LAZY_IMPORTS = ["aot.core.log", "aot.runtime.adapters", "aot.runtime.adapters.numba_lazy",
-                "aot.runtime.loader.driver", "aot.runtime.loader.families", "aot.runtime.loader.registry",
-                "aot.runtime.loader.threads"]
+                "aot.runtime.loader.driver", "aot.runtime.loader.families", "aot.runtime.loader.registry"]
 
 CHILD = textwrap.dedent("""
     import json, sys, warnings

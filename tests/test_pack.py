@@ -50,7 +50,9 @@ def test_packed_folder_round_trips_and_serves(small_build, tmp_path, jit_stub):
     for a in m.artifacts:  # every member is the built file, byte for byte
         assert pack.read_member(m, a) == (small_build.out / a["path"]).read_bytes(), a["path"]
     assert verify_files(m) == [] and verify_integrity(root) == (len(m.artifacts), [])
-    assert not (root / "hit-index.json").exists()  # the first-hit index names files only: packed units go by the manifest
+    index = json.loads((root / "hit-index.json").read_bytes())  # the first-hit index names the pack of a packed unit
+    assert index["version"] == 2 and "nvrtc/morton/all.aotpack" in {e["pack"] for e in index["entries"]}
+    assert all(e["pack"] == f"nvrtc/{e['name']}/all.aotpack" for e in index["entries"])
     with fake_cuda() as cuda, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reg = Registry(root, device_sm=89)

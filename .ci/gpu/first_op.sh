@@ -17,9 +17,13 @@
 #   .gpu/numba_launch (or $AOT_NUMBA_LAUNCH): `python benchmarks/numba_launch.py prepare .gpu/numba_launch 90`.
 # A wheel built before the first-hit index existed has no hit-index.json: this script then derives it with aot's
 # own manifest writer (the manifest's bytes must come out unchanged; said in the log), as `aot bundle` would have.
-# aot is this checkout (PYTHONPATH=.). Writes first_op.json, first_op_manifest.json, import_cost.json,
-# numba_launch.json and logs into $OUT; prints the summary table last; exits non-zero when a benchmark fails to
-# run (the targets are read from the table).
+# aot is this checkout (PYTHONPATH=.), compiled to bytecode first as pip compiles an installed aot (without it every
+# fresh process compiles aot's modules from source inside the clock: on the CPU host 16 ms of a first hit's CPU
+# against 4.5 ms; first_op.py refuses to time that). Writes six files into $OUT (the device returns at most 8):
+# first_op.json, first_op_manifest.json, import_cost.json, numba_launch.json, first_op_profile.txt (cProfile, top 40
+# by cumulative time, of one program_cache and one by_source first operation served from the index) and
+# first_op.log (every step's log, then the summary); prints the summary table last; exits non-zero when a benchmark
+# fails to run (the targets are read from the table).
 set -uo pipefail
 here=$PWD
 OUT=${OUT:-/tmp/aot-gpu-out}
@@ -29,7 +33,8 @@ NL=${AOT_NUMBA_LAUNCH:-$here/.gpu/numba_launch}
 RUNS=${AOT_FIRST_OP_RUNS:-15}
 mkdir -p "$OUT"
 site=$(mktemp -d /tmp/aot-first-op.XXXXXX)
-trap 'rm -rf "$site" "$site-manifest"' EXIT
+logs=$(mktemp -d /tmp/aot-first-op-logs.XXXXXX)  # each step's log, gathered into $OUT/first_op.log at the end
+trap 'rm -rf "$site" "$site-manifest" "$logs"' EXIT
 wheels=()
 for pat in 'adopt_mypkg-0.1.0-*.whl' 'numba_mypkg-0.1.0-*.whl' 'cupy_mypkg-0.1.0-*.whl' 'platformdirs-*.whl'; do
   w=$(ls "$WHL"/$pat 2>/dev/null | head -1)
@@ -37,12 +42,15 @@ for pat in 'adopt_mypkg-0.1.0-*.whl' 'numba_mypkg-0.1.0-*.whl' 'cupy_mypkg-0.1.0
 done
 [ ${#wheels[@]} -ge 3 ] || { echo "first_op: missing example wheels in $WHL (have: $(ls "$WHL" | tr '\n' ' '))"; exit 2; }
 [ -f "$NL/site/numba_launch_pkg/artifacts/manifest.json" ] || { echo "first_op: no $NL (see the header)"; exit 2; }
-"$PY" -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}" >"$OUT/first_op-pip.log" 2>&1 \
-  || { cat "$OUT/first_op-pip.log"; exit 1; }
+"$PY" -m pip install -q --no-index --no-deps --target "$site" "${wheels[@]}" >"$logs/pip.log" 2>&1 \
+  || { cat "$logs/pip.log"; exit 1; }
+echo "first_op: PYTHONDONTWRITEBYTECODE='${PYTHONDONTWRITEBYTECODE:-}'; aot bytecode before compileall:" \
+  "$(find "$here/aot" -name '*.pyc' 2>/dev/null | wc -l) files" >>"$logs/pip.log"
+"$PY" -m compileall -q "$here/aot" >>"$logs/pip.log" 2>&1 || { echo "first_op: compileall aot failed"; exit 1; }
 export PYTHONPATH=$here
 art=$site/adopt_mypkg/artifacts
 if [ ! -f "$art/hit-index.json" ]; then
-  "$PY" - "$art" >>"$OUT/first_op-pip.log" 2>&1 <<'PY' || { echo "first_op: deriving the index failed"; cat "$OUT/first_op-pip.log"; exit 1; }
+  "$PY" - "$art" >>"$logs/pip.log" 2>&1 <<'PY' || { echo "first_op: deriving the index failed"; cat "$logs/pip.log"; exit 1; }
 import json, sys
 from pathlib import Path
 from aot.core.manifest import write_manifest
@@ -58,16 +66,17 @@ PY
 fi
 cp -r "$site" "$site-manifest" && rm -f "$site-manifest/adopt_mypkg/artifacts/hit-index.json"
 rc=0
-"$PY" benchmarks/first_op.py --site "$site" --runs "$RUNS" --json "$OUT/first_op.json" --profile "$OUT/first_op_profile" \
-  >"$OUT/first_op.log" 2>&1 || rc=1
+"$PY" benchmarks/first_op.py --site "$site" --runs "$RUNS" --json "$OUT/first_op.json" \
+  --profile "$OUT/first_op_profile.txt" >"$logs/first_op.log" 2>&1 || rc=1
 "$PY" benchmarks/first_op.py --site "$site-manifest" --runs "$RUNS" --json "$OUT/first_op_manifest.json" \
-  >"$OUT/first_op_manifest.log" 2>&1 || rc=1
+  >"$logs/first_op_manifest.log" 2>&1 || rc=1
 "$PY" benchmarks/import_cost.py --site "$site" --package numba_mypkg --package cupy_mypkg --package adopt_mypkg \
-  --runs "$RUNS" --json "$OUT/import_cost.json" >"$OUT/import_cost.log" 2>&1 || rc=1
-OUT=$OUT "$PY" benchmarks/numba_launch.py run "$NL" --runs "${AOT_NUMBA_RUNS:-7}" >"$OUT/numba_launch.log" 2>&1 || rc=1
-for f in first_op first_op_manifest import_cost numba_launch; do echo "== $f"; cat "$OUT/$f.log"; done
+  --runs "$RUNS" --json "$OUT/import_cost.json" >"$logs/import_cost.log" 2>&1 || rc=1
+OUT=$OUT "$PY" benchmarks/numba_launch.py run "$NL" --runs "${AOT_NUMBA_RUNS:-7}" >"$logs/numba_launch.log" 2>&1 || rc=1
+{
+for f in pip first_op first_op_manifest import_cost numba_launch; do echo "== $f"; cat "$logs/$f.log"; done
 echo "== summary (targets: first operation <= +2 ms over the own warm cache; import <= +20 ms; numba launch <= 1.01x)"
-"$PY" - "$OUT" <<'PY' || rc=1
+"$PY" - "$OUT" <<'PY' || echo "first_op: the summary failed" >>"$logs/failed"
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -90,4 +99,6 @@ rows.append(("numba launch, one process", f"{nl['pair']['pair_aot_us']:.2f} / {n
 for r in rows:
     print(f"{r[0]:<36} {r[1]:>22} {r[2]:>9}  {r[3]}")
 PY
+} 2>&1 | tee "$OUT/first_op.log"
+[ -f "$logs/failed" ] && rc=1
 exit $rc

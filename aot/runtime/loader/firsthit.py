@@ -1,12 +1,13 @@
 """A registry's first packaged NVRTC hit without reading its manifest (issue 42).
 
 :func:`index_of` reads the set's ``hit-index.json`` (:mod:`aot.core.hitindex`: derived from the manifest when it
-was written, bound to its sha256) and :func:`read_image` reads and checks one image it names: the file regular,
-bounded, inside the set, of the size and sha256 the manifest gave; the header's name, family, SM, kind and
-content key the entry's (the content key was checked against the unit's definition when the index was derived);
-the producer's CUDA major this install's. :func:`load_unit` loads a unit's best image for the device, as the
-manifest path does. Imports :mod:`aot.core.hitindex`, :mod:`aot.core.format` and :mod:`aot.core.versions`
-(and, to load, :mod:`aot.core.arch` and the driver library); no manifest, spec, rule or form module.
+was written, bound to its sha256) and :func:`read_image` reads and checks one image it names: the file (or the
+pack holding it: :mod:`aot.core.pack`, imported only then) regular, bounded, inside the set, of the size and sha256
+the manifest gave; the header's name, family, SM, kind and content key the entry's (the content key was checked
+against the unit's definition when the index was derived); the producer's CUDA major this install's.
+:func:`load_unit` loads a unit's best image for the device, as the manifest path does. Imports
+:mod:`aot.core.hitindex`, :mod:`aot.core.format` and :mod:`aot.core.versions` (and, to load, :mod:`aot.core.arch`
+and the driver library); no manifest, spec, rule or form module.
 
 What the lean path does not do, because nothing it serves needs it: the headers' digest (an indexed unit
 includes nothing), symbol mappings (it has no name expressions), and the check of a library's own live text
@@ -57,18 +58,27 @@ def _set(name: str) -> bool:
 
 
 def read_image(root: str, unit: str, entry: Mapping[str, Any]) -> Any:
-    """The checked :class:`aot.core.format.Artifact` of ``entry`` (an index entry of unit ``unit``);
+    """The checked :class:`aot.core.format.Artifact` of ``entry`` (an index entry of unit ``unit``): its file, or
+    its member of the pack the entry names (decoded up to that member, as the manifest path reads it);
     :class:`aot.core.errors.ArtifactError` says why not."""
     import hashlib
 
     from ...core import format as fmt
     from ...core.errors import ArtifactError
     from ...core.versions import check_producer
-    path = os.path.join(root, entry["path"])
+    packed = entry.get("pack")
+    path = os.path.join(root, packed if packed is not None else entry["path"])
     real_root = os.path.realpath(root)
     if not os.path.realpath(path).startswith(real_root + os.sep):
         raise ArtifactError(f"{path}: outside the artifact folder")
-    data = fmt.read_file(path, expect_size=entry["size"])
+    if packed is None:
+        data = fmt.read_file(path, expect_size=entry["size"])
+    else:
+        from ...core.pack import MAX_PACK_FILE, unpack_member  # only a packed set's first hit
+        try:
+            data = unpack_member(fmt.read_file(path, max_size=MAX_PACK_FILE), entry["path"], entry["size"])
+        except ArtifactError as e:
+            raise ArtifactError(f"{path}: {e}") from None
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ArtifactError("file differs from its manifest entry (size or sha256)")
     art = fmt.decode(data)

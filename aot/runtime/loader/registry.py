@@ -33,7 +33,6 @@ from contextlib import AbstractContextManager, nullcontext  # imported by typing
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ...core.errors import AotError, AotWarning
-from . import threads
 from .driver import ServedDevice
 
 if TYPE_CHECKING:  # annotations only: these modules are what the front does not import
@@ -171,7 +170,8 @@ class Registry:
             raise AotError(f"{name!r} is an NVRTC unit; use kernel({name!r}, kernel_name)")
         from .lean import import_cuda_compute
         from .objects import CcclAlgorithm
-        threads.IMPORTS.settle(compute=True)  # a warmup's thread may be importing cuda.core/cuda.compute now
+        from .threads import IMPORTS
+        IMPORTS.settle(compute=True)  # a warmup's thread may be importing cuda.core/cuda.compute now
         with _first_in_line(self, name):  # during a warmup: served before the pool's other specs
             loaded = self._load(name)
             with self._lock:
@@ -203,9 +203,10 @@ class Registry:
         unknown one is raised by :meth:`ensure_warm`), importing cuda.compute and opening the device all
         happen in the background (:mod:`aot.runtime.warmup.warmup`), on the device current here (else device 0)."""
         from .cuctx import caller_context  # ctypes only; loads and initialises nothing
+        from .threads import spawn
         start = self._starts.add(None if names is None else list(names))
         device, ctx = caller_context()
-        threads.spawn("aot-warmup-start", _begin, self, start, device, ctx)
+        spawn("aot-warmup-start", _begin, self, start, device, ctx)
 
     def ensure_warm(self, timeout: float | None = None) -> list[str]:
         """Block until requested warmups finish (or ``timeout`` seconds pass); return the still-cold names.
@@ -234,7 +235,7 @@ class Registry:
                     from .catalog import read_catalog
                     cat = read_catalog(self._source, self._caller_specs, self._specs_from, self._held.append)
                     self._cat = cat
-        if self._held and not threads.background():
+        if self._held and not _background():
             with self._cat_lock:
                 held, self._held = self._held, []
             for msg in held:
@@ -367,6 +368,7 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
     """A warmup request's background start (:func:`aot.runtime.loader.threads.spawn`): first the two legs of the
     floor, opening the device and importing CUDA's packages, each in its own thread; then, beside them,
     importing the loader and reading the catalog (:meth:`aot.runtime.warmup.warmup.WarmPool.request`)."""
+    from . import threads
     threads.stamp("warmup_started")
     threads.SWITCH.hold()  # the GIL handed over quickly while CUDA imports beside the caller
     try:
@@ -391,6 +393,11 @@ def _begin(reg: Registry, start: _Start, device: int | None, ctx: int | None) ->
     finally:
         start.done.set()
         threads.SWITCH.release()
+
+
+def _background() -> bool:
+    from .threads import background  # only where a warning is held: a first packaged hit imports none (issue 42)
+    return background()
 
 
 def _first_in_line(reg: Registry, name: str) -> AbstractContextManager[None]:
