@@ -8,6 +8,11 @@ session) and taken from it alone (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CU
 once, not per build. One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses
 its build folder, and a wheel one test built is the next test's (:func:`example_wheel`).
 
+The isolated builds run :data:`LANES` at a time (:meth:`Isolated.job`): each is mostly one process (pip unpacking
+the CUDA stack into a fresh environment, one compiler), about half a core of CI's two, so two side by side take
+little more than the longer one. tests/test_isolated.py starts every build its selected tests assert on when the
+first of them runs, and each test then waits for its own and asserts what it did before.
+
 The fixture is registered once, by tests/conftest.py: a session fixture imported into two test modules is two
 fixtures, and the wheelhouse was made twice (tests/test_isolated.py, tests/test_lib_example.py).
 """
@@ -20,11 +25,14 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
 import venv
 import zipfile
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -40,6 +48,8 @@ EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml") i
 #: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
 TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
 SM = "80"
+#: Isolated builds at once: CI's cores (the module docstring says why two fit).
+LANES = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class Isolated:
     env: dict
     work: Path
     home: Path          # HOME of every command: the page's `~/wheelhouse` is `wheelhouse`
+    lanes: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(LANES), repr=False, compare=False)
+    jobs: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def python(self) -> Path:
@@ -57,6 +69,14 @@ class Isolated:
     def run(self, args, cwd: Path, timeout: int = 900, **extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(a) for a in args], cwd=cwd, env={**self.env, **extra}, capture_output=True,
                               text=True, timeout=timeout)
+
+    def job(self, name: str, work: Callable[[], object]) -> Future:
+        """``work`` (commands run in order, returning what they printed) in one of the :data:`LANES`, once per
+        session: the first to ask starts it, a later ask (another test, the same build) gets the same future.
+        The asserts stay with the tests, on what ``work`` returns; an exception in it is raised by ``result()``."""
+        if name not in self.jobs:
+            self.jobs[name] = self.lanes.submit(work)
+        return self.jobs[name]
 
 
 def build_requires() -> list[str]:
@@ -106,7 +126,7 @@ def fresh_clone(dst: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def isolated(tmp_path_factory) -> Isolated:
+def isolated(tmp_path_factory) -> Iterator[Isolated]:
     work = tmp_path_factory.mktemp("isolated")
     home = work / "home"
     home.mkdir()
@@ -134,30 +154,42 @@ def isolated(tmp_path_factory) -> Isolated:
     iso = Isolated(wheelhouse, bare, env, work, home)
     r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return iso
+    try:
+        yield iso
+    finally:  # every build done before the session's folders go (a failed test may have left one running)
+        iso.lanes.shutdown(wait=True, cancel_futures=True)
 
 
 _projects: dict[str, Path] = {}
+_projects_lock = threading.Lock()  # a lane's build and a test may ask for projects at once
 
 
 def project(iso: Isolated, name: str) -> Path:
     """One copy of an example per session, shared by the frontends (the second reuses the build folder)."""
-    if name not in _projects:
-        dst = iso.work / "projects" / name
-        shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
-        _projects[name] = dst
-    return _projects[name]
+    with _projects_lock:
+        if name not in _projects:
+            dst = iso.work / "projects" / name
+            shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+            _projects[name] = dst
+        return _projects[name]
+
+
+def _pip_wheel(iso: Isolated, name: str) -> subprocess.CompletedProcess:
+    proj = project(iso, name)
+    return iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", proj / "pip-dist", "."], cwd=proj)
+
+
+def start_example_wheel(iso: Isolated, name: str) -> Future:
+    """Start ``pip wheel .`` of an example from the bare environment in a lane (once per session)."""
+    return iso.job(f"pip wheel {name}", lambda: _pip_wheel(iso, name))
 
 
 def example_wheel(iso: Isolated, name: str) -> Path:
-    """``pip wheel .`` of an example from the bare environment, once per session: the test that asks first builds
-    it (and asserts the build worked), a later one checks the same wheel."""
-    proj = project(iso, name)
-    dist = proj / "pip-dist"
-    if not list(dist.glob("*.whl")):
-        r = iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", dist, "."], cwd=proj)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = dist.glob("*.whl")
+    """``pip wheel .`` of an example from the bare environment, once per session: every test that asks asserts
+    the build worked and gets the same wheel."""
+    r = start_example_wheel(iso, name).result()
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = (project(iso, name) / "pip-dist").glob("*.whl")
     return whl
 
 
