@@ -32,7 +32,7 @@ import pytest
 
 # The session's isolated-build environment (a wheelhouse from a fresh clone, a bare venv), registered here once:
 # a session fixture imported into two test modules is two fixtures, and the wheelhouse was made twice.
-from isolated_env import isolated  # noqa: F401
+from isolated_env import isolated, isolated_started  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The manual (MkDocs); tests read its commands and blocks from the pages themselves.

@@ -11,10 +11,9 @@ default run builds the examples a test here needs anyway (numba-mypkg: ``pip whe
 workflow's hatch-mypkg, with ``python -m build``); ``pip wheel`` of every other example, and ``python -m build``
 and ``pip install .`` of the two backends' examples, are the ``slow`` job's (.ci/slow).
 
-The builds run two at a time (tests/isolated_env.py, ``Isolated.job``): the first test here that needs the
-isolated environment starts every build the selected tests assert on (:func:`_start_the_builds`): the example
-wheels, the page's projects (one chain of blocks per project, in the page's order) and the workflow; each test waits
-for its own. On CI's 2 cores the default run's builds took 140 + 50 + 20 s one after another.
+The builds run two at a time beside the rest of the suite (tests/isolated_env.py, ``Isolated.job``), started as
+the session starts (:func:`start_isolated_builds` says which a test needs): the example wheels, the page's projects
+(one chain of blocks per project, in the page's order) and the workflow; each test waits for its own.
 
 The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the page's
 blocks and the workflow's shape.
@@ -29,15 +28,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
-import venv
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from isolated_env import (EXAMPLE_DIRS, EXAMPLES, SM, Isolated, blocks, check_wheel, example_wheel, page, project,
-                          setup_block, start_example_wheel)
+from isolated_env import (EXAMPLE_DIRS, EXAMPLES, SM, Isolated, blocks, check_wheel, example_wheel, make_venv, page,
+                          project, setup_block, start_example_wheel)
 
 #: The example built by `pip wheel .` in isolation in the default run (its attach test below needs the wheel anyway);
 #: every other example's isolated `pip wheel` is the slow job's (the same build, one example after another).
@@ -53,26 +51,18 @@ WORKFLOW = EXAMPLES / "workflows" / "wheels.yml"
 
 
 # ------------------------------------------------------------------------------------------------ real builds
-@pytest.fixture(scope="module", autouse=True)
-def _start_the_builds(request):
-    """Every isolated build a selected test of this module asserts on, started in the lanes before the first such
-    test waits for its own (nothing is started when only the fast tests are selected)."""
-    starts = []
-    for item in request.session.items:
-        if getattr(item, "module", None) is not request.module:
-            continue
-        if item.originalname == "test_pip_wheel_with_build_isolation":
-            starts.append(lambda iso, e=item.callspec.params["example"]: start_example_wheel(iso, e))
-        elif item.originalname == "test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu":
-            starts.append(lambda iso: start_example_wheel(iso, "numba-mypkg"))
-        elif item.originalname == "test_every_command_of_the_downstream_page_runs_as_written":
-            starts.append(_start_page)
-        elif item.originalname == "test_the_copyable_workflow_runs_line_by_line":
-            starts.append(_start_workflow)
-    if starts:
-        iso = request.getfixturevalue("isolated")
-        for start in starts:
-            start(iso)
+def start_isolated_builds(iso: Isolated, item: pytest.Item) -> None:
+    """Start the isolated builds ``item`` (a selected test of this module) asserts on: called as the session starts
+    (tests/isolated_env.py ``isolated_started``), so they run beside the tests before these."""
+    name = getattr(item, "originalname", "")
+    if name == "test_pip_wheel_with_build_isolation":
+        start_example_wheel(iso, item.callspec.params["example"])
+    elif name == "test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu":
+        start_example_wheel(iso, "numba-mypkg")
+    elif name == "test_every_command_of_the_downstream_page_runs_as_written":
+        _start_page(iso)
+    elif name == "test_the_copyable_workflow_runs_line_by_line":
+        _start_workflow(iso)
 
 
 @pytest.mark.parametrize("example", [e if e in DEFAULT_WHEELS else pytest.param(e, marks=pytest.mark.slow)
@@ -265,7 +255,7 @@ def _start_workflow(iso: Isolated) -> Future:
         project = iso.work / "workflow" / "hatch-mypkg"
         shutil.copytree(EXAMPLES / "hatch-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
         runner = iso.work / "workflow" / "venv"
-        venv.EnvBuilder(with_pip=True).create(runner)
+        make_venv(runner, iso.env)
         env = {**iso.env, **{k: str(v) for k, v in wf["env"].items()}, "AOT_SM": SM,
                "RUNNER_TEMP": str(iso.work / "workflow"), "VIRTUAL_ENV": str(runner),
                "PATH": f"{runner / 'bin'}{os.pathsep}{iso.env['PATH']}"}
