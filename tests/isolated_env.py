@@ -50,7 +50,7 @@ EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml") i
 #: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
 TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
 SM = "80"
-#: Isolated builds at once: CI's cores (the module docstring says why two fit).
+#: Builds at once, here and in tests/conftest.py side_by_side: CI's cores (the module docstring says why two fit).
 LANES = 2
 
 
