@@ -32,7 +32,7 @@ import pytest
 
 # The session's isolated-build environment (a wheelhouse from a fresh clone, a bare venv), registered here once:
 # a session fixture imported into two test modules is two fixtures, and the wheelhouse was made twice.
-from isolated_env import isolated  # noqa: F401
+from isolated_env import LANES, isolated, isolated_started  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The manual (MkDocs); tests read its commands and blocks from the pages themselves.
@@ -65,6 +65,18 @@ def repo_env(**extra: str) -> dict:
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env
+
+
+def side_by_side(*calls):
+    """Run independent builds at once, ``LANES`` (CI's 2 cores) at a time, one thread each (a build's work is in its own
+    processes), and return their results in order; the first exception is raised after all have finished. The
+    suite runs one test at a time on CI's 2 cores: two builds a test compares (reproducibility, worker order)
+    take the time of one instead of two, and each is still a build of its own (its own spawned worker or
+    process, its own folder)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=min(LANES, len(calls))) as pool:
+        futures = [pool.submit(c) for c in calls]
+    return [f.result() for f in futures]
 
 
 # ------------------------------------------------------------------------------------------ temp files

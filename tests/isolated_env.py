@@ -8,6 +8,14 @@ session) and taken from it alone (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``): the CU
 once, not per build. One SM (AOT_WHEEL_SM=80) keeps the compiles short; a project shared by the frontends reuses
 its build folder, and a wheel one test built is the next test's (:func:`example_wheel`).
 
+The environment and the builds run in :data:`LANES` threads (:meth:`Isolated.job`), started as the session starts
+(:func:`isolated_started`) when a selected test uses the environment: each build is mostly one process (pip
+unpacking the CUDA stack into a fresh environment, one compiler), and the suite's own tests use less than one of
+CI's 2 cores on average, so the builds run beside the tests alphabetically before tests/test_isolated.py, which then
+wait for their own builds and assert what they did before. (One after another, the default run's isolated
+builds took 140 + 50 + 20 s of its 800 on CI.) Everything in a lane names its folder and environment: a test
+running meanwhile may change this process's (monkeypatch).
+
 The fixture is registered once, by tests/conftest.py: a session fixture imported into two test modules is two
 fixtures, and the wheelhouse was made twice (tests/test_isolated.py, tests/test_lib_example.py).
 """
@@ -20,11 +28,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
-import venv
 import zipfile
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -40,6 +50,8 @@ EXAMPLE_DIRS = sorted(p.parent.name for p in EXAMPLES.glob("*/pyproject.toml") i
 #: The frontends and checkers the bare environment gets (pinned: reproducible; cibuildwheel only parses).
 TOOLS = ("build==1.6.1", "auditwheel==6.8.2", "cibuildwheel==4.3.5")
 SM = "80"
+#: Builds at once, here and in tests/conftest.py side_by_side: CI's cores (the module docstring says why two fit).
+LANES = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,9 @@ class Isolated:
     env: dict
     work: Path
     home: Path          # HOME of every command: the page's `~/wheelhouse` is `wheelhouse`
+    lanes: ThreadPoolExecutor = field(repr=False, compare=False)
+    jobs: dict = field(default_factory=dict, repr=False, compare=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def python(self) -> Path:
@@ -57,6 +72,15 @@ class Isolated:
     def run(self, args, cwd: Path, timeout: int = 900, **extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(a) for a in args], cwd=cwd, env={**self.env, **extra}, capture_output=True,
                               text=True, timeout=timeout)
+
+    def job(self, name: str, work: Callable[[], object]) -> Future:
+        """``work`` (commands run in order, returning what they printed) in one of the :data:`LANES`, once per
+        session: the first to ask starts it, a later ask (another test, the same build) gets the same future.
+        The asserts stay with the tests, on what ``work`` returns; an exception in it is raised by ``result()``."""
+        with self.lock:
+            if name not in self.jobs:
+                self.jobs[name] = self.lanes.submit(work)
+            return self.jobs[name]
 
 
 def build_requires() -> list[str]:
@@ -82,7 +106,7 @@ def setup_block() -> str:
     return block
 
 
-def fresh_clone(dst: Path) -> Path:
+def fresh_clone(dst: Path, env: dict | None = None) -> Path:
     """This repository as a newcomer clones it. A developer's uncommitted changes to tracked files and new
     files git does not ignore are carried over, so the run tests what is about to be committed."""
     git = ["git", "-c", "safe.directory=*"]
@@ -90,32 +114,39 @@ def fresh_clone(dst: Path) -> Path:
         shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", "build", "dist", "__pycache__", ".gpu",
                                                                  ".whl", "aot-out", "site"))
         return dst
-    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(ROOT), str(dst)], check=True, capture_output=True,
-                   timeout=300)
-    diff = subprocess.run([*git, "-C", str(ROOT), "diff", "HEAD", "--binary"], check=True, capture_output=True,
-                          timeout=120).stdout
+    kw: dict = {"check": True, "capture_output": True, "timeout": 300, "cwd": ROOT, "env": env}
+    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(ROOT), str(dst)], **kw)
+    diff = subprocess.run([*git, "-C", str(ROOT), "diff", "HEAD", "--binary"], **kw).stdout
     if diff:
-        subprocess.run([*git, "-C", str(dst), "apply", "--whitespace=nowarn"], input=diff, check=True,
-                       capture_output=True, timeout=120)
-    new = subprocess.run([*git, "-C", str(ROOT), "ls-files", "--others", "--exclude-standard", "-z"], check=True,
-                         capture_output=True, timeout=120).stdout.decode().split("\0")
+        subprocess.run([*git, "-C", str(dst), "apply", "--whitespace=nowarn"], input=diff, **kw)
+    new = subprocess.run([*git, "-C", str(ROOT), "ls-files", "--others", "--exclude-standard", "-z"],
+                         **kw).stdout.decode().split("\0")
     for rel in filter(None, new):
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dst / rel)
     return dst
 
 
-@pytest.fixture(scope="session")
-def isolated(tmp_path_factory) -> Isolated:
+def make_venv(path: Path, env: dict) -> None:
+    """``python -m venv PATH`` with pip, from the test's interpreter (as ``venv.EnvBuilder(with_pip=True)`` makes
+    it), with the environment and folder given: it may run beside a test that changes this process's."""
+    r = subprocess.run([sys.executable, "-m", "venv", str(path)], cwd=path.parent, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def _make(tmp_path_factory, outer: dict, lanes: ThreadPoolExecutor) -> Isolated:
+    """The environment, made in a lane while the first tests run. ``outer``: this process's environment when the
+    session started (a test running meanwhile may change ``os.environ`` or the folder; nothing here reads them)."""
     work = tmp_path_factory.mktemp("isolated")
     home = work / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in outer.items() if not k.startswith(("PYTHON", "AOT_", "PIP_", "VIRTUAL_ENV"))}
     # `python` on PATH is the test's interpreter (as in an activated venv): `python -m venv` gets a bare one.
     env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     # The newcomer's first step, from the page, in a fresh clone: cccl-aot-cu12/cu13 into ~/wheelhouse.
-    clone = fresh_clone(work / "clone")
+    clone = fresh_clone(work / "clone", outer)
     r = subprocess.run(["bash", "-euo", "pipefail", "-c", setup_block()], cwd=clone, env=env, capture_output=True,
                        text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -125,39 +156,80 @@ def isolated(tmp_path_factory) -> Isolated:
     r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--find-links",
                         str(wheelhouse), "--only-binary", ":all:", *build_requires(), "hatchling",
                         "scikit-build-core", *TOOLS, "pip", "setuptools", "wheel"],
-                       capture_output=True, text=True, timeout=1800)
+                       cwd=work, env=outer, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse), AOT_WHEEL_SM=SM, SOURCE_DATE_EPOCH="1700000000",
                AOT_CACHE_DIR=str(work / "cache"))
     bare = work / "bare"
-    venv.EnvBuilder(with_pip=True).create(bare)
-    iso = Isolated(wheelhouse, bare, env, work, home)
+    make_venv(bare, env)
+    iso = Isolated(wheelhouse, bare, env, work, home, lanes)
     r = iso.run([iso.python, "-m", "pip", "install", "-q", "--upgrade", "pip", *TOOLS], cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return iso
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_started(request, tmp_path_factory) -> Iterator[Future | None]:
+    """When a selected test uses :func:`isolated`: the environment, and then every build a selected test asserts
+    on, started in the lanes as the session starts, so they run beside the tests before theirs. A test module says
+    which builds a test of it needs with ``start_isolated_builds(iso, item)`` (tests/test_isolated.py)."""
+    items = [it for it in request.session.items if "isolated" in getattr(it, "fixturenames", ())]
+    if not items:
+        yield None
+        return
+    outer = dict(os.environ)
+    lanes = ThreadPoolExecutor(LANES, thread_name_prefix="isolated")
+
+    def setup() -> Isolated:
+        iso = _make(tmp_path_factory, outer, lanes)
+        for it in items:
+            start = getattr(it.module, "start_isolated_builds", None)
+            if start is not None:
+                start(iso, it)
+        return iso
+    try:
+        yield lanes.submit(setup)
+    finally:  # every build done before the session's folders go (a failed test may have left one running)
+        lanes.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def isolated(isolated_started) -> Isolated:
+    """The session's isolated-build environment (the module docstring), ready."""
+    assert isolated_started is not None, "started for every selected test that uses it"
+    return isolated_started.result()
+
+
 _projects: dict[str, Path] = {}
+_projects_lock = threading.Lock()  # a lane's build and a test may ask for projects at once
 
 
 def project(iso: Isolated, name: str) -> Path:
     """One copy of an example per session, shared by the frontends (the second reuses the build folder)."""
-    if name not in _projects:
-        dst = iso.work / "projects" / name
-        shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
-        _projects[name] = dst
-    return _projects[name]
+    with _projects_lock:
+        if name not in _projects:
+            dst = iso.work / "projects" / name
+            shutil.copytree(EXAMPLES / name, dst, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+            _projects[name] = dst
+        return _projects[name]
+
+
+def _pip_wheel(iso: Isolated, name: str) -> subprocess.CompletedProcess:
+    proj = project(iso, name)
+    return iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", proj / "pip-dist", "."], cwd=proj)
+
+
+def start_example_wheel(iso: Isolated, name: str) -> Future:
+    """Start ``pip wheel .`` of an example from the bare environment in a lane (once per session)."""
+    return iso.job(f"pip wheel {name}", lambda: _pip_wheel(iso, name))
 
 
 def example_wheel(iso: Isolated, name: str) -> Path:
-    """``pip wheel .`` of an example from the bare environment, once per session: the test that asks first builds
-    it (and asserts the build worked), a later one checks the same wheel."""
-    proj = project(iso, name)
-    dist = proj / "pip-dist"
-    if not list(dist.glob("*.whl")):
-        r = iso.run([iso.python, "-m", "pip", "wheel", "--no-deps", "-w", dist, "."], cwd=proj)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    (whl,) = dist.glob("*.whl")
+    """``pip wheel .`` of an example from the bare environment, once per session: every test that asks asserts
+    the build worked and gets the same wheel."""
+    r = start_example_wheel(iso, name).result()
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    (whl,) = (project(iso, name) / "pip-dist").glob("*.whl")
     return whl
 
 

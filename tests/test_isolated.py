@@ -11,6 +11,10 @@ default run builds the examples a test here needs anyway (numba-mypkg: ``pip whe
 workflow's hatch-mypkg, with ``python -m build``); ``pip wheel`` of every other example, and ``python -m build``
 and ``pip install .`` of the two backends' examples, are the ``slow`` job's (.ci/slow).
 
+The builds run two at a time beside the rest of the suite (tests/isolated_env.py, ``Isolated.job``), started as
+the session starts (:func:`start_isolated_builds` says which a test needs): the example wheels, the page's projects
+(one chain of blocks per project, in the page's order) and the workflow; each test waits for its own.
+
 The fast tests at the end check the pieces on their own: the tag rule, the pathfinder fix, the page's
 blocks and the workflow's shape.
 """
@@ -24,13 +28,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
-import venv
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from isolated_env import EXAMPLE_DIRS, EXAMPLES, SM, blocks, check_wheel, example_wheel, page, project, setup_block
+from isolated_env import (EXAMPLE_DIRS, EXAMPLES, SM, Isolated, blocks, check_wheel, example_wheel, make_venv, page,
+                          project, setup_block, start_example_wheel)
 
 #: The example built by `pip wheel .` in isolation in the default run (its attach test below needs the wheel anyway);
 #: every other example's isolated `pip wheel` is the slow job's (the same build, one example after another).
@@ -46,6 +51,20 @@ WORKFLOW = EXAMPLES / "workflows" / "wheels.yml"
 
 
 # ------------------------------------------------------------------------------------------------ real builds
+def start_isolated_builds(iso: Isolated, item: pytest.Item) -> None:
+    """Start the isolated builds ``item`` (a selected test of this module) asserts on: called as the session starts
+    (tests/isolated_env.py ``isolated_started``), so they run beside the tests before these."""
+    name = getattr(item, "originalname", "")
+    if name == "test_pip_wheel_with_build_isolation":
+        start_example_wheel(iso, item.callspec.params["example"])
+    elif name == "test_the_numba_example_wheel_installs_and_attaches_its_kernels_without_a_gpu":
+        start_example_wheel(iso, "numba-mypkg")
+    elif name == "test_every_command_of_the_downstream_page_runs_as_written":
+        _start_page(iso)
+    elif name == "test_the_copyable_workflow_runs_line_by_line":
+        _start_workflow(iso)
+
+
 @pytest.mark.parametrize("example", [e if e in DEFAULT_WHEELS else pytest.param(e, marks=pytest.mark.slow)
                                      for e in EXAMPLE_DIRS])
 def test_pip_wheel_with_build_isolation(isolated, example):
@@ -127,9 +146,9 @@ def test_pip_install_dot_with_build_isolation(isolated, example):
     assert (target / pkg / "artifacts" / "manifest.json").is_file(), sorted(p.name for p in target.iterdir())
 
 
-def _page_projects(base: Path) -> dict[str, Path]:
+def _page_projects(base: Path, make: bool = True) -> dict[str, Path]:
     """The three projects the page describes, made from its own blocks (pyproject.toml, mypkg/__init__.py,
-    build_matrix.yaml, CMakeLists.txt)."""
+    build_matrix.yaml, CMakeLists.txt); ``make=False``: their paths only."""
     section = page()
     tomls = blocks(section, "toml")
     hatch_toml = next(t for t in tomls if 'build-backend = "hatchling.build"' in t)
@@ -141,38 +160,70 @@ def _page_projects(base: Path) -> dict[str, Path]:
     out = {}
     for name, toml, extra in (("hatch", hatch_toml, {}), ("skbuild", skb_toml, {"CMakeLists.txt": cmake}),
                               ("setuptools", st_toml, {})):
-        p = base / f"readme-{name}"
+        p = out[name] = base / f"readme-{name}"
+        if not make:
+            continue
         (p / "mypkg").mkdir(parents=True)
         (p / "pyproject.toml").write_text(toml)
         (p / "mypkg" / "__init__.py").write_text(init)
         (p / "build_matrix.yaml").write_text(matrix)
         for fname, text in extra.items():
             (p / fname).write_text(text)
-        out[name] = p
     return out
+
+
+def _page_blocks(projects: dict[str, Path]) -> list[tuple[Path, str]]:
+    """The page's ```bash blocks after the first, in order, each with the project its heading names (the
+    hatchling one unless the block follows the scikit-build-core or setuptools text)."""
+    section = page()
+    out = []
+    for m in list(re.finditer(r"```bash\n(.*?)```", section, re.S))[1:]:
+        before = section[:m.start()]
+        marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "setuptools",
+                                                               "Any other backend")}
+        nearest = max(marks, key=marks.__getitem__)
+        out.append((projects[{"hatchling": "hatch", "setuptools": "setuptools"}.get(nearest, "skbuild")], m.group(1)))
+    return out
+
+
+def _start_page(iso: Isolated) -> list[Future]:
+    """The page's blocks, one chain per project (a project's blocks in the page's order, stopping at the first
+    that fails: the next may need what it made), the chains in the lanes; each chain gives (page index, result)."""
+    base = iso.work / "page"
+    projects = _page_projects(base, make=not base.exists())  # made once: a second call gets the started chains
+    exports = "\n".join(ln for ln in setup_block().splitlines() if ln.startswith("export "))
+    env = {k: v for k, v in iso.env.items() if k != "PIP_FIND_LINKS"}
+    chains: dict[Path, list[tuple[int, str]]] = {}
+    for i, (proj, script) in enumerate(_page_blocks(projects)):
+        chains.setdefault(proj, []).append((i, script))
+
+    def chain(proj: Path, scripts: list[tuple[int, str]]) -> list[tuple[int, subprocess.CompletedProcess]]:
+        done = []
+        for i, script in scripts:
+            r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{exports}\n{script}"], cwd=proj, env=env,
+                               capture_output=True, text=True, timeout=1200)
+            done.append((i, r))
+            if r.returncode != 0:
+                break
+        return done
+    return [iso.job(f"page {proj.name}", lambda p=proj, s=s: chain(p, s)) for proj, s in
+            sorted(chains.items(), key=lambda kv: -len(kv[1]))]  # the longest chain first
 
 
 def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     """docs/downstream.md from a fresh clone: its first block made the wheelhouse (the `isolated` fixture);
     each later ```bash block runs line by line, exactly as written, in the project its heading names (the
     hatchling one unless the block follows the scikit-build-core or setuptools text), after the first block's `export` lines
-    (a shell keeps them) and with nothing else telling pip where cccl-aot-cu13 is."""
-    section = page()
-    projects = _page_projects(isolated.work / "page")
-    exports = "\n".join(ln for ln in setup_block().splitlines() if ln.startswith("export "))
-    env = {k: v for k, v in isolated.env.items() if k != "PIP_FIND_LINKS"}
+    (a shell keeps them) and with nothing else telling pip where cccl-aot-cu13 is. A project's blocks run in the
+    page's order; the three projects' side by side (:func:`_start_page`)."""
+    results = dict(r for chain in _start_page(isolated) for r in chain.result())
+    projects = _page_projects(isolated.work / "page", make=False)
     ran = []
-    for m in list(re.finditer(r"```bash\n(.*?)```", section, re.S))[1:]:
-        before = section[:m.start()]
-        marks = {name: before.rfind(f"**{name}**") for name in ("hatchling", "scikit-build-core", "setuptools",
-                                                               "Any other backend")}
-        nearest = max(marks, key=marks.__getitem__)
-        project = projects[{"hatchling": "hatch", "setuptools": "setuptools"}.get(nearest, "skbuild")]
-        script = m.group(1)
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{exports}\n{script}"], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=1200)
-        assert r.returncode == 0, f"in {project.name}:\n{script}\n" + r.stdout[-4000:] + r.stderr[-4000:]
-        ran.append((project.name, script, r.stdout + r.stderr))
+    for i, (proj, script) in enumerate(_page_blocks(projects)):
+        assert i in results, f"in {proj.name}:\n{script}\nnot run: an earlier block of its project failed"
+        r = results[i]
+        assert r.returncode == 0, f"in {proj.name}:\n{script}\n" + r.stdout[-4000:] + r.stderr[-4000:]
+        ran.append((proj.name, script, r.stdout + r.stderr))
     assert len(ran) >= 3, ran
     out = "\n".join(o for _, _, o in ran)
     assert "integrity OK" in out and "package mypkg: reading" in out and "shadows the installed mypkg" in out
@@ -188,31 +239,52 @@ def test_every_command_of_the_downstream_page_runs_as_written(isolated):
     assert sorted(p.name for p in bundled.iterdir() if p.is_file()) == ["aot-package.json", *index, "manifest.json"]
 
 
+def _workflow_steps(wf: dict) -> list[tuple[dict, dict]]:
+    """Both jobs' steps in order, each with its `${{ }}` context: the build job once per shard, then the wheel job."""
+    steps = [(s, {"matrix.shard": str(k)}) for k in wf["jobs"]["build"]["strategy"]["matrix"]["shard"]
+             for s in wf["jobs"]["build"]["steps"]]
+    return steps + [(s, {}) for s in wf["jobs"]["wheel"]["steps"]]
+
+
+def _start_workflow(iso: Isolated) -> Future:
+    """The workflow's `run:` lines in order on a copy of the hatch example, in a lane, stopping at the first that
+    fails; gives (the project, [(command, result)])."""
+    def run() -> tuple[Path, list[tuple[str, subprocess.CompletedProcess]]]:
+        import yaml
+        wf = yaml.safe_load(WORKFLOW.read_text())
+        project = iso.work / "workflow" / "hatch-mypkg"
+        shutil.copytree(EXAMPLES / "hatch-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
+        runner = iso.work / "workflow" / "venv"
+        make_venv(runner, iso.env)
+        env = {**iso.env, **{k: str(v) for k, v in wf["env"].items()}, "AOT_SM": SM,
+               "RUNNER_TEMP": str(iso.work / "workflow"), "VIRTUAL_ENV": str(runner),
+               "PATH": f"{runner / 'bin'}{os.pathsep}{iso.env['PATH']}"}
+        env.pop("AOT_WHEEL_SM")  # the workflow's SM list decides
+        ran = []
+        for step, ctx in _workflow_steps(wf):
+            if "run" not in step:
+                continue
+            cmd = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m, ctx=ctx: ctx[m.group(1)], step["run"])
+            r = subprocess.run(["bash", "-eo", "pipefail", "-c", cmd], cwd=project, capture_output=True, text=True,
+                               env={**env, **{k: str(v) for k, v in step.get("env", {}).items()}}, timeout=1200)
+            ran.append((cmd, r))
+            if r.returncode != 0:
+                break
+        return project, ran
+    return iso.job("workflow", run)
+
+
 def test_the_copyable_workflow_runs_line_by_line(isolated):
     """examples/workflows/wheels.yml on the hatch example: every `run:` of both jobs, in order, with the
     workflow's own env (one SM and the shard list kept as written), in a fresh venv like a runner's Python."""
     import yaml
     wf = yaml.safe_load(WORKFLOW.read_text())
-    project = isolated.work / "workflow" / "hatch-mypkg"
-    shutil.copytree(EXAMPLES / "hatch-mypkg", project, ignore=shutil.ignore_patterns("build", "artifacts", "dist"))
-    runner = isolated.work / "workflow" / "venv"
-    venv.EnvBuilder(with_pip=True).create(runner)
-    env = {**isolated.env, **{k: str(v) for k, v in wf["env"].items()}, "AOT_SM": SM,
-           "RUNNER_TEMP": str(isolated.work / "workflow"), "VIRTUAL_ENV": str(runner),
-           "PATH": f"{runner / 'bin'}{os.pathsep}{isolated.env['PATH']}"}
-    env.pop("AOT_WHEEL_SM")  # the workflow's SM list decides
     shards = wf["jobs"]["build"]["strategy"]["matrix"]["shard"]
     assert [str(s) for s in shards] == [str(k) for k in range(1, int(wf["env"]["SHARDS"]) + 1)]
-    steps = [(s, {"matrix.shard": str(k)}) for k in shards for s in wf["jobs"]["build"]["steps"]]
-    steps += [(s, {}) for s in wf["jobs"]["wheel"]["steps"]]
     assert wf["jobs"]["wheel"]["needs"] == "build"
+    project, results = _start_workflow(isolated).result()
     ran = 0
-    for step, ctx in steps:
-        if "run" not in step:
-            continue
-        cmd = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m, ctx=ctx: ctx[m.group(1)], step["run"])
-        r = subprocess.run(["bash", "-eo", "pipefail", "-c", cmd], cwd=project, capture_output=True, text=True,
-                           env={**env, **{k: str(v) for k, v in step.get("env", {}).items()}}, timeout=1200)
+    for cmd, r in results:
         assert r.returncode == 0, f"{cmd}\n" + r.stdout[-4000:] + r.stderr[-4000:]
         ran += 1
     assert ran == 2 * 2 + 6

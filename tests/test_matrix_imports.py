@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import repo_env
+from conftest import repo_env, side_by_side
 
 HEAVY_INIT = textwrap.dedent('''\
     import heavydep_never_installed          # the library's API: a dataframe stack the build env lacks
@@ -275,10 +275,13 @@ def test_same_key_same_bytes_across_folders_and_worker_order(tmp_path):
     from aot.core import format as fmt
     one = tmp_path / "p"
     two = tmp_path / ("a-much-longer-project-folder-name" * 2)
+    runs = []
     for root, only in ((one, ()), (two, ("--only", "b_fused,c_code"))):
         root.mkdir()
         project(root, "geolib_same", SAME_BYTES, init="")
-        r = aot("build", "--sm", "90", "--jobs", "1", "-q", "--out", "out", *only, cwd=root, timeout=600)
+        runs.append(lambda root=root, only=only: aot("build", "--sm", "90", "--jobs", "1", "-q", "--out", "out",
+                                                     *only, cwd=root, timeout=600))
+    for r in side_by_side(*runs):  # two processes at once (tests/conftest.py)
         assert r.returncode == 0, r.stderr[-3000:]
     for name in ("b_fused", "c_code"):
         a, b = (fmt.read(root / "out" / "cccl" / name / "sm_90.aot") for root in (one, two))
