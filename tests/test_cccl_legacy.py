@@ -17,6 +17,16 @@ import pytest
 from aot.runtime.adapters import cccl_legacy as L
 from aot.runtime.adapters import cccl_legacy_files
 
+
+@pytest.fixture(autouse=True)
+def _fresh_version_caches():
+    """Tests here patch sys.path or package metadata while the loader reads versions (cached per process):
+    what they read then must not outlive them (test_pack.py, run after, saw cuda-cccl as 0.6.0)."""
+    from aot.core import versions
+    yield
+    versions.runtime_versions.cache_clear()
+    versions.cuda_major.cache_clear()
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: What cuda-cccl 0.6.0's libcuda/compute/cu13/cccl/libcccl.c.parallel.so imports from NVRTC and nvJitLink

@@ -80,8 +80,8 @@ def write_index(root: Path, majors: Mapping[int, Any]) -> Path:
 
 def installed_major() -> str:
     """The CUDA major whose artifacts this process can load (``cuda-bindings``' major; ``"missing"``: none)."""
-    from .versions import runtime_versions
-    return runtime_versions()["cuda_major"]
+    from .versions import cuda_major
+    return cuda_major()
 
 
 def pick(root: Path, majors: tuple[int, ...], major: str | None) -> tuple[Path, bool]:
