@@ -273,3 +273,15 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA driver and GPU (aot.build.toolchain.native_sm() is None)")
     for it in gpu_items:
         it.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_version_caches():
+    """For tests that patch sys.path or package metadata while the loader reads versions (cached per process):
+    what they read then must not outlive them (test_pack.py, run after the cccl-legacy tests, saw cuda-cccl as
+    0.6.0)."""
+    from aot.core import versions
+    yield
+    versions.runtime_versions.cache_clear()
+    versions.cuda_major.cache_clear()
+

@@ -18,14 +18,8 @@ from aot.runtime.adapters import cccl_legacy as L
 from aot.runtime.adapters import cccl_legacy_files
 
 
-@pytest.fixture(autouse=True)
-def _fresh_version_caches():
-    """Tests here patch sys.path or package metadata while the loader reads versions (cached per process):
-    what they read then must not outlive them (test_pack.py, run after, saw cuda-cccl as 0.6.0)."""
-    from aot.core import versions
-    yield
-    versions.runtime_versions.cache_clear()
-    versions.cuda_major.cache_clear()
+# tests here patch sys.path or package metadata while the loader reads versions (cached per process)
+pytestmark = pytest.mark.usefixtures("fresh_version_caches")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,14 +19,8 @@ from aot.runtime.adapters import cccl_legacy_activate as A
 from tests.test_cccl_legacy_wheel import PROD, answers
 
 
-@pytest.fixture(autouse=True)
-def _fresh_version_caches():
-    """Tests here patch sys.path or package metadata while the loader reads versions (cached per process):
-    what they read then must not outlive them (test_pack.py, run after, saw cuda-cccl as 0.6.0)."""
-    from aot.core import versions
-    yield
-    versions.runtime_versions.cache_clear()
-    versions.cuda_major.cache_clear()
+# tests here patch sys.path or package metadata while the loader reads versions (cached per process)
+pytestmark = pytest.mark.usefixtures("fresh_version_caches")
 
 REL = "0.6.0"
 SPEC = "reduce:int32:plus:0"

@@ -28,14 +28,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from ..core import keyschemas
 from ..core.errors import ArtifactError, UsageError
 from ..core.log import get_logger
 from ..core.manifest import (MANIFEST_NAME, Manifest, is_release, load_manifest, release_order, remove_manifest,
                              safe_join, verify_files, write_manifest)
 from ..core.spec import NvrtcUnit
 from ..core.text import short
-from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of, input_schemas
+from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of, input_schemas, refuse_conflicts
 
 log = get_logger(__name__)
 
@@ -267,12 +266,8 @@ def _merge(shards: Sequence[Path], out: Path) -> Write:
                          entry["path"], rel, prev.release)
             entries[entry["path"]] = here
     conflicts += legacy_conflicts
-    if conflicts or schemas[1]:
-        said = [keyschemas.said(schemas[1])] if schemas[1] else []
-        if conflicts:
-            said.append(f"{len(conflicts)} artifact(s) conflict, one output path with different bytes (never "
-                        f"resolved by a release claim): " + "; ".join(conflicts))
-        raise ArtifactError("merge: " + "; ".join(said))
+    refuse_conflicts(schemas, conflicts, "artifact(s) conflict, one output path with different bytes (never "
+                                         "resolved by a release claim)")
     targets = {path: safe_join(out, path) for path in entries}  # every write stays in --out, checked before any
     for path in legacy_files:
         safe_join(out, path)

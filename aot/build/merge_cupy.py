@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..core import format as fmt
-from ..core import keyschemas
 from ..core.errors import ArtifactError
 from ..core.manifest import Manifest, remove_manifest, safe_join, write_manifest
 from ..core.spec import _NOT_IN_KEY
 from ..core.text import short
-from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of
+from .merge_inputs import WHERE_FIELDS, copy_artifact, header_of, refuse_conflicts
 
 #: Producer fields CuPy sets of different stacks may differ in: those a CuPy content key leaves out.
 STACK_MAY_DIFFER = _NOT_IN_KEY["cupy"]
@@ -118,12 +117,8 @@ def prepare_stacks(manifests: Sequence[Manifest], shards: Sequence[Path], out: P
                 conflicts.append(f"{a['name']} sm_{a['sm']} (CuPy key {key[:16]}) in {prev[1].root} and {m.root}")
             else:
                 prev[0]["cupy_stacks"] += [s for s in stacks if s not in prev[0]["cupy_stacks"]]
-    if conflicts or schemas[1]:
-        said = [keyschemas.said(schemas[1])] if schemas[1] else []
-        if conflicts:
-            said.append(f"{len(conflicts)} CuPy artifact(s) conflict, other bytes under one CuPy key (one input, two "
-                        f"builds: merge one of them): " + "; ".join(conflicts))
-        raise ArtifactError("merge: " + "; ".join(said))
+    refuse_conflicts(schemas, conflicts, "CuPy artifact(s) conflict, other bytes under one CuPy key (one input, two "
+                                         "builds: merge one of them)")
     per_item: dict[tuple[str, int], int] = {}
     for name, sm, _ in found:
         per_item[(name, sm)] = per_item.get((name, sm), 0) + 1

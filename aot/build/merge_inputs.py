@@ -57,3 +57,14 @@ def copy_artifact(m: Manifest, a: Mapping[str, Any], dst: Path) -> None:
         return
     dst.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(dst, artifact_bytes(m, a))
+
+
+def refuse_conflicts(schemas: Any, conflicts: list[str], what: str) -> None:
+    """Raise every reason a merge stops, in one line: inputs built by other key schemas (``schemas[1]``, from
+    :func:`input_schemas`) and ``conflicts``, ``what`` saying what conflicting means there. Returns where none."""
+    if conflicts or schemas[1]:
+        said = [keyschemas.said(schemas[1])] if schemas[1] else []
+        if conflicts:
+            said.append(f"{len(conflicts)} {what}: " + "; ".join(conflicts))
+        raise ArtifactError("merge: " + "; ".join(said))
+
