@@ -49,6 +49,21 @@ from pathlib import Path
 
 WAYS = ("own", "program_cache", "by_source")
 
+#: Both children's garbage collection: collected before the clock (``--no-collect``: not), each collection inside
+#: the clock timed.
+GC_WATCH = r'''
+import gc
+if sys.argv[4] == "1":
+    gc.collect()  # the process's garbage paid before the clock, in every way alike (see the module doc)
+collections = []  # (generation, ms) of each collection inside the clock
+def _gc_watch(phase, info):
+    if phase == "start":
+        collections.append([info["generation"], time.perf_counter()])
+    elif collections:
+        collections[-1][1] = (time.perf_counter() - collections[-1][1]) * 1e3
+gc.callbacks.append(_gc_watch)
+'''
+
 CPU_CHILD = r"""
 import json, sys, time
 way, cache_dir = sys.argv[1], sys.argv[2]
@@ -65,17 +80,7 @@ from cuda.core.utils import FileStreamProgramCache
 import aot
 from adopt_mypkg.kernels import OPTIONS, SAXPY
 before = set(sys.modules)
-import gc
-if sys.argv[4] == "1":
-    gc.collect()  # the process's garbage paid before the clock, in every way alike (see the module doc)
-collections = []  # (generation, ms) of each collection inside the clock
-def _gc_watch(phase, info):
-    if phase == "start":
-        collections.append([info["generation"], time.perf_counter()])
-    elif collections:
-        collections[-1][1] = (time.perf_counter() - collections[-1][1]) * 1e3
-gc.callbacks.append(_gc_watch)
-t0 = time.perf_counter()
+""" + GC_WATCH + r"""t0 = time.perf_counter()
 if way == "by_source":
     where = aot.by_source("adopt_mypkg").unit(SAXPY, OPTIONS)
 else:
@@ -121,17 +126,7 @@ prof = None
 if len(sys.argv) > 5:  # --profile: where the first operation's time goes (cProfile, cumulative, top 40)
     import cProfile
     prof = cProfile.Profile()
-import gc
-if sys.argv[4] == "1":
-    gc.collect()  # the process's garbage paid before the clock, in every way alike (see the module doc)
-collections = []  # (generation, ms) of each collection inside the clock
-def _gc_watch(phase, info):
-    if phase == "start":
-        collections.append([info["generation"], time.perf_counter()])
-    elif collections:
-        collections[-1][1] = (time.perf_counter() - collections[-1][1]) * 1e3
-gc.callbacks.append(_gc_watch)
-if prof is not None:
+""" + GC_WATCH + r"""if prof is not None:
     prof.enable()
 t0 = time.perf_counter()
 if way == "by_source":

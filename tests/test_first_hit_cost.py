@@ -17,24 +17,14 @@ import warnings
 
 import pytest
 from conftest import ROOT, repo_env
+from tests.test_layers import FIRST_HIT_CLOSURE
 
 EXAMPLE = ROOT / "examples" / "adopt-mypkg"
 
 #: What the first hit imports after ``import aot`` and the library's own modules (issue 42): the first-hit index's
 #: reader and the artifact codec, the registry's front and its families' stat. No manifest, spec, rule, form,
 #: logging or thread module (a warmup's), and ``aot.core.pack`` only for a packed set.
-CLOSURE = [
-    "aot.core.format",
-    "aot.core.hitindex",
-    "aot.core.versions",
-    "aot.runtime.adapters",
-    "aot.runtime.adapters.progkey",
-    "aot.runtime.adapters.program_cache",
-    "aot.runtime.loader.driver",
-    "aot.runtime.loader.families",
-    "aot.runtime.loader.firsthit",
-    "aot.runtime.loader.registry",
-]
+CLOSURE = sorted([*FIRST_HIT_CLOSURE, "aot.runtime.loader.families"])  # tests/test_layers.py's, and the families' stat
 #: Modules no first hit may import, whichever way the library asks.
 NEVER = ("aot.core.manifest", "aot.core.spec", "aot.core.rules", "aot.core.formrules", "aot.algorithms",
          "aot.runtime.loader.catalog", "aot.runtime.loader.sources", "aot.runtime.loader.threads", "aot.core.log")
