@@ -51,8 +51,7 @@ WAYS = ("own", "program_cache", "by_source")
 
 #: Both children's garbage collection: collected before the clock (``--no-collect``: not), each collection inside
 #: the clock timed.
-GC_WATCH = r'''
-import gc
+GC_WATCH = r'''import gc
 if sys.argv[4] == "1":
     gc.collect()  # the process's garbage paid before the clock, in every way alike (see the module doc)
 collections = []  # (generation, ms) of each collection inside the clock
