@@ -89,15 +89,47 @@ def test_merge_lists_every_conflict_of_one_release(tmp_path):
                            [(k, kind, s, L.encode_entry(k, kind, "0.6.0", b"other bytes"))
                             for k, kind, s, _ in answers("0.6.0", "reduce:int32:plus:0", "a")])
     c = legacy_only(tmp_path / "c", "0.6.0", seed="c")
-    doc = json.loads((c / "manifest.json").read_text())
-    doc["cccl_legacy"]["0.6.0"]["producer"]["numba"] = "0.64.0"
-    (c / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(ArtifactError) as e:
         merge([a, b, c], tmp_path / "out")
     msg = str(e.value)
-    assert msg.startswith("merge: 3 artifact(s) conflict") and msg.count("differs in") == 2, msg
-    assert "were built with other versions (numba)" in msg
+    assert msg.startswith("merge: 2 artifact(s) conflict") and msg.count("differs in") == 2, msg
+    assert str(b) in msg and "nvrtc of reduce:int32:plus:0" in msg
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def toolchain(root: Path, seed: str, **versions: str) -> Path:
+    """A set of 0.6.0's answers built under other compilers: other answers (their keys hold the compilers'
+    bytes), another producer."""
+    legacy_set.add_answers(root, "0.6.0", dict(PROD, **versions), 90, ["reduce:int32:plus:0"],
+                           answers("0.6.0", "reduce:int32:plus:0", seed))
+    return root
+
+
+def test_one_release_built_by_several_toolchains_merges_whole_in_any_order(tmp_path):
+    """pip gives a library's users the newest NVRTC its pins allow (cuda-cccl 0.6.0 asks cuda-toolkit 13.*):
+    sets built under each toolchain a library expects merge into one, every answer kept, every toolchain
+    listed; the same inputs in another order give the same bytes."""
+    a = legacy_only(tmp_path / "a", "0.6.0")
+    b = toolchain(tmp_path / "b", "b", nvrtc="13.5.37", nvjitlink="13.5.37")
+    c = toolchain(tmp_path / "c", "c", numba="0.64.0")
+    one, two = merge([a, b, c], tmp_path / "m1"), merge([c, a, b], tmp_path / "m2")
+    assert one["cccl_legacy"] == two["cccl_legacy"] == ["0.6.0"]
+    m = load_manifest(tmp_path / "m1")
+    r = m.legacy["0.6.0"]
+    assert len(r.answers) == 6 and len(r.producers) == 3 and r.producer == r.producers[0]
+    assert sorted(p["nvrtc"] for p in r.producers) == ["13.5", "13.5", "13.5.37"]
+    assert verify_integrity(tmp_path / "m1") == (6, [])
+    assert (tmp_path / "m1" / "manifest.json").read_bytes() == (tmp_path / "m2" / "manifest.json").read_bytes()
+    from aot.core.legacy_manifest import summary
+    assert summary(m.legacy) == ["cccl-legacy answers for cuda-cccl 0.6.0: 1 specs, 6 answers, 0.0 MB, SMs 90, "
+                                 "3 toolchains"]
+    # the runtime's table holds every toolchain's answers: a user's install looks up the key its compilers give
+    assert len(A.package_table(tmp_path / "m1", "0.6.0")) == 6
+    # a set of one toolchain is written as before ("producers" only where there are several)
+    assert "producers" not in json.loads((a / "manifest.json").read_text())["cccl_legacy"]["0.6.0"]
+    # a build under another toolchain into a set that has answers adds beside them
+    toolchain(a, "d", nvrtc="13.2.78")
+    assert len(load_manifest(a).legacy["0.6.0"].producers) == 2 and verify_integrity(a) == (4, [])
 
 
 @pytest.mark.parametrize("field, value, says", [
@@ -106,6 +138,8 @@ def test_merge_lists_every_conflict_of_one_release(tmp_path):
     ("kind", "cubin", "kind 'cubin' is not one of nvrtc, nvjitlink"),
     ("spec", "histogram:int32", "names spec 'histogram:int32' the release does not list"),
     ("size", True, "field 'size' missing or not int"),
+    ("producers", [{"cuda_cccl": "0.6.0"}], "'producers' must be a list of at most 64 toolchains, the first its"),
+    ("producers", ["x"] * 65, "'producers' must be a list of at most 64"),
 ])
 def test_a_manifest_from_elsewhere_is_parsed_with_bounds(tmp_path, field, value, says):
     root = legacy_only(tmp_path / "s", "0.6.0")
@@ -113,6 +147,8 @@ def test_a_manifest_from_elsewhere_is_parsed_with_bounds(tmp_path, field, value,
     section = doc["cccl_legacy"]
     if field == "release":
         section[value] = section.pop("0.6.0")
+    elif field == "producers":
+        section["0.6.0"][field] = value
     else:
         section["0.6.0"]["answers"][0][field] = value
     (root / "manifest.json").write_text(json.dumps(doc))
@@ -186,6 +222,33 @@ print(json.dumps({"counts": A._active.counts() if A._active else None,
 """
 
 
+def _example_wheel(tmp_path: Path, build_py: Path, dist: Path, **env_extra: str) -> Path:
+    """examples/legacy-mypkg's wheel, built by the hook with ``build_py`` (``pip wheel --no-build-isolation``)."""
+    proj = tmp_path / f"proj-{dist.name}"
+    shutil.copytree(ROOT / "examples" / "legacy-mypkg", proj, ignore=shutil.ignore_patterns("build", "artifacts"))
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", PYTHONPATH="", **env_extra)
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(build_py), "wheel", "-q", "--no-build-isolation",
+                        "--no-deps", "--no-index", "-w", str(dist), str(proj)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (whl,) = dist.glob("legacy_mypkg-*.whl")
+    return whl
+
+
+def _served(tmp_path: Path, whl: Path, base: str, name: str, specs: list[str]) -> dict:
+    """What the shims answered for ``specs`` in a fresh venv over ``base`` with ``whl`` installed."""
+    from tests.legacy_envs import overlay_venv
+    run_py = overlay_venv(tmp_path / name, base)
+    env = dict(os.environ, PYTHONPATH="")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(run_py), "install", "-q", "--no-deps",
+                        "--no-index", str(whl)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(run_py), "-c", _SERVE, *specs], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("AOT_CCCL060_PYTHON"), reason="AOT_CCCL060_PYTHON: a python with "
                     "cuda-cccl[cu13]==0.6.0, numba<0.66, hatchling, PyYAML and platformdirs (docs/build.md)")
@@ -197,30 +260,54 @@ def test_the_example_wheel_built_under_060_by_the_hook_serves_every_spec_in_a_fr
 
     from tests.legacy_envs import overlay_venv
     base = os.environ["AOT_CCCL060_PYTHON"]
-    build_py = overlay_venv(tmp_path / "build-venv", base)
-    proj = tmp_path / "proj"
-    shutil.copytree(ROOT / "examples" / "legacy-mypkg", proj, ignore=shutil.ignore_patterns("build", "artifacts"))
-    specs = tomllib.loads((proj / "pyproject.toml").read_text())["tool"]["aot"]["cccl-legacy"]
-    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", PYTHONPATH="")
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(build_py), "wheel", "-q", "--no-build-isolation",
-                        "--no-deps", "--no-index", "-w", str(tmp_path / "dist"), "./proj"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    (whl,) = (tmp_path / "dist").glob("legacy_mypkg-*.whl")
+    specs = tomllib.loads((ROOT / "examples" / "legacy-mypkg" / "pyproject.toml").read_text())["tool"]["aot"][
+        "cccl-legacy"]
+    whl = _example_wheel(tmp_path, overlay_venv(tmp_path / "build-venv", base), tmp_path / "dist")
     r = subprocess.run([sys.executable, "-m", "aot", "verify", "--for-wheel", str(whl)], capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert r.returncode == 0 and f"{len(specs)} specs, {3 * len(specs)} answers" in r.stdout, r.stdout + r.stderr
-    run_py = overlay_venv(tmp_path / "user-venv", base)
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(run_py), "install", "-q", "--no-deps",
-                        "--no-index", str(whl)], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    r = subprocess.run([str(run_py), "-c", _SERVE, *specs], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _served(tmp_path, whl, base, "user-venv", specs)
     assert out["where"].startswith(str(tmp_path / "user-venv"))  # the installed wheel, not the source tree
     assert out["counts"] == {"nvrtc": [len(specs), 0], "nvJitLink": [len(specs), 0], "numba": [len(specs), 0]}, out
     assert out["refusals"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (os.environ.get("AOT_CCCL060_PYTHON") and os.environ.get("AOT_CCCL060_OTHER_PYTHON")),
+                    reason="AOT_CCCL060_PYTHON and AOT_CCCL060_OTHER_PYTHON: pythons with cuda-cccl[cu13]==0.6.0 "
+                    "under two cuda-toolkit 13 releases (docs/build.md)")
+def test_one_wheel_carries_the_answers_of_two_toolchains_and_serves_a_user_of_either(tmp_path):
+    """cuda-cccl 0.6.0 asks cuda-toolkit 13.*: pip gives a new user the newest NVRTC and nvJitLink, not the
+    build host's. The example's wheel is built under one toolkit with the set another toolkit's build made
+    merged in (``AOT_WHEEL_MERGE``, the bundled folder of that build's wheel); a fresh venv over either toolkit
+    gets every compile, link and operator of the four specs answered (0 misses)."""
+    import tomllib
+
+    from tests.legacy_envs import overlay_venv
+    one, other = os.environ["AOT_CCCL060_PYTHON"], os.environ["AOT_CCCL060_OTHER_PYTHON"]
+    specs = tomllib.loads((ROOT / "examples" / "legacy-mypkg" / "pyproject.toml").read_text())["tool"]["aot"][
+        "cccl-legacy"]
+    versions = [subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('nvidia-cuda-nvrtc'))"],
+                               capture_output=True, text=True, check=True).stdout.strip() for py in (one, other)]
+    assert versions[0] != versions[1], versions  # two toolchains, or the test proves nothing
+    # the other toolkit's answers, as a CI job under it builds them (docs/build.md): a set of answers only
+    r = subprocess.run([str(overlay_venv(tmp_path / "other-build", other)), "-m", "aot.build.cccl_legacy_build",
+                        "--sm", "90", "--out", str(tmp_path / "other-set"), *specs], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "examples" / "legacy-mypkg")), cwd=tmp_path,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    whl = _example_wheel(tmp_path, overlay_venv(tmp_path / "build", one), tmp_path / "dist",
+                         AOT_WHEEL_MERGE=str(tmp_path / "other-set"))
+    r = subprocess.run([sys.executable, "-m", "aot", "verify", "--for-wheel", str(whl)], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    n = len(specs)
+    assert r.returncode == 0 and f"{n} specs, {6 * n} answers" in r.stdout and "2 toolchains" in r.stdout, \
+        r.stdout + r.stderr
+    answered = {"nvrtc": [n, 0], "nvJitLink": [n, 0], "numba": [n, 0]}
+    for base, name in ((other, "user-other"), (one, "user-one")):
+        out = _served(tmp_path, whl, base, name, specs)
+        assert out["where"].startswith(str(tmp_path / name))
+        assert out["counts"] == answered and out["refusals"] == [], (name, versions, out)
 
 
 def test_the_config_key_and_the_bundle_step(tmp_path, monkeypatch):

@@ -14,9 +14,9 @@ import hashlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core.errors import ArtifactError
 from ..core.fs import atomic_write
-from ..core.legacy_manifest import FIELD, LegacyRelease, answer_path, entries, to_json  # noqa: F401 - re-exported
+from ..core.legacy_manifest import (FIELD, LegacyRelease, answer_path, entries, producer_order,  # noqa: F401
+                                   to_json)
 from ..core.manifest import MANIFEST_NAME, Manifest, load_manifest, safe_join, write_manifest
 
 
@@ -34,19 +34,24 @@ def legacy_only(m: Manifest) -> bool:
     return bool(m.legacy) and not m.artifacts and not m.specs
 
 
+def first(manifests: Sequence[Manifest]) -> int:
+    """Which of sets of answers only gives a merge of them its top-level fields: the one whose producer
+    comes first in :func:`producer_order`, whatever the order of the inputs (the same inputs, the same bytes)."""
+    order = producer_order(m.producer for m in manifests)
+    return next(i for i, m in enumerate(manifests) if dict(m.producer) == order[0])
+
+
 def add_answers(out: Path, release: str, made_by: Mapping[str, str], sm: int, specs: Sequence[str],
                 got: Sequence[tuple[str, str, str, bytes]]) -> int:
     """Add ``got`` ((key, kind, spec, encoded answer file)) for ``release`` and ``sm`` to the set at ``out``
     (its manifest created where there is none): each file written atomically, the manifest last. An answer
     already there stays (NVRTC's output differs from run to run, and each link answer is keyed by the LTO-IR
-    its run produced: the set keeps consistent pairs). Returns the answers added."""
+    its run produced: the set keeps consistent pairs). A set whose answers for ``release`` another toolchain
+    built gains this one beside them (each answer's key holds its compilers' bytes). Returns the answers
+    added."""
     out.mkdir(parents=True, exist_ok=True)
     have = load_manifest(out) if (out / MANIFEST_NAME).is_file() else None
     old = have.legacy.get(release) if have else None
-    if old is not None and dict(old.producer) != dict(made_by):
-        diff = sorted(k for k in set(old.producer) | set(made_by) if old.producer.get(k) != made_by.get(k))
-        raise ArtifactError(f"{out}: its cuda-cccl {release} answers were built with other versions "
-                            f"({', '.join(diff)}); build into an empty folder")
     answers = {a["path"]: a for a in (old.answers if old else ())}
     added = 0
     for key, kind, spec, data in got:
@@ -61,7 +66,8 @@ def add_answers(out: Path, release: str, made_by: Mapping[str, str], sm: int, sp
         added += 1
     section = dict(have.legacy) if have else {}
     section[release] = LegacyRelease(
-        release, dict(made_by), tuple(sorted({*(old.sms if old else ()), sm})),
+        release, producer_order([*(old.producers if old else ()), made_by]),
+        tuple(sorted({*(old.sms if old else ()), sm})),
         tuple(dict.fromkeys([*(old.specs if old else ()), *specs])), tuple(answers.values()))
     _write(out, have, section, made_by)
     return added
@@ -88,7 +94,9 @@ def _write(out: Path, have: Manifest | None, section: Mapping[str, LegacyRelease
 def merge_legacy(manifests: Sequence[Manifest]) -> tuple[dict[str, LegacyRelease], dict[str, Path], list[str]]:
     """Every input's answers in one section: (release -> answers, output path -> source file, conflicts).
 
-    One release's answers must come from one toolchain (its producer), and one path (release and key) must
+    One release's answers may come from several toolchains (sets built under each NVRTC, nvJitLink or numba a
+    library's users may get): the merged release lists every input's producers, and a user's install picks the
+    answers of its own, since each answer's key holds its compilers' bytes. One path (release and key) must
     hold the same bytes in every input that carries it: anything else is a conflict, each one listed."""
     merged: dict[str, LegacyRelease] = {}
     files: dict[str, Path] = {}
@@ -97,12 +105,6 @@ def merge_legacy(manifests: Sequence[Manifest]) -> tuple[dict[str, LegacyRelease
     for m in manifests:
         for rel, r in m.legacy.items():
             prev = merged.get(rel)
-            if prev is not None and dict(prev.producer) != dict(r.producer):
-                diff = sorted(k for k in set(prev.producer) | set(r.producer)
-                              if prev.producer.get(k) != r.producer.get(k))
-                conflicts.append(f"cuda-cccl {rel} answers in {where[rel]} and {m.root} were built with other "
-                                 f"versions ({', '.join(diff)})")
-                continue
             answers = {a["path"]: a for a in (prev.answers if prev else ())}
             for a in r.answers:
                 seen = answers.get(a["path"])
@@ -113,7 +115,8 @@ def merge_legacy(manifests: Sequence[Manifest]) -> tuple[dict[str, LegacyRelease
                 answers.setdefault(a["path"], a)
                 files.setdefault(a["path"], m.path_of(a))
             where.setdefault(rel, m.root)
-            merged[rel] = LegacyRelease(rel, r.producer, tuple(sorted({*(prev.sms if prev else ()), *r.sms})),
+            merged[rel] = LegacyRelease(rel, producer_order([*(prev.producers if prev else ()), *r.producers]),
+                                        tuple(sorted({*(prev.sms if prev else ()), *r.sms})),
                                         tuple(dict.fromkeys([*(prev.specs if prev else ()), *r.specs])),
                                         tuple(answers.values()))
     return merged, files, conflicts

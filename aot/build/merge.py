@@ -220,7 +220,7 @@ def _merge(shards: Sequence[Path], out: Path) -> Write:
     legacy, legacy_files, legacy_conflicts = legacy_set.merge_legacy(manifests)
     # a set of cccl-legacy answers only (built under a release without serialize) brings no producer to check
     n_inputs = len(shards)
-    keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [len(manifests) - 1]
+    keep = [i for i, m in enumerate(manifests) if not legacy_set.legacy_only(m)] or [legacy_set.first(manifests)]
     manifests, shards = [manifests[i] for i in keep], [shards[i] for i in keep]
     if merge_cupy.cupy_only(manifests) and not legacy:  # CuPy sets of several stacks: one artifact per CuPy key
         return _merge_cupy(manifests, shards, out, schemas)

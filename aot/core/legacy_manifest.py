@@ -10,6 +10,12 @@ release, beside its ``serialize`` blobs::
                                            "kind": "nvrtc", "spec": "reduce:int32:plus:0",
                                            "size": 240123, "sha256": "..."}]}}
 
+One release may carry the answers of several toolchains (``"producers"``, each a ``"producer"`` object; the
+first is ``"producer"`` too, as a set of one toolchain writes it alone): ``pip`` gives a library's users the
+newest NVRTC, nvJitLink and numba its pins allow, so a library builds its answers under each it expects and
+merges them. Each answer's key holds its compilers' bytes, so a user's install can only pick the answers of its
+own toolchain.
+
 A manifest comes from elsewhere: every field is typed and bounded here, a release must be a plain version
 (it names a folder), and an answer's path is the one its release and key give (nothing else is accepted, so
 no path a manifest names can lead anywhere else). The answers' own bytes are checked where they are read.
@@ -35,21 +41,39 @@ MAX_ANSWERS = 100_000
 MAX_SPECS = 10_000
 MAX_SPEC_LEN = 256
 MAX_PRODUCER_FIELDS = 32
+MAX_PRODUCERS = 64
 
 
 @dataclass(frozen=True)
 class LegacyRelease:
-    """One release's answers: who built them, for which SMs and specs, and each answer's file."""
+    """One release's answers: the toolchains that built them (in :func:`producer_order`), for which SMs and
+    specs, and each answer's file."""
 
     release: str
-    producer: Mapping[str, str]
+    producers: tuple[Mapping[str, str], ...]
     sms: tuple[int, ...]
     specs: tuple[str, ...]
     answers: tuple[Mapping[str, Any], ...]
 
+    @property
+    def producer(self) -> Mapping[str, str]:
+        """The first toolchain (the only one of a set built once)."""
+        return self.producers[0]
+
     def to_json(self) -> dict:
-        return {"producer": dict(self.producer), "sms": list(self.sms), "specs": list(self.specs),
+        doc: dict[str, Any] = {"producer": dict(self.producer)}
+        if len(self.producers) > 1:  # a set of one toolchain is written as before the field existed
+            doc["producers"] = [dict(p) for p in self.producers]
+        return {**doc, "sms": list(self.sms), "specs": list(self.specs),
                 "answers": sorted((dict(a) for a in self.answers), key=lambda a: a["path"])}
+
+
+def producer_order(producers: Any) -> tuple[Mapping[str, str], ...]:
+    """``producers`` without repeats, in one order whatever the order they came in (a merge of the same inputs
+    in another order writes the same bytes)."""
+    import json
+    unique = {json.dumps(dict(p), sort_keys=True): dict(p) for p in producers}
+    return tuple(unique[k] for k in sorted(unique))
 
 
 def answer_path(release: str, key: str) -> str:
@@ -85,6 +109,13 @@ def _answer(where: Path, rel: str, i: int, a: Any, specs: set[str]) -> Mapping[s
     return a
 
 
+def _producer(where: Path, rel: str, what: str, p: Any) -> None:
+    if not isinstance(p, dict) or len(p) > MAX_PRODUCER_FIELDS or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= 256 for k, v in p.items()) \
+            or p.get("cuda_cccl") != rel:
+        raise _fail(where, f"release {rel}: {what} must be an object of strings naming cuda_cccl {rel}")
+
+
 def parse(where: Path, value: Any) -> dict[str, LegacyRelease]:
     """The ``cccl_legacy`` field of the manifest at ``where`` (absent: empty), checked; ArtifactError naming
     the manifest, the release, the answer and the field otherwise."""
@@ -101,10 +132,14 @@ def parse(where: Path, value: Any) -> dict[str, LegacyRelease]:
         if not isinstance(d, dict):
             raise _fail(where, f"release {rel}: not an object")
         producer, sms, specs, answers = d.get("producer"), d.get("sms"), d.get("specs"), d.get("answers")
-        if not isinstance(producer, dict) or len(producer) > MAX_PRODUCER_FIELDS or not all(
-                isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= 256 for k, v in producer.items()) \
-                or producer.get("cuda_cccl") != rel:
-            raise _fail(where, f"release {rel}: 'producer' must be an object of strings naming cuda_cccl {rel}")
+        _producer(where, rel, "'producer'", producer)
+        producers = d.get("producers", [producer])
+        if not isinstance(producers, list) or not 0 < len(producers) <= MAX_PRODUCERS \
+                or producers[0] != producer:
+            raise _fail(where, f"release {rel}: 'producers' must be a list of at most {MAX_PRODUCERS} toolchains, "
+                               "the first its 'producer'")
+        for i, p in enumerate(producers):
+            _producer(where, rel, f"'producers' item {i}", p)
         if not isinstance(sms, list) or not 0 < len(sms) <= 256 or not all(
                 isinstance(x, int) and not isinstance(x, bool) and 10 <= x <= 1000 for x in sms):
             raise _fail(where, f"release {rel}: 'sms' must be a list of SM numbers, not {short(sms)}")
@@ -117,7 +152,7 @@ def parse(where: Path, value: Any) -> dict[str, LegacyRelease]:
         if total > MAX_ANSWERS:
             raise _fail(where, f"lists more than {MAX_ANSWERS} answers")
         checked = [_answer(where, rel, i, a, set(names)) for i, a in enumerate(answers)]
-        out[rel] = LegacyRelease(rel, dict(producer), tuple(sms), tuple(names), tuple(checked))
+        out[rel] = LegacyRelease(rel, tuple(dict(p) for p in producers), tuple(sms), tuple(names), tuple(checked))
     return out
 
 
@@ -137,4 +172,5 @@ def summary(legacy: Mapping[str, LegacyRelease]) -> list[str]:
     from .release import release_order
     return [f"cccl-legacy answers for cuda-cccl {rel}: {len(r.specs)} specs, {len(r.answers)} answers, "
             f"{sum(a['size'] for a in r.answers) / 1e6:.1f} MB, SMs {','.join(map(str, r.sms))}"
+            + (f", {len(r.producers)} toolchains" if len(r.producers) > 1 else "")
             for rel, r in sorted(legacy.items(), key=lambda kv: release_order(kv[0]))]
