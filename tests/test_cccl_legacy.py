@@ -351,3 +351,29 @@ def test_the_prefetch_thread_only_reads_files(monkeypatch):
     monkeypatch.undo()
     assert seen == []
     assert set(cccl_legacy_files._DIR_DIGESTS) == set(plan[2])
+
+
+def test_the_key_files_are_hashed_by_a_child_python_and_here_where_it_cannot(tmp_path, monkeypatch):
+    """sha256_many: a child Python hashes many files (the importing process keeps its GIL: on the H200, threads of
+    the process slowed `import numba.cuda, cupy` 1.43x beside 2.8 GB, a child 1.04x); the same digests as
+    hashlib's, in order. Where no child can run (an embedding program) or it fails (a file it cannot read), the
+    process hashes them itself, and an unreadable file raises there."""
+    import hashlib
+    files = []
+    for i in range(cccl_legacy_files.CHILD_FROM + 5):
+        f = tmp_path / f"h{i:03d}.h"
+        f.write_bytes(os.urandom(i * 37))
+        files.append(f)
+    want = [hashlib.sha256(f.read_bytes()).digest() for f in files]
+    started = []
+    real_run = cccl_legacy_files.subprocess.run
+    monkeypatch.setattr(cccl_legacy_files.subprocess, "run", lambda *a, **k: started.append(a) or real_run(*a, **k))
+    assert cccl_legacy_files.sha256_many(files) == want and len(started) == 1
+    assert cccl_legacy_files.sha256_many(files[:3]) == want[:3] and len(started) == 1  # few: no child
+    assert cccl_legacy_files.sha256_many(files, child=False) == want and len(started) == 1
+    monkeypatch.setattr(cccl_legacy_files.sys, "executable", "/usr/bin/uwsgi")  # an embedding program
+    assert cccl_legacy_files.sha256_many(files) == want and len(started) == 1
+    monkeypatch.undo()
+    missing = [*files, tmp_path / "gone.h"]
+    with pytest.raises(FileNotFoundError):
+        cccl_legacy_files.sha256_many(missing)

@@ -1,8 +1,9 @@
 """The files a cccl-legacy key holds the content of (issue 44): where they are and how they are hashed.
 
 The compilers (NVRTC with its builtins, nvJitLink), NVVM and libdevice (the operators' compiler), and the
-include directories cuda.compute's builds name: about 360 MB, hashed once per process by a thread started
-with the shims (:class:`aot.runtime.adapters.cccl_legacy.Shims`), beside the library's imports.
+include directories cuda.compute's builds name: about 360 MB, hashed once per process, started with the shims
+(:class:`aot.runtime.adapters.cccl_legacy.Shims`) beside the library's imports, by a child Python of its own
+(:func:`sha256_many`): threads of this process hashing about 4,000 files took the GIL from those imports.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import subprocess  # imported here, in the importing thread: the prefetch thread imports nothing
 import sys
 import threading
 from pathlib import Path
@@ -52,11 +54,69 @@ def _sha256(path: str | Path) -> bytes:
     return h.digest()
 
 
-def sha256_many(paths: Sequence[str | Path]) -> list[bytes]:
-    """Each file's sha256, in order, hashed by up to 16 threads that each take the next file not yet taken
-    (name the largest first: they start at once, and the small ones fill in beside them). The key needs about
-    360 MB of compilers and headers (about 4,000 files) hashed once per process, beside the library's imports:
-    phase by phase on one thread it outlasted them (on the H200 the first call waited 0.3-0.5 s for it)."""
+#: The child :func:`sha256_many` runs (``python -I -S -c``): NUL-separated paths on stdin, 32 bytes of sha256 per
+#: path on stdout in order, hashed by up to 16 threads; any error is exit 1 (the caller then hashes them itself).
+_CHILD = r"""
+import hashlib, os, sys, threading
+paths = sys.stdin.buffer.read().split(b"\0")
+out = [b""] * len(paths)
+todo = iter(range(len(paths)))
+failed = []
+def work():
+    try:
+        for i in todo:
+            h = hashlib.sha256()
+            with open(paths[i], "rb", buffering=0) as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
+            out[i] = h.digest()
+    except BaseException as e:
+        failed.append(e)
+threads = [threading.Thread(target=work) for _ in range(max(1, min(16, len(os.sched_getaffinity(0)), len(paths))))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+if failed:
+    sys.exit(1)
+sys.stdout.buffer.write(b"".join(out))
+"""
+#: Fewer files than this are hashed here (a child Python costs about 20 ms to start).
+CHILD_FROM = 64
+
+
+def _interpreter() -> str | None:
+    """This process's Python, where it is one a child can be started with (not an embedding program)."""
+    exe = sys.executable
+    return exe if exe and os.path.basename(exe).startswith("python") and os.path.isfile(exe) else None
+
+
+def _in_child(exe: str, paths: Sequence[str | Path]) -> list[bytes] | None:
+    """:data:`_CHILD`'s digests of ``paths``, or None where it failed (a path it could not read, no Python)."""
+    names = [os.fsencode(str(p)) for p in paths]
+    if any(b"\0" in n for n in names):
+        return None
+    try:
+        r = subprocess.run([exe, "-I", "-S", "-c", _CHILD], input=b"\0".join(names), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0 or len(r.stdout) != 32 * len(names):
+        return None
+    return [r.stdout[32 * i:32 * (i + 1)] for i in range(len(names))]
+
+
+def sha256_many(paths: Sequence[str | Path], *, child: bool = True) -> list[bytes]:
+    """Each file's sha256, in order. The key needs about 360 MB of compilers and headers (about 4,000 files)
+    hashed once per process, beside the library's imports: a child Python hashes them (``child``, where there
+    are many), so this process's imports keep the GIL; threads of this process hashing them took it in short
+    turns, one per small file, and the imports waited. Where no child can run (an embedding program, a path it
+    cannot read), up to 16 threads here, each taking the next file not yet taken (name the largest first:
+    they start at once, and the small ones fill in beside them); an unreadable file raises here."""
+    exe = _interpreter() if child and len(paths) >= CHILD_FROM else None
+    got = _in_child(exe, paths) if exe else None
+    if got is not None:
+        return got
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
