@@ -333,3 +333,19 @@ def test_the_config_key_and_the_bundle_step(tmp_path, monkeypatch):
     with pytest.raises(BuildError, match=r"sm_90: .*histogram:int32: family 'histogram' is not built") as e:
         P.with_legacy_answers(cfg, src, [90], tmp_path / "work")
     assert str(e.value).startswith(f"{proj / 'pyproject.toml'}: [tool.aot] cccl-legacy under cuda-cccl 0.6.0, sm_90:")
+
+
+@pytest.mark.parametrize("schema", ["cccl_legacy_key", "cccl_legacy_op"])
+def test_answers_of_another_key_schema_are_said_once_not_missed_per_compile(tmp_path, caplog, schema):
+    """A set of answers records aot's key schemas; one built by another version of the compile or operator key
+    (whose keys cannot equal this aot's: the version is hashed in) gives no answers and says why once."""
+    from aot.core.keyschemas import SCHEMAS
+    root = legacy_only(tmp_path / "s", "0.6.0")
+    assert load_manifest(root).key_schemas == dict(SCHEMAS)
+    assert len(A.package_table(root, "0.6.0")) == 2
+    doc = json.loads((root / "manifest.json").read_text())
+    doc["key_schemas"][schema] = SCHEMAS[schema] + 1
+    (root / "manifest.json").write_text(json.dumps(doc))
+    assert A.package_table(root, "0.6.0") == {}
+    said = [r.getMessage() for r in caplog.records if "rebuild the set" in r.getMessage()]
+    assert len(said) == 1 and f"v{SCHEMAS[schema] + 1}, this aot computes v{SCHEMAS[schema]}" in said[0], said

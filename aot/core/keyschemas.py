@@ -24,11 +24,14 @@ SCHEMAS: Mapping[str, int] = {
     "item_key": 2,        # aot.core.spec.item_key of NVRTC units, numba and CuPy kernels (1 is still accepted)
     "triton_digest": 1,   # aot.runtime.adapters.triton_digest: what Triton compiles into a kernel
     "triton_aot_key": 1,  # aot.runtime.adapters.triton_pykey: a Triton key without the build's CPython
+    "cccl_legacy_key": 1,  # aot.runtime.adapters.cccl_legacy.key_of: an NVRTC compile's or nvJitLink link's inputs
+    "cccl_legacy_op": 1,   # aot.runtime.adapters.cccl_legacy_ops: an operator's numba compile to LTO-IR
 }
 #: Each schema in the words a warning or a merge conflict says it.
 WORDS: Mapping[str, str] = {
     "numba_digest": "numba kernel digest", "cupy_key": "CuPy compile key", "nvrtc_headers": "NVRTC header digest",
     "item_key": "item key", "triton_digest": "Triton kernel digest", "triton_aot_key": "Triton key across CPythons",
+    "cccl_legacy_key": "cccl-legacy compile key", "cccl_legacy_op": "cccl-legacy operator key",
 }
 #: The schemas each family's artifacts are found or checked by at a library's call: one that differs and the
 #: family serves nothing of the set. Not ``triton_aot_key``: a set another one made still serves under Triton's
@@ -38,6 +41,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[str, ...]] = {
     "cupy": ("cupy_key",),
     "nvrtc": ("nvrtc_headers",),
     "triton": ("triton_digest",),
+    "cccl_legacy": ("cccl_legacy_key", "cccl_legacy_op"),
 }
 #: Bounds on the field as read from a manifest (untrusted input).
 MAX_SCHEMAS = 64

@@ -25,12 +25,15 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ...core.keyschemas import SCHEMAS
 from .cccl_legacy_files import Refused, dir_digest, prefetch_digests, prefetch_plan
 
 #: Options naming an include directory (NVRTC spells both).
 _INCLUDE_PREFIXES = ("-I", "--include-path=")
 NVRTC_TAG, NVJITLINK_TAG = b"aot-nvrtc-1", b"aot-nvjitlink-1"
-KEY_SCHEMA = b"aot-cccl-legacy-key-1"
+
+#: Hashed into every key; its version is recorded in a set's ``key_schemas`` (a set of another is said once).
+KEY_SCHEMA = b"aot-cccl-legacy-key-%d" % SCHEMAS["cccl_legacy_key"]
 
 LOOKUP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
                           ctypes.POINTER(ctypes.c_size_t))

@@ -91,6 +91,11 @@ def package_table(root: Path, release: str) -> dict[str, bytes | Path]:
         log.warning("aot: %s; its cuda.compute builds JIT-compile", e)
         return {}
     r = m.legacy.get(release)
+    from ...core.keyschemas import mismatch
+    stale = mismatch(m.key_schemas, "cccl_legacy") if r else None
+    if stale:  # every key would differ: said once, not as a miss per compile
+        log.warning("aot: %s: cccl-legacy answers %s; its cuda.compute builds JIT-compile", root, stale)
+        return {}
     table: dict[str, bytes | Path] = {}
     for a in (r.answers if r else ()):
         try:

@@ -122,7 +122,8 @@ def key_of(pyfunc: Any, args: tuple, kwargs: dict, nvvm: dict[str, bytes]) -> st
         repr([(c, getattr(config, c, None)) for c in CONFIG]).encode(), _numba_versions().encode(),
         repr(tuple(devices.get_context().device.compute_capability)).encode(), nvvm[lib], nvvm[libdevice],
     ]
-    h = hashlib.sha256(b"aot-cccl-legacy-op-key-1")
+    from ...core.keyschemas import SCHEMAS
+    h = hashlib.sha256(b"aot-cccl-legacy-op-key-%d" % SCHEMAS["cccl_legacy_op"])
     for part in parts:
         h.update(struct.pack("<Q", len(part)) + part)
     return h.hexdigest()
