@@ -222,10 +222,13 @@ print(json.dumps({"counts": A._active.counts() if A._active else None,
 """
 
 
-def _example_wheel(tmp_path: Path, build_py: Path, dist: Path, **env_extra: str) -> Path:
-    """examples/legacy-mypkg's wheel, built by the hook with ``build_py`` (``pip wheel --no-build-isolation``)."""
+def _example_wheel(tmp_path: Path, build_py: Path, dist: Path, major: int = 13, **env_extra: str) -> Path:
+    """examples/legacy-mypkg's wheel, built by the hook with ``build_py`` (``pip wheel --no-build-isolation``);
+    ``major`` 12: the same library for CUDA 12 (its pyproject's ``cu13`` pins and extras made ``cu12``)."""
     proj = tmp_path / f"proj-{dist.name}"
     shutil.copytree(ROOT / "examples" / "legacy-mypkg", proj, ignore=shutil.ignore_patterns("build", "artifacts"))
+    if major != 13:
+        (proj / "pyproject.toml").write_text((proj / "pyproject.toml").read_text().replace("cu13", f"cu{major}"))
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000", PYTHONPATH="", **env_extra)
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(build_py), "wheel", "-q", "--no-build-isolation",
                         "--no-deps", "--no-index", "-w", str(dist), str(proj)], cwd=tmp_path, env=env,
@@ -270,6 +273,29 @@ def test_the_example_wheel_built_under_060_by_the_hook_serves_every_spec_in_a_fr
     assert out["where"].startswith(str(tmp_path / "user-venv"))  # the installed wheel, not the source tree
     assert out["counts"] == {"nvrtc": [len(specs), 0], "nvJitLink": [len(specs), 0], "numba": [len(specs), 0]}, out
     assert out["refusals"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("AOT_CCCL060_CU12_PYTHON"), reason="AOT_CCCL060_CU12_PYTHON: a python with "
+                    "cuda-cccl[cu12]==0.6.0, numba<0.66, hatchling, PyYAML and platformdirs (docs/build.md)")
+def test_the_example_for_cuda_12_is_served_under_cuda_12(tmp_path):
+    """The same library pinning cuda-cccl[cu12] (cuda-bindings 12, NVRTC and nvJitLink 12.9, NVVM in
+    ``nvidia/cuda_nvcc``): the hook records under CUDA 12's shims, and a fresh venv over that stack gets every
+    compile, link and operator of the four specs answered (0 misses)."""
+    import tomllib
+
+    from tests.legacy_envs import overlay_venv
+    base = os.environ["AOT_CCCL060_CU12_PYTHON"]
+    specs = tomllib.loads((ROOT / "examples" / "legacy-mypkg" / "pyproject.toml").read_text())["tool"]["aot"][
+        "cccl-legacy"]
+    build_py = overlay_venv(tmp_path / "build-venv", base)
+    whl = _example_wheel(tmp_path, build_py, tmp_path / "dist", major=12)
+    r = subprocess.run([str(build_py), "-m", "aot", "verify", "--for-wheel", str(whl)], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=""), timeout=300)  # checked under CUDA 12
+    assert r.returncode == 0 and f"{len(specs)} specs, {3 * len(specs)} answers" in r.stdout, r.stdout + r.stderr
+    out = _served(tmp_path, whl, base, "user-venv", specs)
+    n = len(specs)
+    assert out["counts"] == {"nvrtc": [n, 0], "nvJitLink": [n, 0], "numba": [n, 0]} and out["refusals"] == [], out
 
 
 @pytest.mark.slow

@@ -127,11 +127,17 @@ def build_reduce(dtype: str, op: str, init: float) -> None:
     build_spec(f"reduce:{dtype}:{op}:{init}")
 
 
-def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, int]:
-    """Build each spec (``reduce:int32:plus:0``, see FAMILIES) for ``sm``; add every answer to the set at
+def record(specs: list[str], sm: int, out: Path, major: int | None = None) -> dict[str, int]:
+    """Build each spec (``reduce:int32:plus:0``, see FAMILIES) for ``sm`` under CUDA ``major`` (default: the
+    one cuda.compute's C library is picked for here, from ``cuda-bindings``); add every answer to the set at
     ``out`` (its manifest lists them: :mod:`aot.build.legacy_set`). Returns spec -> answers recorded (a spec
     with fewer than 2, a compile and a link, did not build)."""
+    from ..runtime.adapters.cccl_legacy_files import installed_major
     from . import legacy_set
+    if major is None:
+        major = installed_major()
+        if major is None:
+            raise RuntimeError("aot: the installed cuda-bindings is neither CUDA 12 nor 13")
     for spec in specs:
         parse_spec(spec)  # every spec checked before anything is compiled or written
     cuda_cccl = metadata.version("cuda-cccl")
@@ -140,7 +146,7 @@ def record(specs: list[str], sm: int, out: Path, major: int = 13) -> dict[str, i
     with tempfile.TemporaryDirectory(prefix="aot-legacy-") as tmp:
         _stand_in_driver(Path(tmp))
         shims = cccl_legacy.Shims(cccl_legacy.build_shims(major, Path(tmp)), cccl_legacy.real_libs(major),
-                                  record=lambda k, i, o: got.append((k, i, o, current[0])))
+                                  record=lambda k, i, o: got.append((k, i, o, current[0])), major=major)
         # the operators' LTO-IR numba compiles, recorded under the key the serving process computes
         cccl_legacy_ops.bind(shims, lambda k, o: got.append((k, cccl_legacy_ops.OP_TAG, o, current[0])))
         _target_cc(sm)

@@ -127,7 +127,8 @@ class Shims:
     """The two loaded shims, their callbacks and the table they answer from (key -> output bytes)."""
 
     def __init__(self, paths: dict[str, Path], real: dict[str, str], table: dict[str, bytes | Path] | None = None,
-                 record: Callable[[str, bytes, bytes], None] | None = None, release: str | None = None):
+                 record: Callable[[str, bytes, bytes], None] | None = None, release: str | None = None,
+                 major: int = 13):
         self.table = dict(table or {})
         self.release = release
         # Hashing the compilers and the include directories (about 300 MB, seconds on a slow host) starts now,
@@ -135,7 +136,7 @@ class Shims:
         self._identity: bytes | None = None
         self._nvvm: dict[str, bytes] = {}
         self._warm_error: BaseException | None = None
-        self._warm = threading.Thread(target=self._prefetch, args=(real, prefetch_plan(real)),
+        self._warm = threading.Thread(target=self._prefetch, args=(real, prefetch_plan(real, major)),
                                       name="aot-cccl-legacy-hash", daemon=True)
         self._warm.start()
         self.refusals: list[str] = []
@@ -357,4 +358,5 @@ def install(root: Path, cuda_cccl: str, shim_dir: Path, major: int = 13, record=
     Refuses (RuntimeError) when cuda.compute's bindings are loaded already: its C library is bound."""
     if any(m.startswith("cuda.compute._bindings") or m.startswith("cuda.compute.cu1") for m in sys.modules):
         raise RuntimeError("aot: cuda.compute's C library is loaded already; the legacy shims must come first")
-    return Shims(build_shims(major, shim_dir), real_libs(major), load_table(root, cuda_cccl), record, cuda_cccl)
+    return Shims(build_shims(major, shim_dir), real_libs(major), load_table(root, cuda_cccl), record, cuda_cccl,
+                 major)

@@ -143,8 +143,12 @@ def _start(release: str, table: dict[str, bytes | Path]) -> object:
     from . import cccl_legacy
     try:
         from ..loader.stand_ins import _private_dir
-        shims = cccl_legacy.Shims(cccl_legacy.build_shims(13, _private_dir()), cccl_legacy.real_libs(13), table,
-                                  release=release) if _c_library_free() else None
+        from .cccl_legacy_files import installed_major
+        major = installed_major()
+        if major is None:
+            raise RuntimeError("the installed cuda-bindings is neither CUDA 12 nor 13")
+        shims = cccl_legacy.Shims(cccl_legacy.build_shims(major, _private_dir()), cccl_legacy.real_libs(major),
+                                  table, release=release, major=major) if _c_library_free() else None
         if shims is None:
             raise RuntimeError("cuda.compute's C library is loaded already; the legacy shims must come first")
         canonical_operator_names()

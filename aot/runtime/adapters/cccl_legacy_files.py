@@ -145,21 +145,39 @@ def sha256_many(paths: Sequence[str | Path], *, child: bool = True) -> list[byte
     return out
 
 
+#: Where each CUDA major's wheels put (NVVM's folder under ``nvidia/``, the runtime's headers cuda-cccl names):
+#: CUDA 13's all under ``nvidia/cu13``, CUDA 12's one folder per wheel. Data: a layout, not a release.
+WHEEL_LAYOUT = {13: {"nvvm": "cu13", "cudart_include": "cu13/include"},
+                12: {"nvvm": "cuda_nvcc", "cudart_include": "cuda_runtime/include"}}
+#: The CUDA majors the shims are built for (CMakeLists.txt: the same two).
+MAJORS = tuple(WHEEL_LAYOUT)
+
+
+def installed_major() -> int | None:
+    """The CUDA major cuda.compute's C library is picked for (these releases pick it from ``cuda-bindings``'
+    major, as aot's loader does: :func:`aot.core.majorset.installed_major`); None where it is neither 12 nor 13."""
+    from ...core.majorset import installed_major as bindings_major
+    major = bindings_major()
+    return int(major) if major.isdigit() and int(major) in WHEEL_LAYOUT else None
+
+
 def nvvm_files(major: int = 13) -> list[Path]:
     """The NVVM library and libdevice of the CUDA wheels (resolved): what numba-cuda compiles operators with
     where it finds them there (:mod:`.cccl_legacy_ops` serves an operator only where it would load these)."""
     found: set[Path] = set()
     for base in package_paths("nvidia"):
-        root = Path(base, f"cu{major}")
+        root = Path(base, WHEEL_LAYOUT[major]["nvvm"])
         for pattern in ("lib/libnvvm.so*", "nvvm/lib64/libnvvm.so*", "nvvm/libdevice/libdevice*.bc"):
             found |= {p.resolve() for p in root.glob(pattern) if p.is_file()}
     return sorted(found)
 
 
 def include_dirs_to_prefetch(major: int = 13) -> list[Path]:
-    """The include directories cuda.compute's builds name: cuda-cccl's headers and the CUDA wheels'."""
+    """The include directories cuda.compute's builds name: cuda-cccl's headers and the CUDA wheels' runtime
+    headers (``cuda.pathfinder``'s ``cudart`` folder)."""
     dirs = []
-    for mod, sub in (("cuda.cccl", ("headers", "include")), ("nvidia", (f"cu{major}", "include"))):
+    for mod, sub in (("cuda.cccl", ("headers", "include")),
+                     ("nvidia", tuple(WHEEL_LAYOUT[major]["cudart_include"].split("/")))):
         dirs += [Path(p, *sub) for p in package_paths(mod) if Path(p, *sub).is_dir()]
     return dirs
 
@@ -229,16 +247,16 @@ def compiler_identity(real: dict[str, str], digests: dict[str, bytes] | None = N
     return "\n".join(f"{name}={digests[str(p)].hex()}" for name, p in named).encode()
 
 
-def prefetch_plan(real: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
-    """What the prefetch hashes (NVVM's files, the compilers', the trusted include directories), found in the
-    calling thread: the prefetch thread then only reads files."""
+def prefetch_plan(real: dict[str, str], major: int = 13) -> tuple[list[str], list[str], list[str]]:
+    """What the prefetch hashes for CUDA ``major`` (NVVM's files, the compilers', the trusted include
+    directories), found in the calling thread: the prefetch thread then only reads files."""
     dirs = []
-    for d in include_dirs_to_prefetch():
+    for d in include_dirs_to_prefetch(major):
         try:
             dirs.append(_trusted_dir(str(d)))
         except Refused:
             continue
-    return [str(p) for p in nvvm_files()], [str(p) for _, p in _compiler_files(real)], dirs
+    return [str(p) for p in nvvm_files(major)], [str(p) for _, p in _compiler_files(real)], dirs
 
 
 def prefetch_digests(real: dict[str, str], plan: tuple[list[str], list[str], list[str]]) -> \
