@@ -146,11 +146,10 @@ def sha256_many(paths: Sequence[str | Path], *, child: bool = True) -> list[byte
 
 
 #: Where each CUDA major's wheels put (NVVM's folder under ``nvidia/``, the runtime's headers cuda-cccl names):
-#: CUDA 13's all under ``nvidia/cu13``, CUDA 12's one folder per wheel. Data: a layout, not a release.
+#: CUDA 13's all under ``nvidia/cu13``, CUDA 12's one folder per wheel. Data: a layout, not a release; the shims
+#: are built for the same two majors (CMakeLists.txt).
 WHEEL_LAYOUT = {13: {"nvvm": "cu13", "cudart_include": "cu13/include"},
                 12: {"nvvm": "cuda_nvcc", "cudart_include": "cuda_runtime/include"}}
-#: The CUDA majors the shims are built for (CMakeLists.txt: the same two).
-MAJORS = tuple(WHEEL_LAYOUT)
 
 
 def installed_major() -> int | None:
