@@ -22,11 +22,18 @@ def main(mode: str, spec: str) -> None:
 
     from legacy_mypkg import algos, ops
     imports = time.perf_counter() - t0
-    family, dtype, op, *rest = spec.split(":")
+    family, dtype, *fields = spec.split(":")
+    offsets = fields.pop(0) if family == "segmented_reduce" else None  # its offsets' dtype comes first
+    op, rest = fields[0], fields[1:]
     n = 1 << 20
     x = (np.arange(n) % 1000).astype(dtype)
     d_in = cuda.to_device(x)
     fn = getattr(ops, op.rpartition(".")[2])
+    if family == "binary_transform":
+        d_b = cuda.to_device(x[::-1].copy())
+    elif family == "segmented_reduce":  # segments of 1000 items
+        starts = np.arange(0, n, 1000, dtype=offsets)
+        d_starts, d_ends = cuda.to_device(starts), cuda.to_device(np.minimum(starts + 1000, n).astype(offsets))
     t = time.perf_counter()
     if family == "reduce":
         d_out = cuda.device_array(1, dtype=dtype)
@@ -34,6 +41,12 @@ def main(mode: str, spec: str) -> None:
     elif family == "unary_transform":
         d_out = cuda.device_array(n, dtype=dtype)
         algos.negate(d_in, d_out)
+    elif family == "binary_transform":
+        d_out = cuda.device_array(n, dtype=dtype)
+        algos.add_arrays(d_in, d_b, d_out)
+    elif family == "segmented_reduce":
+        d_out = cuda.device_array(len(starts), dtype=dtype)
+        algos.segment_sums(d_in, d_out, d_starts, d_ends)
     else:
         raise SystemExit(f"{spec}: no call for family {family}")
     cuda.synchronize()

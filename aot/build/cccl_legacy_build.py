@@ -97,7 +97,14 @@ FAMILIES = {
     "radix_sort": (("order",), lambda a, dt, f: a.make_radix_sort(
         d_in_keys=_Fake(dt), d_out_keys=_Fake(dt), d_in_values=None, d_out_values=None,
         order=getattr(a.SortOrder, f["order"].upper()))),
+    "binary_transform": (("op",), lambda a, dt, f: a.make_binary_transform(
+        d_in1=_Fake(dt), d_in2=_Fake(dt), d_out=_Fake(dt), op=operator(f["op"]))),
+    # offsets: the dtype of the start and end offset arrays (a segment's bounds), then the operator and init
+    "segmented_reduce": (("offsets", "op", "init"), lambda a, dt, f: a.make_segmented_reduce(
+        d_in=_Fake(dt), d_out=_Fake(dt), start_offsets_in=_Fake(f["offsets"]), end_offsets_in=_Fake(f["offsets"]),
+        op=operator(f["op"]), h_init=_value(dt, f["init"]))),
 }
+#: Not built: merge_sort (0.6.0's build asks the driver something before it compiles, error 999 on the stand-in).
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:

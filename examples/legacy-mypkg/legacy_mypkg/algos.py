@@ -22,3 +22,18 @@ def negate(d_in, d_out):
     t = algorithms.make_unary_transform(d_in=d_in, d_out=d_out, op=ops.negate)
     t(d_in=d_in, d_out=d_out, op=ops.negate, num_items=d_in.size)
     return d_out
+
+
+def add_arrays(d_a, d_b, d_out):
+    """``d_out = d_a + d_b`` (a binary transform with the library's own operator)."""
+    from cuda.compute import algorithms
+    algorithms.binary_transform(d_in1=d_a, d_in2=d_b, d_out=d_out, op=ops.add, num_items=d_a.size)
+    return d_out
+
+
+def segment_sums(d_in, d_out, d_starts, d_ends):
+    """``d_out[i] = sum(d_in[d_starts[i]:d_ends[i]])`` (a segmented reduction; int64 offsets)."""
+    from cuda.compute import algorithms
+    algorithms.segmented_reduce(d_in=d_in, d_out=d_out, num_segments=d_out.size, start_offsets_in=d_starts,
+                                end_offsets_in=d_ends, op=ops.add, h_init=np.array([0], dtype=d_in.dtype))
+    return d_out
