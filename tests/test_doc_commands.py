@@ -221,8 +221,9 @@ def _untagged_blocks(text: str) -> list[list[str]]:
 
 
 def _copy(dst: Path) -> Path:
-    """This checkout's files (not its venvs, builds or .git) at ``dst``."""
-    everywhere = shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".mypy_cache", ".ruff_cache",
+    """This checkout's files (not its venvs, builds or .git) at ``dst``: not nox's environments either (``.nox``,
+    left by .ci/envs.sh: 3.5 GB, which every copy took minutes over)."""
+    everywhere = shutil.ignore_patterns(".git", ".venv*", ".nox", "__pycache__", ".mypy_cache", ".ruff_cache",
                                         ".pytest_cache", "dist")
     outputs = {"build", "site", ".gpu", ".whl", "aot-out", "artifacts"}  # build outputs, not aot/build (code)
 
