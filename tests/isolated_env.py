@@ -111,7 +111,7 @@ def fresh_clone(dst: Path, env: dict | None = None) -> Path:
     files git does not ignore are carried over, so the run tests what is about to be committed."""
     git = ["git", "-c", "safe.directory=*"]
     if not (ROOT / ".git").exists():  # an unpacked source tree: its files are what a clone would hold
-        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", "build", "dist", "__pycache__", ".gpu",
+        shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv*", ".nox", "build", "dist", "__pycache__", ".gpu",
                                                                  ".whl", "aot-out", "site"))
         return dst
     kw: dict = {"check": True, "capture_output": True, "timeout": 300, "cwd": ROOT, "env": env}
