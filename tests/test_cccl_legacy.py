@@ -339,7 +339,7 @@ def test_the_prefetch_thread_only_reads_files(monkeypatch):
     real_import = builtins.__import__
 
     def spy(name, *args, **kwargs):
-        if threading.current_thread() is not threading.main_thread():
+        if worker and threading.current_thread() is worker[0]:  # the prefetch's thread (the suite runs others)
             seen.append(name)
         return real_import(name, *args, **kwargs)
 
@@ -365,13 +365,20 @@ def test_the_key_files_are_hashed_by_a_child_python_and_here_where_it_cannot(tmp
         f.write_bytes(os.urandom(i * 37))
         files.append(f)
     want = [hashlib.sha256(f.read_bytes()).digest() for f in files]
-    started = []
-    real_run = cccl_legacy_files.subprocess.run
-    monkeypatch.setattr(cccl_legacy_files.subprocess, "run", lambda *a, **k: started.append(a) or real_run(*a, **k))
-    assert cccl_legacy_files.sha256_many(files) == want and len(started) == 1
+    started: list = []  # what this module's children gave (the suite's isolated builds run subprocesses beside it)
+    real_child = cccl_legacy_files._in_child
+
+    def child(*a):
+        started.append(real_child(*a))
+        return started[-1]
+
+    monkeypatch.setattr(cccl_legacy_files, "_in_child", child)
+    assert cccl_legacy_files.sha256_many(files) == want and len(started) == 1 and started[0] == want  # by the child
     assert cccl_legacy_files.sha256_many(files[:3]) == want[:3] and len(started) == 1  # few: no child
     assert cccl_legacy_files.sha256_many(files, child=False) == want and len(started) == 1
-    monkeypatch.setattr(cccl_legacy_files.sys, "executable", "/usr/bin/uwsgi")  # an embedding program
+    assert cccl_legacy_files._interpreter() == sys.executable
+    # an embedding program: no Python to start (patched here, not sys.executable: the suite's threads use it)
+    monkeypatch.setattr(cccl_legacy_files, "_interpreter", lambda: None)
     assert cccl_legacy_files.sha256_many(files) == want and len(started) == 1
     monkeypatch.undo()
     missing = [*files, tmp_path / "gone.h"]
