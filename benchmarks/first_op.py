@@ -63,17 +63,20 @@ def _gc_watch(phase, info):
 gc.callbacks.append(_gc_watch)
 '''
 
-CPU_CHILD = r"""
-import json, sys, time
-way, cache_dir = sys.argv[1], sys.argv[2]
-from importlib.machinery import SourceFileLoader
+#: Both children's count of aot modules Python compiles from source inside the clock (no valid bytecode).
+SOURCE_WATCH = r'''from importlib.machinery import SourceFileLoader
 compiled = []  # aot modules Python compiled from source inside the clock (no valid bytecode): not aot's own cost
 _to_code = SourceFileLoader.source_to_code
 def _counted_to_code(self, data, path, *a, **k):
     compiled.append(str(path))
     return _to_code(self, data, path, *a, **k)
 SourceFileLoader.source_to_code = _counted_to_code
-import numpy as np
+'''
+
+CPU_CHILD = r"""
+import json, sys, time
+way, cache_dir = sys.argv[1], sys.argv[2]
+""" + SOURCE_WATCH + r"""import numpy as np
 from cuda.core import Program, ProgramOptions
 from cuda.core.utils import FileStreamProgramCache
 import aot
@@ -98,14 +101,7 @@ print(json.dumps({"first_ms": (t1 - t0) * 1e3, "launch_us": 1.0, "where": where,
 CHILD = r"""
 import json, sys, time
 way, cache_dir, launches = sys.argv[1], sys.argv[2], int(sys.argv[3])
-from importlib.machinery import SourceFileLoader
-compiled = []  # aot modules Python compiled from source inside the clock (no valid bytecode): not aot's own cost
-_to_code = SourceFileLoader.source_to_code
-def _counted_to_code(self, data, path, *a, **k):
-    compiled.append(str(path))
-    return _to_code(self, data, path, *a, **k)
-SourceFileLoader.source_to_code = _counted_to_code
-import numpy as np
+""" + SOURCE_WATCH + r"""import numpy as np
 from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
 from cuda.core.utils import FileStreamProgramCache
 import aot
