@@ -6,46 +6,19 @@ tests/test_numba.py's (a real build). No compiler here: synthetic CuPy payloads,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 
 import aot
 from aot.build.merge import merge
-from aot.core import format as fmt
 from aot.core import keyschemas
 from aot.core.errors import ArtifactError, AotWarning
-from aot.core.manifest import load_manifest, write_manifest
-from aot.core.spec import CupyKernel, item_key
+from aot.core.manifest import load_manifest
 from aot.runtime.adapters import cupy_attach
-
-SOURCE = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
-SPEC = CupyKernel(name="k.0", what="k(float* x)", source_sha256=hashlib.sha256(SOURCE.encode()).hexdigest(),
-                  options=(), name_expressions=None, jitify=False, cupy="14.2.0", source=SOURCE)
-HOST = {"aot": "0.1.0", "cuda_cccl": "1.2.1", "cuda_major": "13", "nvrtc": "13.0", "nvjitlink": "13.0",
-        "cuda_core": "1.2.2"}
-STACK = {"cupy": "14.2.0", "nvrtc": "13.0.88", "cuda_runtime": "13.0.96", "cuda_crt": "missing"}
-
-
-def _set(root: Path, key: str, schemas: dict | None) -> Path:
-    """A one-artifact CuPy set whose manifest records ``schemas`` (``None``: a manifest without the field)."""
-    rel = f"cupy/{SPEC.name}/sm_90.cubin.aot"
-    ck = item_key(SPEC, 90, "cubin", HOST)
-    header = fmt.make_header(family="cupy", name=SPEC.name, content_key=ck, sm=90, payload_kind="cubin",
-                             payload=b"cubin", producer={k: HOST[k] for k in fmt.PRODUCER_FIELDS},
-                             extra={"cupy_key": key, "cupy_name": "x.cubin", "cupy_stack": STACK})
-    data = fmt.encode(header, b"cubin")
-    (root / rel).parent.mkdir(parents=True)
-    (root / rel).write_bytes(data)
-    extra: dict = {"sms": [90]} if schemas is None else {"sms": [90], "key_schemas": schemas}
-    write_manifest(root, producer=HOST, specs={SPEC.name: SPEC.definition()}, extra=extra,
-                   artifacts=[{"path": rel, "name": SPEC.name, "family": "cupy", "sm": 90, "payload_kind": "cubin",
-                               "size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "content_key": ck,
-                               "cupy_key": key, "cupy_stacks": [STACK]}])
-    return root
+from tests.test_merge_schemas import SPEC
+from tests.test_merge_schemas import _cupy_set as _set  # a one-artifact CuPy set recording the schemas given
 
 
 def test_a_cupy_set_built_by_another_key_schema_is_said_once_and_not_served(tmp_path):
