@@ -67,6 +67,17 @@ def repo_env(**extra: str) -> dict:
     return env
 
 
+def load_script(name: str, rel: str):
+    """The module of this checkout's script ``rel`` (a benchmark, a CI helper: files run as scripts, not packages),
+    executed under ``name``."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    assert spec is not None and spec.loader is not None, rel
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def side_by_side(*calls):
     """Run independent builds at once, ``LANES`` (CI's 2 cores) at a time, one thread each (a build's work is in its own
     processes), and return their results in order; the first exception is raised after all have finished. The

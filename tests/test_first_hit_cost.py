@@ -8,7 +8,6 @@ benchmarks/first_hit_cpu.py, whose timings the manual quotes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import struct
@@ -16,7 +15,7 @@ import sys
 import warnings
 
 import pytest
-from conftest import ROOT, repo_env
+from conftest import ROOT, load_script, repo_env
 from tests.test_layers import FIRST_HIT_CLOSURE
 
 EXAMPLE = ROOT / "examples" / "adopt-mypkg"
@@ -31,10 +30,7 @@ NEVER = ("aot.core.manifest", "aot.core.spec", "aot.core.rules", "aot.core.formr
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("first_hit_cpu", ROOT / "benchmarks" / "first_hit_cpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("first_hit_cpu", "benchmarks/first_hit_cpu.py")
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,12 @@ mutation; a mutant directory written by the tool passes every check the loader a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 GATE = ROOT / "tests" / "data" / "gate"
 MATRIX = GATE / "build_matrix.yaml"
@@ -19,10 +18,7 @@ MATRIX = GATE / "build_matrix.yaml"
 
 @pytest.fixture(scope="module")
 def mm():
-    spec = importlib.util.spec_from_file_location("make_mutants", ROOT / ".ci" / "gpu" / "make_mutants.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("make_mutants", ".ci/gpu/make_mutants.py")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from aot.build.toolchain import native_sm
-from conftest import GPU_ARTIFACTS, ROOT
+from conftest import GPU_ARTIFACTS, load_script
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(native_sm() is None, reason="needs a CUDA GPU and driver")]
 
@@ -23,10 +23,7 @@ FLOOR_MS = 1.0
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("warm_bench", ROOT / "benchmarks" / "warm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("warm_bench", "benchmarks/warm.py")
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +72,7 @@ def test_first_result_with_a_warmup_in_flight():
     benchmark's business; here only that it works beside a full warmup."""
     if importlib.util.find_spec("cupy") is None:
         pytest.skip("needs cupy")
-    spec = importlib.util.spec_from_file_location("warm_limit", ROOT / "benchmarks" / "warm_limit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("warm_limit", "benchmarks/warm_limit.py")
     if not (ARTIFACTS / "manifest.json").exists():
         pytest.skip(f"no artifact set at {ARTIFACTS}")
     r = mod.child(mod.FIRST, "first-new", str(ARTIFACTS), "{}", env={"AOT_BENCH_NAME": "reduce_sum_f64"})

@@ -6,7 +6,6 @@ reach costs a status note, never the spec. The GPU side: tests/test_gpu_warm.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import statistics
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aot.runtime.warmup import warm as _warm
-from tests.conftest import GPU_ARTIFACTS, ROOT, SMALL_CCCL, SMALL_NVRTC, repo_env
+from tests.conftest import GPU_ARTIFACTS, ROOT, SMALL_CCCL, SMALL_NVRTC, load_script, repo_env
 
 #: Tags in the top bytes of the fake driver's handles (tests/fake_libcuda.c).
 LIB_TAG, KRN_TAG = 0x4C4942, 0x4B524E
@@ -216,9 +215,7 @@ def test_caller_device_without_a_context():
 
 
 def test_warm_benchmark_summary_and_table():
-    spec = importlib.util.spec_from_file_location("warm_bench", ROOT / "benchmarks" / "warm.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("warm_bench", "benchmarks/warm.py")
     run = {"mode": "warm", "import_aot_ms": 1.0, "request_warmup_ms": 0.2, "cold": [], "ready_ms": 250.0,
            "kernels": {"a": 3, "b": 1}, "cuda_compute_imported_by_caller": False,
            "calls": {"a": [0.9, 0.5], "b": [3.0, 1.0]}}
@@ -351,9 +348,7 @@ def test_exit_during_warmup_is_clean(small_build, fake_libcuda, delay):
 
 
 def test_warm_breakdown_summary_and_table():
-    spec = importlib.util.spec_from_file_location("warm_breakdown", ROOT / "benchmarks" / "warm_breakdown.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("warm_breakdown", "benchmarks/warm_breakdown.py")
     floors = [{"floor_ms": f, "import_ms": f - 10, "context_ms": 250.0} for f in (400.0, 410.0, 390.0)]
     aots = [{"warm_ms": w, "blocking_ms": 2.0, "blocking_cpu_ms": 1.5, "import_aot_ms": 1.0, "registry_ms": 0.5,
              "request_warmup_ms": 0.5, "phases_ms": {"cuda_compute_imported": 380.0, "last_task_done": w - 1},
@@ -502,9 +497,7 @@ def test_warm_limit_summary_and_table():
     """The limit is max(import + CCCL loads, context + all loads) (issue 29; the driver beside the import is
     reported, not used); ratios are warm-all over the limit and the first result with a warmup over the one
     without."""
-    spec = importlib.util.spec_from_file_location("warm_limit", ROOT / "benchmarks" / "warm_limit.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("warm_limit", "benchmarks/warm_limit.py")
     rows = []
     for w in (500.0, 520.0, 510.0):
         rows += [{"kind": "floor", "wall_ms": 300.0, "import_ms": 290.0, "context_ms": 240.0},
